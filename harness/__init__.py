@@ -1,0 +1,3 @@
+"""Lifecycle conformance harness."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Acceptance criteria: one module per stage; see catalogue.py."""

@@ -1,0 +1,181 @@
+"""The Trace: everything that really happened in one scenario run, as plain frozen data.
+
+A trace is what checkers judge. It is built by the runner and never by an implementation:
+
+* ``events`` is one totally ordered list of what the world received and did (model requests
+  served, exact classifier input, tool executions = the side-effect ledger, approval prompts,
+  UI publications, failpoint hits), what the implementation emitted on its realtime event
+  channel, and what the harness did (driver calls, crashes, restarts);
+* ``observations`` are snapshots of the implementation's *durable* store, read back through
+  ``Implementation.inspect`` at probe points (when a tool executes, when a prompt is shown,
+  at failpoints) and at each quiescent point and restart;
+* ``meta`` says which scenario, seed, fault plan, sessions and thresholds produced it.
+
+Traces serialize to JSON exactly (``to_json``/``from_json`` of :mod:`harness.contract`), and
+:func:`trace_digest` is stable across runs with the same seed (nothing wall-clock is kept).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from harness.contract import (
+    Feature,
+    Observation,
+    SessionConfig,
+    Thresholds,
+    ToolSpec,
+    canonical_json,
+    from_json,
+    to_json,
+)
+
+
+class Source:
+    WORLD = "world"
+    IUT = "iut"
+    HARNESS = "harness"
+
+
+class Kind:
+    """Event kinds. ``data`` layouts are documented beside each constant."""
+
+    # -- world (ground truth) --------------------------------------------------------
+    MODEL_REQUEST = "model_request"
+    """request_id, session_id, messages (Message JSON list), tools (names), script_index
+    (which scripted response was served, -1 = default final answer), instance."""
+    MODEL_STREAM_END = "model_stream_end"
+    """request_id, how ("end" | "eof" | "transport_error" | "cancelled"), text (the text
+    chunks served), tool_call_ids."""
+    CLASSIFIER_REQUEST = "classifier_request"
+    """request (ClassifierRequest JSON), raw (the exact canonical JSON the world received),
+    outcome, reason (the verdict the world answered), delay_s."""
+    TOOL_EXECUTED = "tool_executed"
+    """One ledger row: ledger_seq, session_id, tool_call_id, execution_id, tool, kind, args,
+    args_digest, permission_version, sandboxed, effect ("applied" | "partial" | "none"),
+    status, output, error_kind, escalation_requested."""
+    TOOL_UNAVAILABLE = "tool_unavailable"
+    """The world refused to start the tool (certainly not executed): same keys as above
+    without effect/status."""
+    APPROVAL_PROMPT = "approval_prompt"
+    """wait_id, session_id, execution_id, tool_call_id, tool, args, reason."""
+    UI_PUBLISH = "ui_publish"
+    """projection (Projection JSON)."""
+    FAILPOINT = "failpoint"
+    """name, context, hit (1-based count of this name in this run), action ("none" |
+    "crash" | "raise" | "delay" | "change_rules" | "cancel" | "hold")."""
+
+    # -- implementation's realtime channel --------------------------------------------
+    LIFECYCLE_EVENT = "lifecycle_event"
+    """event (LifecycleEvent JSON)."""
+
+    # -- harness ----------------------------------------------------------------------
+    DRIVER_CALL = "driver_call"
+    """method, args."""
+    DRIVER_RETURN = "driver_return"
+    """method, result (JSON of the return value)."""
+    DRIVER_RAISED = "driver_raised"
+    """method, exception (class name), message, expected (bool: an injected world error
+    propagated as the contract asks)."""
+    CRASH = "crash"
+    """failpoint, mode ("in_process" | "process")."""
+    RESTART = "restart"
+    """instance (new instance number)."""
+    HANG = "hang"
+    """method, limit_s."""
+    OBSERVED = "observed"
+    """label, observation_index."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    index: int
+    source: str
+    kind: str
+    instance: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ObservationPoint:
+    index: int
+    """Index of the trace event at (just after) which the store was read."""
+    label: str
+    """"quiescent", "after_restart", "final", or "probe:<what>" (tool_executed,
+    approval_prompt, ui_publish, failpoint:<name>)."""
+    observation: Observation
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """One fault of a plan, as recorded in the trace (see harness.faults for semantics)."""
+
+    failpoint: str
+    action: str
+    hits: str = "1"
+    """fail-rs-like sequence, e.g. "1" (first hit), "2*off->crash" style is normalized to
+    the hit numbers it fires on, e.g. "3"."""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceMeta:
+    scenario_id: str
+    stage: str
+    seed: int
+    implementation: str
+    features: tuple[Feature, ...]
+    thresholds: Thresholds
+    sessions: tuple[SessionConfig, ...]
+    tools: tuple[ToolSpec, ...]
+    faults: tuple[FaultSpec, ...]
+    crash_mode: str = "in_process"
+    dangerous_markers: tuple[str, ...] = ()
+    """Substrings the scripted classifier treats as risky anywhere in an operation."""
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    meta: TraceMeta
+    events: tuple[TraceEvent, ...]
+    observations: tuple[ObservationPoint, ...]
+    completed: bool = True
+    """False when the run was cut short (hang, implementation error, harness limit)."""
+    error: str = ""
+
+    # -- helpers for checkers (pure) ---------------------------------------------------
+
+    def of_kind(self, *kinds: str) -> Iterator[TraceEvent]:
+        return (event for event in self.events if event.kind in kinds)
+
+    def ledger(self) -> tuple[TraceEvent, ...]:
+        """Every real tool execution, in order (the side-effect ledger)."""
+        return tuple(self.of_kind(Kind.TOOL_EXECUTED))
+
+    def lifecycle_events(self) -> Iterator[tuple[TraceEvent, dict[str, Any]]]:
+        for event in self.of_kind(Kind.LIFECYCLE_EVENT):
+            yield event, event.data["event"]
+
+    def final_observation(self) -> Observation | None:
+        return self.observations[-1].observation if self.observations else None
+
+    def observations_labelled(self, prefix: str) -> tuple[ObservationPoint, ...]:
+        return tuple(point for point in self.observations if point.label.startswith(prefix))
+
+    def crashes(self) -> tuple[TraceEvent, ...]:
+        return tuple(self.of_kind(Kind.CRASH))
+
+
+def trace_to_json(trace: Trace) -> dict[str, Any]:
+    return to_json(trace)
+
+
+def trace_from_json(data: dict[str, Any]) -> Trace:
+    return from_json(Trace, data)
+
+
+def trace_digest(trace: Trace) -> str:
+    return "sha256:" + hashlib.sha256(canonical_json(to_json(trace)).encode()).hexdigest()
