@@ -1,0 +1,472 @@
+"""The ``lifecycle-harness`` command line.
+
+Guarantees of :func:`main` (it never raises, it returns the exit code):
+
+* ``0`` — every applicable criterion was exercised and passed, no scenario errored;
+* ``1`` — a conformance failure: a criterion failed, errored or was not exercised, or a
+  scenario did not complete (hang, implementation crash);
+* ``2`` — the harness could not do its job because of its input: bad arguments (argparse
+  errors included), an invalid scenario, an implementation that cannot be loaded, an
+  unwritable report directory (any :class:`~harness.errors.HarnessError`); the message on
+  stderr names the problem and the fix;
+* ``3`` — a harness bug (any other exception), with a short traceback hint.
+
+Subcommands are registered in :data:`SUBCOMMANDS`; each adds its parser and sets a
+``handler(args, ctx) -> int``. Shared option groups (``add_impl_option`` …) let later
+commands (``selftest``) and options (``--expectations``, ``--check-determinism``) slot in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+import harness
+from harness.contract import FAILPOINT_DESCRIPTIONS, Failpoint, Implementation
+from harness.criteria.base import Criterion, Status
+from harness.errors import (
+    EXIT_CONFORMANCE_FAILURE,
+    EXIT_HARNESS_BUG,
+    EXIT_OK,
+    HarnessError,
+    UsageError,
+)
+from harness.report._text import evidence_line, gate_line
+from harness.result import CriterionStatus, RunResult, ScenarioStatus
+from harness.suite import (
+    DEFAULT_IMPL_SPEC,
+    DEFAULT_SEED,
+    DEFAULT_TIME_LIMIT_S,
+    ProgressEvent,
+    display_path,
+    evaluate,
+    render_faults,
+    run_suite,
+)
+from harness.trace import trace_digest
+from harness.tracelines import render_trace
+
+PROG = "lifecycle-harness"
+DEFAULT_REPORT_DIR = os.path.join("reports", "latest")
+TRACEBACK_ENV = "LIFECYCLE_HARNESS_TRACEBACK"
+MAX_VIOLATIONS_PRINTED = 3
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def _default_resolve(spec: str) -> Implementation:
+    from harness.implementations import resolve
+
+    return resolve(spec)
+
+
+def _default_discover(paths: Sequence[str]) -> tuple[Any, ...]:
+    from harness.scenarios import discover
+
+    return tuple(discover(paths))
+
+
+def _default_load_scenario(path: str) -> Any:
+    from harness.scenarios import load_scenario
+
+    return load_scenario(path)
+
+
+def _default_scenario_dir() -> str:
+    from harness.scenarios import DEFAULT_SCENARIO_DIR
+
+    return os.fspath(DEFAULT_SCENARIO_DIR)
+
+
+def _default_criteria() -> tuple[Criterion, ...]:
+    from harness.suite import default_criteria
+
+    return default_criteria()
+
+
+def _default_runner() -> Callable[..., Any]:
+    from harness.suite import default_runner
+
+    return default_runner()
+
+
+def _default_fault_renderer() -> Callable[[Any], Sequence[str]]:
+    from harness.suite import default_fault_renderer
+
+    return default_fault_renderer()
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """What the commands use from the rest of the harness; tests inject fakes.
+
+    Every default is imported lazily, when a command first needs it.
+    """
+
+    resolve_impl: Callable[[str], Implementation] = _default_resolve
+    discover: Callable[[Sequence[str]], tuple[Any, ...]] = _default_discover
+    load_scenario: Callable[[str], Any] = _default_load_scenario
+    default_scenario_dir: Callable[[], str] = _default_scenario_dir
+    criteria: Callable[[], tuple[Criterion, ...]] = _default_criteria
+    runner: Callable[[], Callable[..., Any]] = _default_runner
+    fault_renderer: Callable[[], Callable[[Any], Sequence[str]]] = _default_fault_renderer
+
+
+@dataclass(slots=True)
+class Context:
+    deps: Deps
+    stdout: TextIO
+    stderr: TextIO
+    argv: tuple[str, ...] = field(default_factory=tuple)
+
+    def out(self, line: str = "") -> None:
+        print(line, file=self.stdout)
+
+    def err(self, line: str = "") -> None:
+        print(line, file=self.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise UsageError (exit 2 through ``main``)."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise UsageError(
+            f"{message}\n{self.format_usage().rstrip()}\n"
+            f"run `{self.prog} --help` for the options"
+        )
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; use a seed >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0 seconds")
+    return value
+
+
+def add_impl_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--impl",
+        default=DEFAULT_IMPL_SPEC,
+        metavar="SPEC",
+        help="implementation under test: 'reference' or python:MODULE:FACTORY "
+        f"(default: {DEFAULT_IMPL_SPEC})",
+    )
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seed", type=_non_negative_int, default=DEFAULT_SEED, metavar="N",
+        help=f"run seed; same seed, scenario and implementation give the same trace "
+        f"(default: {DEFAULT_SEED})",
+    )
+
+
+def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--time-limit-s", type=_positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+        help="real-time limit per driver call before the run counts as hung "
+        f"(default: {DEFAULT_TIME_LIMIT_S:g})",
+    )
+
+
+def add_scenarios_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenarios", nargs="+", action="extend", metavar="PATH",
+        help="scenario files or folders (repeatable; default: the bundled scenarios)",
+    )
+
+
+def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run``; a ``selftest`` command can reuse them."""
+    add_impl_option(parser)
+    add_scenarios_option(parser)
+    add_seed_option(parser)
+    parser.add_argument(
+        "--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
+        help=f"where to write report.json, junit.xml, report.md, report.html "
+        f"(default: {DEFAULT_REPORT_DIR})",
+    )
+    add_time_limit_option(parser)
+
+
+def _add_run(sub: Any) -> None:
+    parser = sub.add_parser(
+        "run", help="run the suite and write the reports",
+        description="Run every scenario against the implementation, judge every criterion, "
+        "write the reports. Exit 0 = conformant, 1 = conformance failure, 2 = input error, "
+        "3 = harness bug.",
+    )
+    add_run_options(parser)
+    parser.set_defaults(handler=cmd_run)
+
+
+def _add_list(sub: Any) -> None:
+    parser = sub.add_parser("list", help="list criteria, scenarios or failpoints")
+    parser.add_argument("what", choices=("criteria", "scenarios", "failpoints"))
+    add_scenarios_option(parser)
+    parser.set_defaults(handler=cmd_list)
+
+
+def _add_replay(sub: Any) -> None:
+    parser = sub.add_parser(
+        "replay", help="rerun one scenario and show its trace and verdicts",
+        description="Rerun one scenario under one seed; print the fault plan, the trace and "
+        "every verdict with its evidence. Exit 0 when no verdict failed and the run "
+        "completed, 1 otherwise.",
+    )
+    parser.add_argument("scenario_file", metavar="SCENARIO_FILE")
+    add_seed_option(parser)
+    add_impl_option(parser)
+    add_time_limit_option(parser)
+    parser.add_argument(
+        "--full", action="store_true", help="print trace event data without shortening it"
+    )
+    parser.set_defaults(handler=cmd_replay)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [_add_run, _add_list, _add_replay]
+"""Each adds one subcommand to the subparsers action (append to add a command)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Conformance harness for agent-runtime operation lifecycles.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {harness.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _fault_plan_line(renderer: Callable[[Any], Sequence[str]], scenario: Any) -> str:
+    faults = render_faults(renderer, scenario)
+    return f"  {scenario.id}: " + ("; ".join(faults) if faults else "(no faults)")
+
+
+def _progress_printer(ctx: Context) -> Callable[[ProgressEvent], None]:
+    def show(event: ProgressEvent) -> None:
+        if event.phase != "done":
+            return
+        width = len(str(event.total))
+        status = event.status.value if event.status else "?"
+        line = f"[{event.index:>{width}}/{event.total}] {status:<6} {event.scenario_id} ({event.duration_s:.2f}s)"
+        if event.error:
+            line += f" — {event.error.splitlines()[0]}"
+        ctx.err(line)
+
+    return show
+
+
+def _discover(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
+    paths = list(paths) if paths else [ctx.deps.default_scenario_dir()]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(
+            f"--scenarios: {', '.join(missing)} does not exist; pass scenario files or "
+            "folders that exist"
+        )
+    scenarios = ctx.deps.discover(paths)
+    if not scenarios:
+        raise UsageError(
+            f"no scenario files found under {', '.join(paths)}; pass --scenarios with "
+            "folders holding *.toml scenario files"
+        )
+    return scenarios
+
+
+def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    implementation = ctx.deps.resolve_impl(args.impl)
+    scenarios = _discover(ctx, args.scenarios)
+    criteria = ctx.deps.criteria()
+    renderer = ctx.deps.fault_renderer()
+    ctx.err(f"fault plans ({len(scenarios)} scenarios, seed {args.seed}):")
+    for scenario in scenarios:
+        ctx.err(_fault_plan_line(renderer, scenario))
+    result = run_suite(
+        implementation,
+        scenarios,
+        args.seed,
+        criteria=criteria,
+        runner=ctx.deps.runner(),
+        expectations=getattr(args, "expectations_map", None),
+        progress=_progress_printer(ctx),
+        time_limit_s=args.time_limit_s,
+        impl_spec=args.impl,
+        fault_renderer=renderer,
+        command=shlex.join((PROG, *ctx.argv)),
+    )
+    written = _write_reports(result, args.report_dir)
+    _print_summary(ctx, result)
+    ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
+    return EXIT_OK if result.gate_passed else EXIT_CONFORMANCE_FAILURE
+
+
+def _write_reports(result: RunResult, report_dir: str) -> dict[str, Path]:
+    from harness.report import write_reports
+
+    try:
+        return write_reports(result, report_dir)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the reports to {report_dir!r}: {exc.strerror or exc}; "
+            "choose a writable --report-dir"
+        ) from exc
+
+
+def _print_summary(ctx: Context, result: RunResult) -> None:
+    labels = {
+        CriterionStatus.FAILED: "FAILED",
+        CriterionStatus.ERROR: "ERROR",
+        CriterionStatus.NOT_EXERCISED: "NOT EXERCISED",
+        CriterionStatus.UNEXPECTED_PASS: "UNEXPECTED PASS",
+        CriterionStatus.EXPECTED_FAIL: "expected fail",
+    }
+    for c in result.criteria:
+        label = labels.get(c.status)
+        if label is None:
+            continue
+        line = f"{label:<13} {c.id:<6} {c.title}"
+        if c.violations:
+            line += f" ({len(c.violations)} violation(s))"
+        if c.expectation_reason:
+            line += f" [expected: {c.expectation_reason}]"
+        ctx.out(line)
+        if c.status in (CriterionStatus.FAILED, CriterionStatus.ERROR):
+            for v in c.violations[:MAX_VIOLATIONS_PRINTED]:
+                notes = "; ".join(evidence_line(e) for e in v.evidence)
+                ctx.out(f"    {v.scenario}: {notes}")
+                ctx.out(f"    replay: {v.replay}")
+            if len(c.violations) > MAX_VIOLATIONS_PRINTED:
+                ctx.out(f"    … {len(c.violations) - MAX_VIOLATIONS_PRINTED} more in the reports")
+    for s in result.scenarios:
+        if s.status is ScenarioStatus.ERROR:
+            first = s.error.splitlines()[0] if s.error else "run error"
+            ctx.out(f"{'SCENARIO ERROR':<13} {s.id}: {first}")
+            ctx.out(f"    replay: {s.replay}")
+    ctx.out(gate_line(result))
+
+
+def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
+    if args.what == "criteria":
+        for c in ctx.deps.criteria():
+            ctx.out(f"{c.id:<6} {c.stage:<3} {c.title}")
+    elif args.what == "scenarios":
+        for s in _discover(ctx, args.scenarios):
+            ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
+    else:
+        width = max(len(fp.value) for fp in Failpoint)
+        for fp in Failpoint:
+            ctx.out(f"{fp.value:<{width}}  {FAILPOINT_DESCRIPTIONS.get(fp, '')}")
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
+    path = args.scenario_file
+    if not os.path.isfile(path):
+        raise UsageError(
+            f"scenario file {path!r} not found; pass the path printed in the report's "
+            "replay command (relative to the folder the run was started from)"
+        )
+    scenario = ctx.deps.load_scenario(path)
+    implementation = ctx.deps.resolve_impl(args.impl)
+    criteria = ctx.deps.criteria()
+    renderer = ctx.deps.fault_renderer()
+    ctx.out(f"scenario {scenario.id} ({display_path(scenario.file)}), seed {args.seed}, "
+            f"implementation {implementation.info.name} {implementation.info.version}")
+    ctx.out("fault plan:")
+    faults = render_faults(renderer, scenario)
+    for line in faults or ("(no faults)",):
+        ctx.out(f"  {line}")
+    run = ctx.deps.runner()(
+        implementation, scenario, args.seed, time_limit_s=args.time_limit_s, data_root=None
+    )
+    trace = run.trace
+    ctx.out(f"trace ({len(trace.events)} events, {len(trace.observations)} observations):")
+    for line in render_trace(trace, width=None if args.full else 200):
+        ctx.out(line)
+    if run.error:
+        ctx.out(f"run error: {run.error}")
+    ctx.out("verdicts:")
+    failing = False
+    for verdict in evaluate(criteria, trace):
+        failing |= verdict.status in (Status.FAIL, Status.ERROR)
+        ctx.out(f"  {verdict.status.value.upper():<14} {verdict.criterion_id:<6} exercised {verdict.exercised}")
+        for item in verdict.evidence:
+            ctx.out(f"      {evidence_line(item)}")
+    status = "error" if run.error else ("failed" if failing else "passed")
+    ctx.out(f"scenario {status}; trace digest {trace_digest(trace)}; "
+            f"failpoints reached: {', '.join(run.failpoints_reached) or 'none'}")
+    return EXIT_CONFORMANCE_FAILURE if (run.error or failing) else EXIT_OK
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _bug_hint(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = "\n".join(f"  at {f.filename}:{f.lineno} in {f.name}" for f in frames)
+    return (
+        f"{PROG}: internal error (a harness bug, exit 3): {type(exc).__name__}: {exc}\n"
+        f"{where}\n"
+        f"Please report it with the command line; set {TRACEBACK_ENV}=1 for the full traceback."
+    )
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    deps: Deps | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run the command line; returns the exit code (see the module docstring)."""
+    argv = tuple(sys.argv[1:] if argv is None else argv)
+    ctx = Context(deps or Deps(), stdout or sys.stdout, stderr or sys.stderr, argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.handler(args, ctx))
+    except HarnessError as exc:
+        ctx.err(f"{PROG}: error: {exc}")
+        return exc.exit_code
+    except SystemExit as exc:  # --help / --version
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except KeyboardInterrupt:
+        ctx.err(f"{PROG}: interrupted")
+        return 130
+    except Exception as exc:
+        ctx.err(_bug_hint(exc))
+        if os.environ.get(TRACEBACK_ENV):
+            ctx.err("".join(traceback.format_exception(exc)))
+        return EXIT_HARNESS_BUG
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Turn an ``--impl`` spec into an implementation under test.
+
+Guarantees: :func:`resolve` either returns an object that satisfies
+:class:`harness.contract.Implementation` (``info`` is an ``ImplementationInfo``; ``open`` and
+``inspect`` are callable) or raises :class:`~harness.errors.ImplementationLoadError` whose
+message says what was wrong, where, and lists the valid forms. Nothing is imported or
+constructed before the spec has been parsed.
+
+Forms (more may be registered, e.g. out-of-process launchers, with :func:`register`):
+
+* ``reference`` — the embedded reference implementation, ``reference_impl.implementation()``;
+* ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from harness.contract import Implementation, ImplementationInfo
+from harness.errors import ImplementationLoadError
+
+REFERENCE = "reference"
+PYTHON_PREFIX = "python:"
+
+Loader = Callable[[str], Implementation]
+"""Gets the part of the spec after ``<scheme>:`` and returns the implementation."""
+
+_SCHEMES: dict[str, tuple[Loader, str]] = {}
+
+
+def register(scheme: str, loader: Loader, form: str) -> None:
+    """Add a spec form ``<scheme>:...`` handled by ``loader``; ``form`` documents it."""
+    _SCHEMES[scheme] = (loader, form)
+
+
+def valid_forms() -> tuple[str, ...]:
+    return (REFERENCE,) + tuple(form for _, form in _SCHEMES.values())
+
+
+def _valid_forms_text() -> str:
+    return "valid forms: " + ", ".join(valid_forms())
+
+
+def resolve(spec: str) -> Implementation:
+    """The implementation named by ``spec``, checked against the contract's Protocol."""
+    spec = spec.strip()
+    if spec == REFERENCE:
+        implementation = _load_reference()
+    else:
+        scheme, sep, rest = spec.partition(":")
+        if not sep or scheme not in _SCHEMES:
+            raise ImplementationLoadError(
+                f"--impl {spec!r} is not a known implementation spec; {_valid_forms_text()}"
+            )
+        loader, _ = _SCHEMES[scheme]
+        implementation = loader(rest)
+    return _checked(spec, implementation)
+
+
+def _load_reference() -> Implementation:
+    try:
+        module = importlib.import_module("reference_impl")
+    except Exception as exc:
+        raise ImplementationLoadError(
+            f"--impl reference: cannot import reference_impl ({type(exc).__name__}: {exc}); "
+            "reinstall with `pip install -e .`"
+        ) from exc
+    factory = getattr(module, "implementation", None)
+    if not callable(factory):
+        raise ImplementationLoadError(
+            "--impl reference: reference_impl has no implementation() factory; "
+            "the reference implementation is missing from this installation"
+        )
+    return _call("reference", factory, "reference_impl.implementation")
+
+
+def _load_python(rest: str) -> Implementation:
+    module_name, sep, factory_name = rest.rpartition(":")
+    spec = PYTHON_PREFIX + rest
+    if not sep or not module_name or not factory_name:
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: expected python:MODULE:FACTORY (e.g. "
+            f"python:my_runtime.harness:implementation); {_valid_forms_text()}"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: module {module_name!r} not found ({exc}); install it or "
+            "add its folder to PYTHONPATH"
+        ) from exc
+    except Exception as exc:
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    factory = module
+    for part in factory_name.split("."):
+        factory = getattr(factory, part, None)
+        if factory is None:
+            raise ImplementationLoadError(
+                f"--impl {spec!r}: module {module_name!r} has no attribute {factory_name!r}; "
+                "name a function or class that returns the implementation"
+            )
+    if not callable(factory):
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: {module_name}.{factory_name} is not callable "
+            f"({type(factory).__name__}); name a zero-argument factory"
+        )
+    return _call(spec, factory, f"{module_name}.{factory_name}")
+
+
+def _call(spec: str, factory: Callable[[], object], where: str) -> Implementation:
+    try:
+        return factory()  # type: ignore[return-value]
+    except Exception as exc:
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: {where}() raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _checked(spec: str, implementation: object) -> Implementation:
+    missing = [
+        name
+        for name in ("open", "inspect")
+        if not callable(getattr(implementation, name, None))
+    ]
+    info = getattr(implementation, "info", None)
+    if not isinstance(info, ImplementationInfo):
+        missing.insert(0, "info: ImplementationInfo")
+    if missing:
+        raise ImplementationLoadError(
+            f"--impl {spec!r}: the factory returned {type(implementation).__name__}, which "
+            f"does not satisfy harness.contract.Implementation (missing: {', '.join(missing)})"
+        )
+    return implementation  # type: ignore[return-value]
+
+
+register("python", _load_python, "python:MODULE:FACTORY")

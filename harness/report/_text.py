@@ -1,0 +1,75 @@
+"""Small text helpers shared by the report writers (pure, RunResult-only)."""
+
+from __future__ import annotations
+
+import re
+
+from harness.result import CriterionResult, CriterionStatus, EvidenceItem, RunResult, Violation
+
+STATUS_LABEL: dict[CriterionStatus, str] = {
+    CriterionStatus.PASSED: "passed",
+    CriterionStatus.FAILED: "FAILED",
+    CriterionStatus.ERROR: "ERROR",
+    CriterionStatus.NOT_EXERCISED: "not exercised",
+    CriterionStatus.NOT_APPLICABLE: "n/a",
+    CriterionStatus.EXPECTED_FAIL: "expected fail",
+    CriterionStatus.UNEXPECTED_PASS: "unexpected pass",
+}
+
+PROBLEM_STATUSES = (CriterionStatus.FAILED, CriterionStatus.ERROR)
+
+_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot carry (replaced by U+FFFD)."""
+    return _XML_INVALID.sub("\ufffd", text)
+
+
+def evidence_line(item: EvidenceItem) -> str:
+    where = []
+    if item.trace_indexes:
+        where.append("trace " + ", ".join(str(i) for i in item.trace_indexes))
+    if item.ledger_rows:
+        where.append("ledger " + ", ".join(str(i) for i in item.ledger_rows))
+    suffix = f" [{'; '.join(where)}]" if where else ""
+    return f"{item.note}{suffix}"
+
+
+def violation_text(violation: Violation) -> str:
+    """A plain-text block: scenario, evidence, excerpt, replay command."""
+    lines = [f"scenario {violation.scenario} (seed {violation.seed})"]
+    lines += [f"  - {evidence_line(item)}" for item in violation.evidence]
+    if violation.excerpt:
+        lines.append("  trace excerpt:")
+        lines += [f"    {line}" for line in violation.excerpt]
+    lines.append(f"  replay: {violation.replay}")
+    return "\n".join(lines)
+
+
+def gate_line(result: RunResult) -> str:
+    s = result.summary
+    verdict = "PASSED" if result.gate_passed else "FAILED"
+    errored = sum(1 for sc in result.scenarios if sc.status.value == "error")
+    parts = [
+        f"{s.passed} passed",
+        f"{s.failed} failed",
+        f"{s.errors} errors",
+        f"{s.not_exercised} not exercised",
+        f"{s.not_applicable} n/a",
+    ]
+    if s.expected_fail:
+        parts.append(f"{s.expected_fail} expected fail")
+    if s.unexpected_pass:
+        parts.append(f"{s.unexpected_pass} unexpected pass")
+    scen = f"{len(result.scenarios)} scenarios"
+    if errored:
+        scen += f" ({errored} errored)"
+    return (
+        f"gate {verdict}: {result.implementation.name} {result.implementation.version}, "
+        f"seed {result.run.seed}, {scen}; {s.criteria} criteria: " + ", ".join(parts)
+    )
+
+
+def criteria_with(result: RunResult, *statuses: CriterionStatus) -> list[CriterionResult]:
+    return [c for c in result.criteria if c.status in statuses]

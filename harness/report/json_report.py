@@ -1,0 +1,50 @@
+"""``report.json``: the RunResult as JSON, the machine-readable report.
+
+Guarantees: :func:`to_dict` is the RunResult's contract JSON (``harness.contract.to_json``)
+plus a derived top-level ``gate_passed``; it validates against
+``fixtures/report.schema.json`` (checked in tests); :func:`from_dict` rebuilds the exact
+RunResult, so every other writer can work from a saved report.json. Keys are written
+sorted, so the same result always gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.contract import ContractError, from_json, to_json
+from harness.report.atomic import write_text
+from harness.result import RunResult
+
+FILENAME = "report.json"
+DERIVED_KEYS = ("gate_passed",)
+
+
+def to_dict(result: RunResult) -> dict[str, Any]:
+    data = to_json(result)
+    data["gate_passed"] = result.gate_passed
+    return data
+
+
+def dumps(result: RunResult) -> str:
+    return json.dumps(to_dict(result), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def from_dict(data: dict[str, Any]) -> RunResult:
+    """The RunResult a report.json holds; ContractError names the bad path."""
+    plain = {key: value for key, value in data.items() if key not in DERIVED_KEYS}
+    return from_json(RunResult, plain)
+
+
+def load(path: str | os.PathLike[str]) -> RunResult:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContractError(f"{path}: cannot read a report.json ({exc})") from exc
+    return from_dict(data)
+
+
+def write(result: RunResult, report_dir: str | os.PathLike[str]) -> Path:
+    return write_text(Path(report_dir) / FILENAME, dumps(result))

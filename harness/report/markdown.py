@@ -1,0 +1,116 @@
+"""``report.md``: a short summary that fits a pull-request comment.
+
+Guarantees: a first line saying whether the gate passed, a count table, every failing or
+erroring criterion with its first violations and their replay commands, errored scenarios,
+and the list of criteria not exercised. Output stays under :data:`MAX_CHARS` (long lists are
+cut with a pointer to report.html); model- and IUT-written text is escaped so it cannot
+break the layout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from harness.report._text import PROBLEM_STATUSES, criteria_with, evidence_line
+from harness.report.atomic import write_text
+from harness.result import CriterionStatus, RunResult, ScenarioStatus
+
+FILENAME = "report.md"
+MAX_CHARS = 60_000
+"""GitHub caps a comment at 65,536 characters; keep a margin."""
+MAX_VIOLATIONS_SHOWN = 3
+MAX_NOTE_CHARS = 300
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def text(value: str, limit: int = MAX_NOTE_CHARS) -> str:
+    """Inline markdown text: one line, special characters escaped, at most ``limit`` chars."""
+    flat = " ".join(value.split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return _MD_SPECIAL.sub(r"\\\1", flat)
+
+
+def code(value: str) -> str:
+    """An inline code span that survives backticks inside ``value``."""
+    flat = " ".join(value.split())
+    longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def to_markdown(result: RunResult) -> str:
+    s = result.summary
+    info = result.implementation
+    icon = "✅" if result.gate_passed else "❌"
+    verdict = "gate passed" if result.gate_passed else "gate failed"
+    errored = [sc for sc in result.scenarios if sc.status is ScenarioStatus.ERROR]
+    lines = [
+        f"## {icon} Lifecycle conformance: {verdict}",
+        "",
+        f"**{text(info.name)} {text(info.version)}** · seed {code(str(result.run.seed))} · "
+        f"{len(result.scenarios)} scenarios ({len(errored)} errored) · "
+        f"harness {text(result.run.harness_version)} · {result.run.duration_s:.1f} s",
+        "",
+        "| criteria | passed | failed | errors | not exercised | n/a | expected fail | unexpected pass |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| {s.criteria} | {s.passed} | {s.failed} | {s.errors} | {s.not_exercised} | "
+        f"{s.not_applicable} | {s.expected_fail} | {s.unexpected_pass} |",
+    ]
+    body: list[str] = []
+    problems = criteria_with(result, *PROBLEM_STATUSES)
+    if problems:
+        body += ["", "### Failures", ""]
+        for c in problems:
+            body.append(
+                f"- **{text(c.id)}** {text(c.title)} — {c.status.value}, "
+                f"{len(c.violations)} violation(s)"
+            )
+            for v in c.violations[:MAX_VIOLATIONS_SHOWN]:
+                notes = "; ".join(evidence_line(e) for e in v.evidence) or "no evidence given"
+                body.append(f"  - scenario {code(v.scenario)}: {text(notes)}")
+                body.append(f"    replay: {code(v.replay)}")
+            if len(c.violations) > MAX_VIOLATIONS_SHOWN:
+                body.append(f"  - … {len(c.violations) - MAX_VIOLATIONS_SHOWN} more in report.html")
+    if errored:
+        body += ["", "### Scenarios that did not complete", ""]
+        for sc in errored:
+            body.append(f"- {code(sc.id)}: {text(sc.error or 'run error')}")
+            body.append(f"  replay: {code(sc.replay)}")
+    idle = criteria_with(result, CriterionStatus.NOT_EXERCISED)
+    if idle:
+        body += ["", "### Not exercised (a criterion never exercised does not pass)", ""]
+        body += [f"- **{text(c.id)}** {text(c.title)}" for c in idle]
+    expected = criteria_with(result, CriterionStatus.EXPECTED_FAIL, CriterionStatus.UNEXPECTED_PASS)
+    if expected:
+        body += ["", "### Expectations", ""]
+        body += [
+            f"- **{text(c.id)}** {c.status.value.replace('_', ' ')}: {text(c.expectation_reason)}"
+            for c in expected
+        ]
+    if result.failpoints_unreached:
+        body += [
+            "",
+            "Failpoints no scenario reached: "
+            + ", ".join(code(fp) for fp in result.failpoints_unreached),
+        ]
+    return _fit("\n".join(lines), body)
+
+
+def _fit(head: str, body: list[str]) -> str:
+    tail = "\n\n_Full details, trace excerpts and coverage: report.html._\n"
+    out = head
+    for position, line in enumerate(body):
+        if len(out) + len(line) + 1 + len(tail) + 80 > MAX_CHARS:
+            out += f"\n\n_… cut here ({len(body) - position} more lines): see report.html._"
+            break
+        out += "\n" + line
+    return out + tail
+
+
+def write(result: RunResult, report_dir: str | os.PathLike[str]) -> Path:
+    return write_text(Path(report_dir) / FILENAME, to_markdown(result))
