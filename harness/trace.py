@@ -48,7 +48,8 @@ class Kind:
     (which scripted response was served, -1 = default final answer), instance."""
     MODEL_STREAM_END = "model_stream_end"
     """request_id, how ("end" | "eof" | "transport_error" | "cancelled"), text (the text
-    chunks served), tool_call_ids."""
+    chunks served), tool_call_ids; tool_calls (the ToolCall JSON served, in order:
+    tool_call_id, tool, args; criteria fall back to other records when it is absent)."""
     CLASSIFIER_REQUEST = "classifier_request"
     """request (ClassifierRequest JSON), raw (the exact canonical JSON the world received),
     outcome, reason (the verdict the world answered), delay_s."""
@@ -65,17 +66,25 @@ class Kind:
     """projection (Projection JSON)."""
     FAILPOINT = "failpoint"
     """name, context, hit (1-based count of this name in this run), action ("none" |
-    "crash" | "raise" | "delay" | "change_rules" | "cancel" | "hold")."""
+    "crash" | "raise" | "delay" | "change_rules" | "cancel" | "hold"); params (the fired
+    fault's parameters, e.g. session, rules, permission_version for change_rules; {} when
+    nothing fired). ``context`` is the implementation's; criteria read its session_id,
+    tool_call_id and execution_id when present."""
 
     # -- implementation's realtime channel --------------------------------------------
     LIFECYCLE_EVENT = "lifecycle_event"
-    """event (LifecycleEvent JSON)."""
+    """event (LifecycleEvent JSON). ``event.data`` keys criteria read: status
+    (ModelRequestStatus) on model_request_ended, outcome (Outcome) on result_saved, status
+    (TurnStatus) on turn_ended."""
 
     # -- harness ----------------------------------------------------------------------
     DRIVER_CALL = "driver_call"
-    """method, args."""
+    """method, args (a JSON object keyed by the Runtime method's parameter names, e.g.
+    update_rules: session_id, rules (Rule JSON list), permission_version; answer_approval:
+    wait_id (the resolved id, never "next"), approve; run_turn: session_id, user_text;
+    cancel: session_id; concurrent_turn: session_id, user_text, hold_at; recover: {})."""
     DRIVER_RETURN = "driver_return"
-    """method, result (JSON of the return value)."""
+    """method, result (JSON of the return value: TurnResult for run_turn/answer_approval)."""
     DRIVER_RAISED = "driver_raised"
     """method, exception (class name), message, expected (bool: an injected world error
     propagated as the contract asks)."""
@@ -104,7 +113,9 @@ class ObservationPoint:
     """Index of the trace event at (just after) which the store was read."""
     label: str
     """"quiescent", "after_restart", "final", or "probe:<what>" (tool_executed,
-    approval_prompt, ui_publish, failpoint:<name>)."""
+    approval_prompt, ui_publish, failpoint:<name>). "after_restart" is read after
+    ``recover()`` returned; a probe is read while the world handles the event it names
+    (its ``index`` is that event's)."""
     observation: Observation
 
 
