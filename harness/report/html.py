@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.contract import to_json
-from harness.report._text import PROBLEM_STATUSES, STATUS_LABEL, criteria_with, evidence_line, gate_line
+from harness.report._text import (
+    PROBLEM_STATUSES,
+    STATUS_LABEL,
+    criteria_with,
+    evidence_line,
+    gate_line,
+    xml_safe,
+)
 from harness.report.atomic import write_text
 from harness.result import CriterionResult, CriterionStatus, RunResult, ScenarioStatus
 
@@ -46,7 +53,8 @@ blockquote{border-left:4px solid #ccc;margin:.4em 0;padding:.2em .8em;color:#444
 
 
 def e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """Escaped for HTML text and attributes; characters HTML cannot carry replaced."""
+    return html.escape(xml_safe(str(value)), quote=True)
 
 
 def _chip(c: CriterionResult) -> str:

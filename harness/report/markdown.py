@@ -24,11 +24,17 @@ MAX_VIOLATIONS_SHOWN = 3
 MAX_NOTE_CHARS = 300
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _flat(value: str) -> str:
+    """One line: control characters dropped, whitespace runs collapsed."""
+    return " ".join(_CONTROL.sub(" ", value).split())
 
 
 def text(value: str, limit: int = MAX_NOTE_CHARS) -> str:
     """Inline markdown text: one line, special characters escaped, at most ``limit`` chars."""
-    flat = " ".join(value.split())
+    flat = _flat(value)
     if len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return _MD_SPECIAL.sub(r"\\\1", flat)
@@ -36,7 +42,7 @@ def text(value: str, limit: int = MAX_NOTE_CHARS) -> str:
 
 def code(value: str) -> str:
     """An inline code span that survives backticks inside ``value``."""
-    flat = " ".join(value.split())
+    flat = _flat(value)
     longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
