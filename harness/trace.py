@@ -51,8 +51,10 @@ class Kind:
     chunks served), tool_call_ids; tool_calls (the ToolCall JSON served, in order:
     tool_call_id, tool, args; criteria fall back to other records when it is absent)."""
     CLASSIFIER_REQUEST = "classifier_request"
-    """request (ClassifierRequest JSON), raw (the exact canonical JSON the world received),
-    outcome, reason (the verdict the world answered), delay_s."""
+    """request (ClassifierRequest JSON), raw (the exact canonical JSON the world received,
+    a string; L2.2 compares its ``operation`` byte for byte with the call's canonical args),
+    outcome, reason (the verdict the world answered), delay_s (virtual seconds the review
+    took; L2.5 expects a ``timeout`` record when it exceeds classifier_timeout_s)."""
     TOOL_EXECUTED = "tool_executed"
     """One ledger row: ledger_seq, session_id, tool_call_id, execution_id, tool, kind, args,
     args_digest, permission_version, sandboxed, effect ("applied" | "partial" | "none"),
@@ -82,7 +84,11 @@ class Kind:
     """method, args (a JSON object keyed by the Runtime method's parameter names, e.g.
     update_rules: session_id, rules (Rule JSON list), permission_version; answer_approval:
     wait_id (the resolved id, never "next"), approve; run_turn: session_id, user_text;
-    cancel: session_id; concurrent_turn: session_id, user_text, hold_at; recover: {})."""
+    cancel: session_id; concurrent_turn: session_id, user_text, hold_at; recover: {};
+    load_checkpoint: session_id, fixture (the declared fixture's name) and expected_messages
+    (Message JSON list the fixture holds, from the fixture's manifest; L1.6 looks for them
+    in the next model request of the session; without them it only checks that the
+    request carries history from before the turn))."""
     DRIVER_RETURN = "driver_return"
     """method, result (JSON of the return value: TurnResult for run_turn/answer_approval)."""
     DRIVER_RAISED = "driver_raised"
