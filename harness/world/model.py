@@ -1,0 +1,147 @@
+"""The scripted model: what the world answers to each model request, per session.
+
+Guarantees:
+
+* each session's requests are served that session's ``[[model]]`` responses in script order;
+  a response with ``repeat = N`` is served to N consecutive requests unchanged (same text,
+  same tool-call ids: a duplicate delivery); once the script is exhausted every request gets
+  the default final answer ``"done."`` ending normally (``script_index = -1``);
+* the stream yields the text in word-sized chunks (so an implementation must concatenate),
+  then the tool calls, then the scripted ending: ``END``, ``EOF``, a
+  :class:`~harness.contract.ModelTransportError` or a
+  :class:`~harness.contract.ModelStreamCancelled` (raised again if read again);
+* the world records ``MODEL_REQUEST`` (full messages as contract JSON, tool names) when a
+  stream is opened and ``MODEL_STREAM_END`` once, when the ending is reached.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+import threading
+from dataclasses import dataclass
+from typing import Sequence
+
+from harness.contract import (
+    ChunkKind,
+    ModelChunk,
+    ModelRequest,
+    ModelStreamCancelled,
+    ModelTransportError,
+    ToolCall,
+    to_json,
+)
+from harness.trace import Kind
+from harness.world.log import Channel
+
+DEFAULT_ANSWER = "done."
+
+
+class StreamEnd(enum.StrEnum):
+    END = "end"
+    EOF = "eof"
+    TRANSPORT_ERROR = "transport_error"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedResponse:
+    session: str
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    end: StreamEnd = StreamEnd.END
+    repeat: int = 1
+
+
+def _word_chunks(text: str) -> list[str]:
+    # Word-sized pieces whose concatenation is exactly ``text``.
+    return [piece for piece in re.findall(r"\S+\s*|\s+", text) if piece]
+
+
+class ScriptedStream:
+    """One open model stream (implements :class:`harness.contract.ModelStream`)."""
+
+    def __init__(self, request_id: str, response: ScriptedResponse, channel: Channel) -> None:
+        self._request_id = request_id
+        self._end = response.end
+        self._chunks: list[ModelChunk] = [ModelChunk(ChunkKind.TEXT, text=piece)
+                                          for piece in _word_chunks(response.text)]
+        self._chunks += [ModelChunk(ChunkKind.TOOL_CALL, tool_call=call)
+                         for call in response.tool_calls]
+        self._position = 0
+        self._ended = False
+        self._served_text: list[str] = []
+        self._served_calls: list[str] = []
+        self._channel = channel
+        self._lock = threading.Lock()
+
+    def next_chunk(self) -> ModelChunk:
+        self._channel.guard()
+        with self._lock:
+            if self._position < len(self._chunks):
+                chunk = self._chunks[self._position]
+                self._position += 1
+                if chunk.kind is ChunkKind.TEXT:
+                    self._served_text.append(chunk.text)
+                elif chunk.tool_call is not None:
+                    self._served_calls.append(chunk.tool_call.tool_call_id)
+                return chunk
+            first_end = not self._ended
+            self._ended = True
+        if first_end:
+            self._channel.record(Kind.MODEL_STREAM_END, {
+                "request_id": self._request_id,
+                "how": self._end.value,
+                "text": "".join(self._served_text),
+                "tool_call_ids": list(self._served_calls),
+            })
+        if self._end is StreamEnd.TRANSPORT_ERROR:
+            error: Exception = ModelTransportError("connection reset by peer (scripted)")
+        elif self._end is StreamEnd.CANCELLED:
+            error = ModelStreamCancelled("the user cancelled the request (scripted)")
+        elif self._end is StreamEnd.END and first_end:
+            return ModelChunk(ChunkKind.END)
+        else:
+            return ModelChunk(ChunkKind.EOF)
+        self._channel.raised(error)
+        raise error
+
+
+class ScriptedModel:
+    """Serves the script; shared by every instance of a run (the script survives restarts)."""
+
+    def __init__(self, script: Sequence[ScriptedResponse]) -> None:
+        self._script = tuple(script)
+        self._queues: dict[str, list[int]] = {}
+        for index, response in enumerate(self._script):
+            self._queues.setdefault(response.session, []).extend([index] * response.repeat)
+        self._served: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def next_response(self, session_id: str) -> tuple[int, ScriptedResponse]:
+        """The script index and response for the session's next request (-1: default)."""
+        with self._lock:
+            queue = self._queues.get(session_id, [])
+            position = self._served.get(session_id, 0)
+            self._served[session_id] = position + 1
+        if position < len(queue):
+            index = queue[position]
+            return index, self._script[index]
+        return -1, ScriptedResponse(session_id, text=DEFAULT_ANSWER)
+
+    def remaining(self, session_id: str) -> int:
+        with self._lock:
+            return max(0, len(self._queues.get(session_id, [])) - self._served.get(session_id, 0))
+
+    def open(self, request: ModelRequest, channel: Channel) -> ScriptedStream:
+        channel.guard()
+        index, response = self.next_response(request.session_id)
+        channel.record(Kind.MODEL_REQUEST, {
+            "request_id": request.request_id,
+            "session_id": request.session_id,
+            "messages": to_json(request.messages),
+            "tools": list(request.tools),
+            "script_index": index,
+            "instance": channel.instance,
+        })
+        return ScriptedStream(request.request_id, response, channel)
