@@ -9,7 +9,8 @@ Guarantees of :func:`run_suite`:
   n/a on every trace; ``not_exercised`` otherwise (also with no scenarios at all);
 * every failing or erroring verdict becomes a :class:`~harness.result.Violation` carrying the
   scenario, the seed, the evidence, the exact replay command and a trace excerpt;
-* a scenario whose run reported an error (hang, IUT crash) is ``error`` and fails the gate;
+* a scenario whose run reported an error (hang, IUT crash) or whose trace is not
+  ``completed`` is ``error`` and fails the gate;
 * the result is a plain :class:`~harness.result.RunResult`; no trace or live object leaks
   into it, and nothing wall-clock enters a trace (only ``run.started``/``duration_s``).
 
@@ -304,7 +305,10 @@ def _judge(
     impl_spec: str,
 ) -> _Judged:
     verdicts = evaluate(criteria, run.trace)
-    if run.error:
+    error = run.error or (
+        "" if run.trace.completed else (run.trace.error or "the run did not complete")
+    )
+    if error:
         status = ScenarioStatus.ERROR
     elif any(v.status in (Status.FAIL, Status.ERROR) for v in verdicts):
         status = ScenarioStatus.FAILED
@@ -325,7 +329,7 @@ def _judge(
             VerdictRecord(v.criterion_id, v.status.value, v.exercised, _evidence(v))
             for v in verdicts
         ),
-        error=run.error,
+        error=error,
         replay=replay_command(file, seed, impl_spec),
     )
     return _Judged(scenario, result, verdicts, run.trace)

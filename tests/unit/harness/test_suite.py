@@ -173,3 +173,20 @@ def test_replay_command_quotes_for_the_shell():
     assert replay_command("scen arios/a b.toml", 4, "python:m:f") == (
         "lifecycle-harness replay 'scen arios/a b.toml' --seed 4 --impl python:m:f"
     )
+
+
+def test_an_incomplete_trace_counts_as_a_scenario_error_even_without_an_error_text():
+    base = fake_runner()
+
+    def runner(implementation, scenario, seed, **kwargs):
+        run = base(implementation, scenario, seed, **kwargs)
+        trace = dataclasses.replace(run.trace, completed=False, error="")
+        return dataclasses.replace(run, trace=trace, error="")
+
+    result = run_suite(
+        FakeImplementation(), (FakeScenario("cut", marks=("A:ok",)),), 1,
+        criteria=(criterion("A"),), runner=runner, fault_renderer=render_faults,
+    )
+    assert result.scenarios[0].status is ScenarioStatus.ERROR
+    assert result.scenarios[0].error == "the run did not complete"
+    assert not result.gate_passed
