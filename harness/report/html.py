@@ -71,10 +71,12 @@ def _stages(result: RunResult) -> list[str]:
 
 
 def _matrix(result: RunResult) -> list[str]:
-    out = ['<table class="matrix"><tr><th>stage</th><th>criteria</th></tr>']
+    out = ['<table class="matrix"><tr><th>stage</th><th>passed</th><th>criteria</th></tr>']
     for stage in _stages(result):
-        chips = " ".join(_chip(c) for c in result.criteria if c.stage == stage)
-        out.append(f"<tr><th>{e(stage)}</th><td>{chips}</td></tr>")
+        members = [c for c in result.criteria if c.stage == stage]
+        ok = sum(1 for c in members if c.status is CriterionStatus.PASSED)
+        chips = " ".join(_chip(c) for c in members)
+        out.append(f"<tr><th>{e(stage)}</th><td>{ok}/{len(members)}</td><td>{chips}</td></tr>")
     out.append("</table>")
     legend = " ".join(
         f'<span class="chip st-{e(status.value)}">{e(label)}</span>' for status, label in STATUS_LABEL.items()
