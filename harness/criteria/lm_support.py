@@ -1,0 +1,653 @@
+"""Pure readings of a Trace shared by the L3, L4, L5 and M criteria.
+
+Everything here derives facts from the world's ground truth first (ledger rows, model
+requests and streams served, classifier requests answered, prompts, publications, failpoint
+hits, crashes, driver calls) and reads the durable store (``trace.observations``) only where
+the criterion is about what the store says. No function performs I/O, keeps state between
+calls or looks at a clock; traces are small, so clarity wins over speed.
+
+Conventions relied on (documented in ``harness/trace.py``):
+
+* an operation is keyed by ``(session_id, tool_call_id)``; its execution id is
+  :func:`harness.contract.execution_id_for` of that pair;
+* ``DRIVER_CALL.args`` is keyed by the Runtime method's parameter names;
+* ``FAILPOINT.params`` (or, failing that, the matching fault of ``meta.faults``) carries the
+  parameters of a fired ``change_rules`` fault;
+* ``MODEL_STREAM_END.tool_calls`` lists the calls served (when absent, a call's tool and
+  args are recovered from the ledger, prompts, later model requests or the store).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Iterable, Iterator, Mapping
+
+from harness.contract import (
+    ApprovalWaitView,
+    DecisionSource,
+    Mode,
+    Observation,
+    OperationView,
+    Rule,
+    RuleEffect,
+    SessionConfig,
+    Thresholds,
+    ToolKind,
+    canonical_json,
+    execution_id_for,
+    from_json,
+)
+from harness.criteria.base import Evidence
+from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+
+OpKey = tuple[str, str]
+"""(session_id, tool_call_id): the identity of one operation across instances."""
+
+DURABLE_LABELS = ("after_restart", "quiescent", "final")
+"""Observation labels read at rest (not in the middle of an operation)."""
+
+TURN_METHODS = ("run_turn", "answer_approval", "concurrent_turn")
+
+
+# --------------------------------------------------------------------------- sessions
+
+
+def session_configs(trace: Trace) -> dict[str, SessionConfig]:
+    return {config.session_id: config for config in trace.meta.sessions}
+
+
+def default_session(trace: Trace) -> str:
+    return trace.meta.sessions[0].session_id if trace.meta.sessions else ""
+
+
+def can_approve(config: SessionConfig | None) -> bool:
+    """Only an interactive session whose owner can approve may get approval waits."""
+    return config is not None and config.interactive and config.owner_can_approve
+
+
+def thresholds_for(trace: Trace, session_id: str) -> Thresholds:
+    config = session_configs(trace).get(session_id)
+    return config.thresholds if config is not None else trace.meta.thresholds
+
+
+def tool_kinds(trace: Trace, session_id: str) -> dict[str, ToolKind]:
+    kinds = {spec.name: spec.kind for spec in trace.meta.tools}
+    config = session_configs(trace).get(session_id)
+    if config is not None:
+        kinds.update({spec.name: spec.kind for spec in config.tools})
+    return kinds
+
+
+def session_tool_names(trace: Trace, session_id: str) -> tuple[str, ...]:
+    """The tools a session has at all: its own specs, else the scenario's."""
+    config = session_configs(trace).get(session_id)
+    if config is not None and config.tools:
+        return tuple(spec.name for spec in config.tools)
+    return tuple(spec.name for spec in trace.meta.tools)
+
+
+def dedup_key(tool: str, args: Mapping[str, Any], kind: ToolKind | None) -> str:
+    """The repeat key (L1.3/L1.4): Bash drops only ``description``; other tools keep all."""
+    if kind is ToolKind.BASH or tool == "Bash":
+        args = {k: v for k, v in args.items() if k != "description"}
+    return canonical_json({"tool": tool, "args": dict(args)})
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def rule_matches(rule: Rule, tool: str, args: Mapping[str, Any]) -> bool:
+    """fnmatch over the tool name and over ``field`` of the args (whole canonical args when
+    ``field`` is empty). A missing field is matched only by the pattern ``*``."""
+    if not fnmatchcase(tool, rule.tool):
+        return False
+    if rule.field:
+        if rule.field not in args:
+            return rule.pattern == "*"
+        value = args[rule.field]
+        text = value if isinstance(value, str) else canonical_json(value)
+    else:
+        text = canonical_json(dict(args))
+    return fnmatchcase(text, rule.pattern)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleState:
+    """The permission rules of one session in force at one point of the trace."""
+
+    session_id: str
+    permission_version: int
+    rules: tuple[Rule, ...]
+    hard_constraints: tuple[Rule, ...]
+    capabilities: tuple[str, ...]
+    mode: Mode
+    kinds: tuple[tuple[str, ToolKind], ...] = ()
+
+    def kind(self, tool: str) -> ToolKind | None:
+        return dict(self.kinds).get(tool)
+
+    def denied_outright(self, tool: str) -> DecisionSource | None:
+        """Why ``tool`` is denied for every call (so it must not be visible), or None."""
+        for rule in self.hard_constraints:
+            if rule.effect is RuleEffect.DENY and rule.pattern == "*" and fnmatchcase(tool, rule.tool):
+                return DecisionSource.HARD_CONSTRAINT
+        if self.capabilities and tool not in self.capabilities:
+            return DecisionSource.CAPABILITY
+        if self.mode is Mode.PLAN and self.kind(tool) is not ToolKind.READ:
+            return DecisionSource.PLAN_MODE
+        for rule in self.rules:
+            if rule.effect is RuleEffect.DENY and rule.pattern == "*" and fnmatchcase(tool, rule.tool):
+                return DecisionSource.EXPLICIT_DENY
+        return None
+
+    def denial_for(self, tool: str, args: Mapping[str, Any]) -> DecisionSource | None:
+        """The layer above the classifier that denies this exact call, or None (L2.1)."""
+        for rule in self.hard_constraints:
+            if rule.effect is RuleEffect.DENY and rule_matches(rule, tool, args):
+                return DecisionSource.HARD_CONSTRAINT
+        if self.capabilities and tool not in self.capabilities:
+            return DecisionSource.CAPABILITY
+        if self.mode is Mode.PLAN and self.kind(tool) is not ToolKind.READ:
+            return DecisionSource.PLAN_MODE
+        for rule in self.rules:
+            if rule.effect is RuleEffect.DENY and rule_matches(rule, tool, args):
+                return DecisionSource.EXPLICIT_DENY
+        return None
+
+    def asks(self, tool: str, args: Mapping[str, Any]) -> bool:
+        """An ask rule (not overridden by a deny above it) sends this call to a human."""
+        if self.denial_for(tool, args) is not None:
+            return False
+        return any(r.effect is RuleEffect.ASK and rule_matches(r, tool, args) for r in self.rules)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleChange:
+    index: int
+    session_id: str
+    rules: tuple[Rule, ...] | None
+    permission_version: int | None
+    via: str
+
+
+def _rules_from(data: Any) -> tuple[Rule, ...] | None:
+    if data is None:
+        return None
+    return tuple(rule if isinstance(rule, Rule) else from_json(Rule, rule) for rule in data)
+
+
+def _fault_params(trace: Trace, event: TraceEvent) -> dict[str, Any]:
+    params = event.data.get("params")
+    if params:
+        return dict(params)
+    name, hit = event.data.get("name"), event.data.get("hit")
+    specs = [f for f in trace.meta.faults if f.failpoint == name and f.action == event.data.get("action")]
+    for spec in specs:
+        if spec.hits.strip() == str(hit):
+            return dict(spec.params)
+    return dict(specs[0].params) if specs else {}
+
+
+def rule_changes(trace: Trace) -> tuple[RuleChange, ...]:
+    """Every rule/version change: ``update_rules`` driver calls and ``change_rules`` faults."""
+    changes = []
+    for event in trace.events:
+        if event.kind == Kind.DRIVER_CALL and event.data.get("method") == "update_rules":
+            args = event.data.get("args") or {}
+            session = args.get("session_id", args.get("session", default_session(trace)))
+            changes.append(
+                RuleChange(event.index, session, _rules_from(args.get("rules")),
+                           args.get("permission_version"), "update_rules")
+            )
+        elif event.kind == Kind.FAILPOINT and event.data.get("action") == "change_rules":
+            params = _fault_params(trace, event)
+            session = params.get("session_id", params.get("session", default_session(trace)))
+            changes.append(
+                RuleChange(event.index, session, _rules_from(params.get("rules")),
+                           params.get("permission_version"), "change_rules")
+            )
+    return tuple(changes)
+
+
+def rules_in_force(
+    trace: Trace, session_id: str, index: int, changes: tuple[RuleChange, ...] | None = None
+) -> RuleState:
+    """The session's rules for anything the world saw after event ``index - 1``."""
+    config = session_configs(trace).get(session_id) or SessionConfig(session_id)
+    rules, version = config.rules, config.permission_version
+    for change in rule_changes(trace) if changes is None else changes:
+        if change.session_id == session_id and change.index < index:
+            if change.rules is not None:
+                rules = change.rules
+            version = change.permission_version if change.permission_version is not None else version + 1
+    return RuleState(
+        session_id, version, rules, config.hard_constraints, config.capabilities, config.mode,
+        tuple(sorted(tool_kinds(trace, session_id).items())),
+    )
+
+
+def version_at(
+    trace: Trace, session_id: str, index: int, changes: tuple[RuleChange, ...] | None = None
+) -> int:
+    return rules_in_force(trace, session_id, index, changes).permission_version
+
+
+# --------------------------------------------------------------------------- model requests
+
+
+def model_requests(trace: Trace) -> tuple[TraceEvent, ...]:
+    return tuple(trace.of_kind(Kind.MODEL_REQUEST))
+
+
+def request_sessions(trace: Trace) -> dict[str, str]:
+    return {e.data.get("request_id", ""): e.data.get("session_id", "") for e in model_requests(trace)}
+
+
+def stream_ends(trace: Trace) -> tuple[TraceEvent, ...]:
+    return tuple(trace.of_kind(Kind.MODEL_STREAM_END))
+
+
+def messages_key(event: TraceEvent) -> str:
+    return canonical_json(event.data.get("messages", []))
+
+
+def tool_message(request: TraceEvent, tool_call_id: str) -> dict[str, Any] | None:
+    for message in request.data.get("messages", []):
+        if message.get("role") == "tool" and message.get("tool_call_id") == tool_call_id:
+            return message
+    return None
+
+
+def first_request_after(trace: Trace, session_id: str, index: int) -> TraceEvent | None:
+    for event in model_requests(trace):
+        if event.index > index and event.data.get("session_id") == session_id:
+            return event
+    return None
+
+
+# --------------------------------------------------------------------------- emitted calls
+
+
+@dataclass(frozen=True, slots=True)
+class EmittedCall:
+    """One tool call the world served inside a model response."""
+
+    index: int
+    session_id: str
+    request_id: str
+    tool_call_id: str
+    tool: str | None
+    args: dict[str, Any] | None
+    instance: int
+
+    @property
+    def key(self) -> OpKey:
+        return (self.session_id, self.tool_call_id)
+
+
+def _call_catalogue(trace: Trace) -> dict[OpKey, tuple[str, dict[str, Any]]]:
+    """(session, tool_call_id) -> (tool, args), world records first, the store last."""
+    found: dict[OpKey, tuple[str, dict[str, Any]]] = {}
+    sessions = request_sessions(trace)
+
+    def put(key: OpKey, tool: Any, args: Any) -> None:
+        if key not in found and isinstance(tool, str) and isinstance(args, dict):
+            found[key] = (tool, args)
+
+    for event in stream_ends(trace):
+        session = sessions.get(event.data.get("request_id", ""), "")
+        for call in event.data.get("tool_calls") or ():
+            put((session, call.get("tool_call_id", "")), call.get("tool"), call.get("args"))
+    for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
+        d = event.data
+        put((d.get("session_id", ""), d.get("tool_call_id", "")), d.get("tool"), d.get("args"))
+    for event in model_requests(trace):
+        for message in event.data.get("messages", []):
+            for call in message.get("tool_calls") or ():
+                put((event.data.get("session_id", ""), call.get("tool_call_id", "")),
+                    call.get("tool"), call.get("args"))
+    for point in trace.observations:
+        for op in point.observation.operations:
+            put((op.session_id, op.identity.tool_call_id), op.tool, op.args)
+    return found
+
+
+def emitted_calls(trace: Trace) -> tuple[EmittedCall, ...]:
+    """Every tool call served by the world, in order (a duplicate delivery appears twice)."""
+    sessions = request_sessions(trace)
+    catalogue = _call_catalogue(trace)
+    calls = []
+    for event in stream_ends(trace):
+        request_id = event.data.get("request_id", "")
+        session = sessions.get(request_id, "")
+        served = event.data.get("tool_calls")
+        ids = [c.get("tool_call_id", "") for c in served] if served else list(event.data.get("tool_call_ids") or ())
+        for tool_call_id in ids:
+            tool, args = catalogue.get((session, tool_call_id), (None, None))
+            calls.append(EmittedCall(event.index, session, request_id, tool_call_id, tool, args, event.instance))
+    return tuple(calls)
+
+
+def first_emissions(trace: Trace) -> dict[OpKey, EmittedCall]:
+    first: dict[OpKey, EmittedCall] = {}
+    for call in emitted_calls(trace):
+        first.setdefault(call.key, call)
+    return first
+
+
+def key_for_execution_id(trace: Trace, execution_id: str) -> OpKey | None:
+    """Find the operation of an execution id among calls, ledger rows, prompts and store."""
+    if not execution_id:
+        return None
+    candidates: list[OpKey] = [c.key for c in emitted_calls(trace)]
+    for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
+        candidates.append((event.data.get("session_id", ""), event.data.get("tool_call_id", "")))
+    for point in trace.observations:
+        for op in point.observation.operations:
+            candidates.append((op.session_id, op.identity.tool_call_id))
+    for key in candidates:
+        if execution_id_for(*key) == execution_id:
+            return key
+    for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
+        if event.data.get("execution_id") == execution_id:
+            return (event.data.get("session_id", ""), event.data.get("tool_call_id", ""))
+    for point in trace.observations:
+        for op in point.observation.operations:
+            if op.identity.execution_id == execution_id:
+                return (op.session_id, op.identity.tool_call_id)
+    return None
+
+
+# --------------------------------------------------------------------------- classifier
+
+
+@dataclass(frozen=True, slots=True)
+class Review:
+    """One classifier request the world answered, attributed to the call it reviews."""
+
+    index: int
+    session_id: str
+    tool: str
+    operation: str
+    outcome: str
+    tool_call_id: str | None
+    """None when no served call has these exact arguments (cannot be attributed)."""
+    permission_version: int
+    instance: int
+
+    @property
+    def identity(self) -> str:
+        """Operation identity (tool call id + version); unattributed reviews stand alone."""
+        if self.tool_call_id is None:
+            return f"?{self.index}"
+        return f"{self.tool_call_id}@{self.permission_version}"
+
+
+def _operation_forms(args: Mapping[str, Any]) -> set[str]:
+    return {canonical_json(dict(args)), canonical_json({k: v for k, v in args.items() if k != "description"})}
+
+
+def reviews(trace: Trace) -> tuple[Review, ...]:
+    """Classifier requests attributed to calls.
+
+    A request is attributed to a served call of the same session and tool whose canonical
+    arguments (with or without a Bash ``description``) equal the reviewed operation: the
+    most recently served such call; when one response holds several, the first of them not
+    yet reviewed since the last crash/restart.
+    """
+    calls = emitted_calls(trace)
+    changes = rule_changes(trace)
+    seen_in_epoch: set[tuple[str, str]] = set()
+    out = []
+    for event in trace.events:
+        if event.kind in (Kind.CRASH, Kind.RESTART):
+            seen_in_epoch.clear()
+            continue
+        if event.kind != Kind.CLASSIFIER_REQUEST:
+            continue
+        request = event.data.get("request") or {}
+        session = request.get("session_id", "")
+        tool = request.get("tool", "")
+        operation = request.get("operation", "")
+        matching = [
+            c for c in calls
+            if c.index < event.index and c.session_id == session and c.tool == tool
+            and c.args is not None and operation in _operation_forms(c.args)
+        ]
+        tool_call_id = None
+        if matching:
+            latest = max(c.index for c in matching)
+            group = [c for c in matching if c.index == latest]
+            fresh = [c for c in group if (session, c.tool_call_id) not in seen_in_epoch]
+            tool_call_id = (fresh or group[-1:])[0].tool_call_id
+            seen_in_epoch.add((session, tool_call_id))
+        out.append(
+            Review(event.index, session, tool, operation, str(event.data.get("outcome", "")),
+                   tool_call_id, version_at(trace, session, event.index, changes), event.instance)
+        )
+    return tuple(out)
+
+
+FAULT_OUTCOMES = ("timeout", "service_error", "cancelled", "no_verdict_oversize")
+
+
+# --------------------------------------------------------------------------- ledger
+
+
+def ledger_key(event: TraceEvent) -> OpKey:
+    return (event.data.get("session_id", ""), event.data.get("tool_call_id", ""))
+
+
+def ledger_rows_for(trace: Trace, key: OpKey) -> tuple[TraceEvent, ...]:
+    return tuple(e for e in trace.ledger() if ledger_key(e) == key)
+
+
+def last_row_before(trace: Trace, key: OpKey, index: int) -> TraceEvent | None:
+    rows = [e for e in ledger_rows_for(trace, key) if e.index < index]
+    return rows[-1] if rows else None
+
+
+def retry_justified(previous: TraceEvent) -> bool:
+    """A second ledger row of one operation is legitimate only as an automatic retry of a
+    transient error (L1.8) or an approved escalation (L2.11)."""
+    return previous.data.get("error_kind") == "transient" or bool(previous.data.get("escalation_requested"))
+
+
+def reexecutions(trace: Trace) -> tuple[tuple[TraceEvent, TraceEvent], ...]:
+    """(earlier row, repeated row) for every unjustified repeated execution of an identity."""
+    last: dict[OpKey, TraceEvent] = {}
+    out = []
+    for row in trace.ledger():
+        key = ledger_key(row)
+        if key in last and not retry_justified(last[key]):
+            out.append((last[key], row))
+        last[key] = row
+    return tuple(out)
+
+
+def expected_outcome(row: TraceEvent) -> str:
+    return "succeeded" if row.data.get("status") == "ok" else "failed"
+
+
+# --------------------------------------------------------------------------- observations
+
+
+def find_op(obs: Observation, key: OpKey) -> OperationView | None:
+    return obs.operation(key[1], key[0])
+
+
+def ops_for(obs: Observation, key: OpKey) -> tuple[OperationView, ...]:
+    return tuple(op for op in obs.operations if (op.session_id, op.identity.tool_call_id) == key)
+
+
+def find_op_by_execution_id(obs: Observation, execution_id: str) -> OperationView | None:
+    for op in obs.operations:
+        if op.identity.execution_id == execution_id:
+            return op
+    return None
+
+
+def find_wait(obs: Observation, wait_id: str) -> ApprovalWaitView | None:
+    for wait in obs.approval_waits:
+        if wait.wait_id == wait_id:
+            return wait
+    return None
+
+
+def probe_for(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
+    """The probe read while the world handled ``event`` (same index, or the first one
+    labelled so after it and before the next event of the same kind)."""
+    later_same_kind = [e.index for e in trace.events if e.kind == event.kind and e.index > event.index]
+    bound = later_same_kind[0] if later_same_kind else None
+    for point in trace.observations:
+        if point.label != label or point.index < event.index:
+            continue
+        if bound is not None and point.index >= bound:
+            return None
+        return point
+    return None
+
+
+def durable_points_after(trace: Trace, index: int, labels: Iterable[str] = DURABLE_LABELS) -> tuple[ObservationPoint, ...]:
+    wanted = tuple(labels)
+    return tuple(p for p in trace.observations if p.index > index and p.label in wanted
+                 and (p.label != "final" or trace.completed))
+
+
+def last_point_before(trace: Trace, index: int) -> ObservationPoint | None:
+    points = [p for p in trace.observations if p.index < index]
+    return points[-1] if points else None
+
+
+def final_point(trace: Trace) -> ObservationPoint | None:
+    finals = [p for p in trace.observations if p.label == "final"]
+    if finals:
+        return finals[-1]
+    return trace.observations[-1] if trace.observations else None
+
+
+# --------------------------------------------------------------------------- harness events
+
+
+@dataclass(frozen=True, slots=True)
+class DriverSpan:
+    """One driver call and how it ended ("return", "raised", "crash" or "open")."""
+
+    index: int
+    method: str
+    args: dict[str, Any]
+    instance: int
+    end_index: int | None = None
+    end_kind: str = "open"
+    end_data: dict[str, Any] = field(default_factory=dict)
+
+    def contains(self, index: int) -> bool:
+        return self.index < index and (self.end_index is None or index < self.end_index)
+
+
+def driver_spans(trace: Trace) -> tuple[DriverSpan, ...]:
+    spans: list[DriverSpan] = []
+    open_spans: list[int] = []
+    for event in trace.events:
+        if event.kind == Kind.DRIVER_CALL:
+            spans.append(DriverSpan(event.index, str(event.data.get("method", "")),
+                                    dict(event.data.get("args") or {}), event.instance))
+            open_spans.append(len(spans) - 1)
+        elif event.kind in (Kind.DRIVER_RETURN, Kind.DRIVER_RAISED):
+            method = event.data.get("method")
+            for pos in reversed(open_spans):
+                if spans[pos].method == method:
+                    open_spans.remove(pos)
+                    s = spans[pos]
+                    end = "return" if event.kind == Kind.DRIVER_RETURN else "raised"
+                    spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, end, dict(event.data))
+                    break
+        elif event.kind == Kind.CRASH:
+            for pos in open_spans:
+                s = spans[pos]
+                spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, "crash", dict(event.data))
+            open_spans.clear()
+    return tuple(spans)
+
+
+def innermost_span(spans: Iterable[DriverSpan], index: int, methods: Iterable[str] | None = None) -> DriverSpan | None:
+    wanted = tuple(methods) if methods is not None else None
+    best = None
+    for span in spans:
+        if span.contains(index) and (wanted is None or span.method in wanted):
+            if best is None or span.index > best.index:
+                best = span
+    return best
+
+
+def answers(trace: Trace) -> tuple[TraceEvent, ...]:
+    return tuple(e for e in trace.of_kind(Kind.DRIVER_CALL) if e.data.get("method") == "answer_approval")
+
+
+def answer_args(event: TraceEvent) -> tuple[str, bool]:
+    args = event.data.get("args") or {}
+    return str(args.get("wait_id", "")), bool(args.get("approve", False))
+
+
+def lifecycle_of(trace: Trace, *types: str) -> Iterator[tuple[TraceEvent, dict[str, Any]]]:
+    for event, payload in trace.lifecycle_events():
+        if payload.get("type") in types:
+            yield event, payload
+
+
+@dataclass(frozen=True, slots=True)
+class CrashAt:
+    """A crash at a failpoint, with the failpoint hit and the restart that followed."""
+
+    index: int
+    failpoint: str
+    failpoint_event: TraceEvent | None
+    instance: int
+    restart_index: int | None
+
+
+def crashes_at(trace: Trace, *failpoints: str) -> tuple[CrashAt, ...]:
+    out = []
+    for crash in trace.crashes():
+        name = crash.data.get("failpoint", "")
+        if name not in failpoints:
+            continue
+        hits = [e for e in trace.of_kind(Kind.FAILPOINT) if e.index < crash.index and e.data.get("name") == name]
+        firing = [e for e in hits if e.data.get("action") == "crash"] or hits
+        hit = firing[-1] if firing else None
+        restarts = [e.index for e in trace.of_kind(Kind.RESTART) if e.index > crash.index]
+        instance = hit.instance if hit is not None else crash.instance
+        out.append(CrashAt(crash.index, name, hit, instance, restarts[0] if restarts else None))
+    return tuple(out)
+
+
+def op_from_context(trace: Trace, event: TraceEvent | None) -> OpKey | None:
+    """The operation a failpoint hit names in its context (session + call, or execution id)."""
+    if event is None:
+        return None
+    context = event.data.get("context") or {}
+    session, tool_call_id = context.get("session_id"), context.get("tool_call_id")
+    if session and tool_call_id:
+        return (str(session), str(tool_call_id))
+    return key_for_execution_id(trace, str(context.get("execution_id", "")))
+
+
+def last_row_of_instance(trace: Trace, index: int, instance: int, since: int = -1) -> TraceEvent | None:
+    rows = [e for e in trace.ledger() if since < e.index < index and e.instance == instance]
+    return rows[-1] if rows else None
+
+
+def crash_between(trace: Trace, start: int, stop: int) -> bool:
+    return any(start < e.index < stop for e in trace.of_kind(Kind.CRASH, Kind.RESTART))
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def ev(note: str, *indexes: int, rows: Iterable[TraceEvent] = ()) -> Evidence:
+    return Evidence(
+        note,
+        tuple(sorted({i for i in indexes if i is not None})),
+        tuple(r.data.get("ledger_seq", -1) for r in rows),
+    )
