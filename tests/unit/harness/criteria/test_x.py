@@ -1,0 +1,406 @@
+"""Stage X criteria on hand-built traces: each must pass, fail with evidence, or stay idle."""
+
+from __future__ import annotations
+
+import json
+
+from harness.contract import execution_id_for, to_json
+from harness.criteria import x
+from harness.criteria.base import Status
+from harness.trace import trace_from_json, trace_to_json
+
+from tracebuilder import (
+    TraceBuilder,
+    all_indexes,
+    all_rows,
+    assistant,
+    call,
+    op_view,
+    session,
+    tool_result,
+    user,
+    verdict_of,
+)
+
+W = {"path": "/repo/a.txt", "content": "x"}
+RM = {"command": "rm -rf build", "description": "clean"}
+
+
+def v(criterion_id, trace):
+    return verdict_of(x.CRITERIA, criterion_id, trace)
+
+
+def test_criteria_ids_and_stage():
+    assert [c.id for c in x.CRITERIA] == ["X1", "X2", "X3", "X4", "X5", "X6"]
+    assert {c.stage for c in x.CRITERIA} == {"x"}
+    assert all(c.seed_clause and c.statement for c in x.CRITERIA)
+
+
+def _allowed_and_denied():
+    """c1 write allowed and executed; c2 Bash denied by an explicit rule; loop continues."""
+    b = TraceBuilder(session("s1", rules=[("allow", "write_file"), ("deny", "Bash", "rm *", "command")]),
+                     tools=[("write_file", "write"), ("Bash", "bash")])
+    b.turn("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    row = b.executed("s1", "c1", "write_file", W)
+    b.probe("tool_executed", op_view("s1", "c1", "write_file", W, outcome="not_started",
+                                     execution_started=True, delivery="pending"), at=row)
+    b.model("s1", [call("c2", "Bash", RM)],
+            messages=[user(), assistant(call("c1", "write_file", W)), tool_result("c1", "succeeded")])
+    denied = op_view("s1", "c2", "Bash", RM, permission="deny", failure_kind="permission_denied")
+    b.observe(op_view("s1", "c1", "write_file", W), denied)
+    return b, row
+
+
+# --------------------------------------------------------------------------- X1
+
+
+def test_x1_passes_on_independent_states():
+    b, _ = _allowed_and_denied()
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 2
+
+
+def test_x1_fails_when_a_denial_is_recorded_as_failed():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c2", "Bash", RM)])
+    point = b.observe(op_view("s1", "c2", "Bash", RM, permission="deny", outcome="failed",
+                              execution_started=False))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL
+    assert point in all_indexes(verdict)
+    assert "pre-call denial" in verdict.evidence[0].note
+
+
+def test_x1_fails_when_outcome_claims_a_run_the_ledger_never_saw():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome="succeeded"))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+
+
+def test_x1_not_exercised_without_observed_operations():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.executed("s1", "c1", "write_file", W)
+    assert v("X1", b.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- X2
+
+
+def test_x2_passes_when_a_duplicate_delivery_maps_to_one_record():
+    b = TraceBuilder(session("s1", rules=[("allow", "write_file")]))
+    b.model("s1", [call("c1", "write_file", W)])
+    row = b.executed("s1", "c1", "write_file", W)
+    b.model("s1", [call("c1", "write_file", W)])  # served again (repeat = 2)
+    b.model("s1")
+    b.observe(op_view("s1", "c1", "write_file", W))
+    verdict = v("X2", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_x2_fails_on_two_records_for_one_call():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.model("s1", [call("c1", "write_file", W)])
+    first = op_view("s1", "c1", "write_file", W)
+    second = op_view("s1", "c1", "write_file", W, execution_id="ex-other")
+    point = b.observe(first, second)
+    verdict = v("X2", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+    assert any("2 operation records" in e.note for e in verdict.evidence)
+
+
+def test_x2_fails_when_the_digest_is_not_over_the_emitted_args():
+    b = TraceBuilder("s1")
+    end = b.model("s1", [call("c1", "write_file", W)])[1]
+    tampered = {"path": "/repo/a.txt", "content": "y"}
+    row = b.executed("s1", "c1", "write_file", tampered)
+    b.observe(op_view("s1", "c1", "write_file", tampered))
+    verdict = v("X2", b.build())
+    assert verdict.status is Status.FAIL
+    assert end in all_indexes(verdict) and b.seq(row) in all_rows(verdict)
+
+
+def test_x2_fails_on_a_wrong_execution_id_and_unknown_version():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started",
+                              execution_id="ex-made-up", permission_version=7))
+    verdict = v("X2", b.build())
+    notes = " ".join(e.note for e in verdict.evidence)
+    assert verdict.status is Status.FAIL and "execution id" in notes and "version 7" in notes
+
+
+def test_x2_fails_when_a_served_call_has_no_record():
+    b = TraceBuilder("s1")
+    end = b.model("s1", [call("c1", "write_file", W)])[1]
+    b.model("s1")
+    point = b.observe()
+    verdict = v("X2", b.build())
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+
+
+def test_x2_excuses_a_missing_record_after_a_crash():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.crash("after_model_stream_ended")
+    b.restart()
+    b.model("s1", [call("c9", "write_file", W)])
+    b.observe(op_view("s1", "c9", "write_file", W, outcome="not_started"))
+    verdict = v("X2", b.build())
+    assert verdict.status is Status.PASS
+
+
+def test_x2_reads_args_from_assistant_echo_when_stream_has_no_tool_calls():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)], with_tool_calls=False)
+    b.executed("s1", "c1", "write_file", {"path": "/repo/a.txt", "content": "other"})
+    b.model("s1", messages=[user(), assistant(call("c1", "write_file", W))])
+    b.observe(op_view("s1", "c1", "write_file", W))
+    assert v("X2", b.build()).status is Status.FAIL
+
+
+def test_x2_not_exercised_on_an_empty_trace():
+    assert v("X2", TraceBuilder("s1").build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- X3
+
+
+def test_x3_passes_when_the_denial_goes_back_to_the_model():
+    b, _ = _allowed_and_denied()
+    b.model("s1", messages=[user(), tool_result("c1"), tool_result("c2", "not_started", "permission_denied")])
+    b.turn_returns("s1", "completed")
+    verdict = v("X3", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_x3_fails_when_the_next_request_lacks_the_denial():
+    b, _ = _allowed_and_denied()
+    request = b.model("s1", messages=[user(), tool_result("c1")])[0]
+    verdict = v("X3", b.build())
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+
+
+def test_x3_fails_when_the_denial_reaches_the_model_as_failed():
+    b, _ = _allowed_and_denied()
+    b.model("s1", messages=[user(), tool_result("c2", "failed", "permission_denied")])
+    verdict = v("X3", b.build())
+    assert verdict.status is Status.FAIL and "'failed'" in verdict.evidence[0].note
+
+
+def test_x3_fails_when_the_turn_completes_at_the_denial():
+    b, _ = _allowed_and_denied()
+    ret = b.turn_returns("s1", "completed")
+    verdict = v("X3", b.build())
+    assert verdict.status is Status.FAIL and ret in all_indexes(verdict)
+
+
+def test_x3_not_exercised_without_denials():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.executed("s1", "c1", "write_file", W)
+    b.observe(op_view("s1", "c1", "write_file", W))
+    assert v("X3", b.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- X4
+
+CHARGE = {"card": "tok", "amount_cents": 999}
+
+
+def _charge(b: TraceBuilder) -> None:
+    b.turn("s1")
+    b.model("s1", [call("c1", "charge", CHARGE)])
+
+
+def test_x4_passes_after_a_crash_between_start_and_result():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.crash("after_start_recorded", context={"tool_call_id": "c1", "session_id": "s1"})
+    b.restart()
+    b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", execution_started=True,
+                      reconciliation_required=True, delivery="projected"), label="after_restart")
+    verdict = v("X4", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_x4_passes_when_the_context_names_no_operation():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.executed("s1", "c1", "charge", CHARGE)
+    b.crash("after_tool_returned")
+    b.restart()
+    b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", reconciliation_required=True))
+    assert v("X4", b.build()).status is Status.PASS
+
+
+def test_x4_fails_for_a_pre_call_denial():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.crash("after_permission_decision")
+    b.restart()
+    point = b.observe(op_view("s1", "c1", "charge", CHARGE, permission="deny",
+                              reconciliation_required=True), label="after_restart")
+    verdict = v("X4", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+
+
+def test_x4_fails_when_a_saved_result_becomes_unknown():
+    b = TraceBuilder("s1")
+    _charge(b)
+    row = b.executed("s1", "c1", "charge", CHARGE)
+    saved = b.probe("failpoint:after_result_saved", op_view("s1", "c1", "charge", CHARGE, delivery="recorded"))
+    b.crash("after_result_saved", context={"tool_call_id": "c1"})
+    b.restart()
+    point = b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", reconciliation_required=True),
+                      label="after_restart")
+    verdict = v("X4", b.build())
+    assert verdict.status is Status.FAIL and {saved, point} <= all_indexes(verdict)
+    assert b.seq(row) in all_rows(verdict)
+
+
+def test_x4_fails_without_any_crash_mid_execution():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.executed("s1", "c1", "charge", CHARGE)
+    b.crash("after_result_saved", context={"tool_call_id": "c1"})
+    b.restart()
+    point = b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", reconciliation_required=True))
+    verdict = v("X4", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+
+
+def test_x4_not_exercised_without_reconciliation():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.observe(op_view("s1", "c1", "charge", CHARGE, permission="deny"))
+    assert v("X4", b.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- X5
+
+MIG = {"name": "0042"}
+
+
+def _claims(b: TraceBuilder, started_in_probe: bool = True) -> int:
+    b.model("s1", [call("c1", "run_migration", MIG)])
+    row = b.executed("s1", "c1", "run_migration", MIG, output="Operation not executed: nothing was changed.")
+    b.probe("tool_executed", op_view("s1", "c1", "run_migration", MIG, outcome="not_started",
+                                     execution_started=started_in_probe, delivery="pending"), at=row)
+    return row
+
+
+def test_x5_passes_when_the_host_keeps_its_own_record():
+    b = TraceBuilder("s1")
+    _claims(b)
+    b.observe(op_view("s1", "c1", "run_migration", MIG))
+    b.model("s1", messages=[user(), tool_result("c1", "succeeded", content="Operation not executed")])
+    verdict = v("X5", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_x5_fails_when_the_store_believes_the_tool_text():
+    b = TraceBuilder("s1")
+    row = _claims(b)
+    point = b.observe(op_view("s1", "c1", "run_migration", MIG, outcome="not_started", execution_started=False))
+    verdict = v("X5", b.build())
+    assert verdict.status is Status.FAIL
+    assert {row, point} <= all_indexes(verdict) and b.seq(row) in all_rows(verdict)
+
+
+def test_x5_fails_when_the_start_was_not_recorded_before_the_tool_ran():
+    b = TraceBuilder("s1")
+    row = _claims(b, started_in_probe=False)
+    b.observe(op_view("s1", "c1", "run_migration", MIG))
+    verdict = v("X5", b.build())
+    assert verdict.status is Status.FAIL and row in all_indexes(verdict)
+
+
+def test_x5_fails_when_the_model_is_told_it_did_not_start():
+    b = TraceBuilder("s1")
+    _claims(b)
+    b.observe(op_view("s1", "c1", "run_migration", MIG))
+    request = b.model("s1", messages=[user(), tool_result("c1", "not_started")])[0]
+    verdict = v("X5", b.build())
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+
+
+def test_x5_not_exercised_without_claims():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "run_migration", MIG)])
+    b.executed("s1", "c1", "run_migration", MIG, output="done")
+    b.observe(op_view("s1", "c1", "run_migration", MIG))
+    assert v("X5", b.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- X6
+
+STATUS = {"command": "git status"}
+PUSH = {"command": "git push --force"}
+
+
+def _entry_points(execute_push: bool = False, record_decision: bool = True):
+    b = TraceBuilder(
+        session("s1", interactive=False, rules=[
+            ("allow", "terminal", "git status*", "command"),
+            ("deny", "terminal", "git push*", "command"),
+            ("allow", "read_file"),
+        ]),
+        tools=[("terminal", "terminal"), ("read_file", "read")],
+    )
+    b.model("s1", [call("c1", "terminal", STATUS), call("c2", "terminal", PUSH),
+                   call("c3", "read_file", {"path": "/a"})])
+    if record_decision:
+        b.lifecycle("permission_decided", "s1", execution_id_for("s1", "c1"))
+    row1 = b.executed("s1", "c1", "terminal", STATUS)
+    rows = [row1]
+    if execute_push:
+        rows.append(b.executed("s1", "c2", "terminal", PUSH))
+    rows.append(b.executed("s1", "c3", "read_file", {"path": "/a"}))
+    b.probe("tool_executed", op_view("s1", "c3", "read_file", {"path": "/a"}, outcome="not_started",
+                                     execution_started=True, delivery="pending"))
+    b.observe(
+        op_view("s1", "c1", "terminal", STATUS),
+        op_view("s1", "c2", "terminal", PUSH, permission="deny"),
+        op_view("s1", "c3", "read_file", {"path": "/a"}),
+    )
+    return b, rows
+
+
+def test_x6_passes_when_entry_points_pass_the_gates():
+    b, _ = _entry_points()
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 3
+
+
+def test_x6_fails_when_a_terminal_call_bypasses_an_explicit_deny():
+    b, rows = _entry_points(execute_push=True)
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.FAIL
+    assert rows[1] in all_indexes(verdict) and b.seq(rows[1]) in all_rows(verdict)
+    assert verdict.evidence[0].note.startswith("[terminal]")
+
+
+def test_x6_fails_when_no_decision_was_on_record_before_execution():
+    b, rows = _entry_points(record_decision=False)
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.FAIL and rows[0] in all_indexes(verdict)
+
+
+def test_x6_not_exercised_with_only_ordinary_tools():
+    b = TraceBuilder(session("s1", rules=[("allow", "read_file")]), tools=[("read_file", "read")])
+    b.model("s1", [call("c3", "read_file", {"path": "/a"})])
+    b.executed("s1", "c3", "read_file", {"path": "/a"})
+    assert v("X6", b.build()).status is Status.NOT_EXERCISED
+
+
+def test_hand_built_traces_round_trip_through_json():
+    b, _ = _allowed_and_denied()
+    trace = b.build()
+    again = trace_from_json(json.loads(json.dumps(trace_to_json(trace))))
+    assert again == trace
+    assert [c.check(again).status for c in x.CRITERIA] == [c.check(trace).status for c in x.CRITERIA]
