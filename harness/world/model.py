@@ -71,7 +71,7 @@ class ScriptedStream:
         self._position = 0
         self._ended = False
         self._served_text: list[str] = []
-        self._served_calls: list[str] = []
+        self._served_calls: list[ToolCall] = []
         self._channel = channel
         self._lock = threading.Lock()
 
@@ -84,7 +84,7 @@ class ScriptedStream:
                 if chunk.kind is ChunkKind.TEXT:
                     self._served_text.append(chunk.text)
                 elif chunk.tool_call is not None:
-                    self._served_calls.append(chunk.tool_call.tool_call_id)
+                    self._served_calls.append(chunk.tool_call)
                 return chunk
             first_end = not self._ended
             self._ended = True
@@ -93,7 +93,8 @@ class ScriptedStream:
                 "request_id": self._request_id,
                 "how": self._end.value,
                 "text": "".join(self._served_text),
-                "tool_call_ids": list(self._served_calls),
+                "tool_call_ids": [call.tool_call_id for call in self._served_calls],
+                "tool_calls": to_json(tuple(self._served_calls)),
             })
         if self._end is StreamEnd.TRANSPORT_ERROR:
             error: Exception = ModelTransportError("connection reset by peer (scripted)")

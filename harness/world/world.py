@@ -136,9 +136,9 @@ class SimWorld:
         clock: VirtualClock | None = None,
     ) -> None:
         self.rng = rng
-        self.clock = clock or VirtualClock()
-        self.log = log or EventLog()
-        self.hooks: WorldHooks = hooks or NoHooks()
+        self.clock = clock if clock is not None else VirtualClock()
+        self.log = log if log is not None else EventLog()
+        self.hooks: WorldHooks = hooks if hooks is not None else NoHooks()
         self.plan = faults if isinstance(faults, FaultPlan) else FaultPlan(tuple(faults))
         self.templates = Templates(rng.getrandbits(64))
         expanded_files = {self.templates.expand(path): self.templates.expand(content)
@@ -161,7 +161,7 @@ class SimWorld:
         self.ui = FakeUI()
         self.instance = 0
         self._hits: dict[str, int] = {}
-        self._crashes: dict[int, str] = {}
+        self._crashes: dict[int, tuple[str, SimulatedCrash]] = {}
         self._raised: dict[int, list[BaseException]] = {}
         self._channels: dict[int, Channel] = {}
         self._lock = threading.Lock()
@@ -187,8 +187,9 @@ class SimWorld:
         with self._lock:
             return self._hits.get(failpoint, 0)
 
-    def take_crash(self, instance: int) -> str | None:
-        """The failpoint at which a crash fault fired in ``instance`` (once), if any."""
+    def take_crash(self, instance: int) -> tuple[str, SimulatedCrash] | None:
+        """The failpoint at which a crash fault fired in ``instance``, and the exception
+        raised there (once; the runner compares it with what came out of the call)."""
         with self._lock:
             return self._crashes.pop(instance, None)
 
@@ -283,10 +284,11 @@ class SimWorld:
         self._record(Source.WORLD, Kind.FAILPOINT, instance, data)
         self.hooks.probe(instance, f"probe:failpoint:{point}")
         if action == Action.CRASH:
+            crash = SimulatedCrash(f"simulated crash at failpoint {point} (hit {hit})")
             with self._lock:
-                self._crashes[instance] = point
+                self._crashes[instance] = (point, crash)
             self.kill(instance)
-            raise SimulatedCrash(f"simulated crash at failpoint {point} (hit {hit})")
+            raise crash
         if action == Action.RAISE:
             error = InjectedFault(params.get("message", "injected fault"))
             self._note_raised(instance, error)

@@ -1,0 +1,677 @@
+"""Run one scenario against one implementation under one seed and record the Trace.
+
+Guarantees of :func:`run_scenario`:
+
+* a fresh data dir (removed afterwards) and a fresh :class:`~harness.world.SimWorld`; the
+  runner opens instance 0, opens every session, then executes the steps in order, recording
+  each driver call (``DRIVER_CALL`` then ``DRIVER_RETURN`` / ``DRIVER_RAISED``) and reading
+  the durable store after each step (ObservationPoint ``"quiescent"``) and at the end
+  (``"final"``); the world asks for probes while the implementation runs;
+* a :class:`~harness.contract.SimulatedCrash` ends the instance without closing it (dropped
+  and garbage-collected, so an uncommitted SQLite transaction rolls back), then ``CRASH``,
+  ``RESTART``, a new instance on the same data dir and world, ``recover()``, ObservationPoint
+  ``"after_restart"``, and the next step. An implementation that catches the crash and goes
+  on is reported (``CRASH`` with ``swallowed``, and an error);
+* every driver call runs in a worker thread under ``time_limit_s`` of wall-clock time; a hang
+  becomes ``HANG``, an unexpected exception ``DRIVER_RAISED`` with ``expected: false``; both
+  end the run with ``completed=False`` and a non-empty ``error``: nothing the implementation
+  does makes this function raise (only harness bugs do);
+* only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
+  while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
+  interleaving);
+* determinism: the same seed, scenario and implementation give the same
+  :func:`~harness.trace.trace_digest`. Nothing wall-clock, no temp path (the data dir is
+  replaced by ``<data_dir>``), no memory address enters the trace.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable
+
+from harness.contract import (
+    Feature,
+    Implementation,
+    InjectedFault,
+    ModelStreamCancelled,
+    ModelTransportError,
+    Observation,
+    Rule,
+    SimulatedCrash,
+    canonical_json,
+    to_json,
+)
+from harness.faults import Action, render
+from harness.scenarios import Scenario, Step, StepKind
+from harness.trace import (
+    Kind,
+    ObservationPoint,
+    Source,
+    Trace,
+    TraceMeta,
+    trace_from_json,
+    trace_to_json,
+)
+from harness.world import SimWorld
+from harness.world.log import EventLog
+
+log = logging.getLogger(__name__)
+
+CRASH_MODE = "in_process"
+MAX_RESTARTS_IN_A_ROW = 8
+"""Crashes during restart + recovery allowed before the run is given up as an error."""
+EXPECTED_ERRORS = (ModelTransportError, ModelStreamCancelled, InjectedFault)
+"""World errors an implementation may let out of a driver call (M3; injected faults)."""
+DATA_DIR_MARK = "<data_dir>"
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioRun:
+    trace: Trace
+    failpoints_reached: tuple[str, ...]
+    error: str
+    """"" if the run completed; else what went wrong (hang, IUT raised, ...)."""
+    duration_s: float
+    """Wall clock, for reports only; never inside the trace."""
+
+
+def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, *,
+                 time_limit_s: float = 20.0, data_root: str | None = None) -> ScenarioRun:
+    """Run ``scenario`` against ``implementation`` under ``seed`` (see the module doc)."""
+    started = time.monotonic()
+    for line in render(scenario.faults):
+        log.info("%s: %s", scenario.id, line)
+    if data_root is not None:
+        os.makedirs(data_root, exist_ok=True)
+    data_dir = tempfile.mkdtemp(prefix="lh-run-", dir=data_root)
+    run = _Run(implementation, scenario, seed, float(time_limit_s), data_dir)
+    try:
+        run.execute()
+        trace, reached = run.result()
+    finally:
+        run.shutdown()
+        if not run.hung:  # an abandoned thread may still hold files in it
+            shutil.rmtree(data_dir, ignore_errors=True)
+    return ScenarioRun(trace, reached, trace.error, time.monotonic() - started)
+
+
+# --------------------------------------------------------------------------- threads
+
+
+class _Call:
+    """One driver call running in its own (daemon) thread."""
+
+    def __init__(self, fn: Callable[[], Any], cond: threading.Condition, name: str) -> None:
+        self._fn: Callable[[], Any] | None = fn
+        self._cond = cond
+        self.done = False
+        self.value: Any = None
+        self.exc: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            assert self._fn is not None
+            self.value = self._fn()
+        except BaseException as exc:  # everything the implementation lets out is data
+            self.exc = exc
+        finally:
+            self._fn = None  # drop the closure: a crashed runtime must become garbage
+            with self._cond:
+                self.done = True
+                self._cond.notify_all()
+
+    def take(self) -> tuple[Any, BaseException | None]:
+        value, exc = self.value, self.exc
+        self.value = self.exc = None
+        return value, exc
+
+
+@dataclass(slots=True)
+class _Hold:
+    """The state of one concurrent_turn: instance A is held at a failpoint."""
+
+    instance: int
+    at: str | None
+    held: bool = False
+    reported: bool = False
+    released: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    kind: str
+    """"returned", "raised", "crashed", "hung" or "held"."""
+    value: Any = None
+    expected: bool = False
+    call: _Call | None = None
+
+
+def _forget(exc: BaseException | None) -> None:
+    """Clear the frames an exception keeps alive (they hold the dead runtime)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if exc.__traceback__ is not None:
+            traceback.clear_frames(exc.__traceback__)
+            exc.__traceback__ = None
+        exc = exc.__context__ or exc.__cause__
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        return to_json(value)
+    except Exception:
+        if isinstance(value, dict):
+            return {str(k): _jsonable(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [_jsonable(v) for v in value]
+        return repr(value)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class _Run:
+    """The state of one scenario run; also the world's hooks (probe, re-entrant calls, hold)."""
+
+    def __init__(self, implementation: Implementation, scenario: Scenario, seed: int,
+                 limit: float, data_dir: str) -> None:
+        self.impl = implementation
+        self.scenario = scenario
+        self.seed = seed
+        self.limit = limit
+        self.data_dir = data_dir
+        self.log = EventLog()
+        self.world = SimWorld(
+            rng=random.Random(seed),
+            sessions=scenario.sessions,
+            tools=scenario.tools,
+            files=scenario.files,
+            classifier=scenario.classifier,
+            model=scenario.model,
+            behaviours=scenario.tool_behaviours,
+            faults=scenario.faults,
+            hooks=self,
+            log=self.log,
+        )
+        self.cond = threading.Condition()
+        self.observations: list[ObservationPoint] = []
+        self.runtimes: dict[int, Any] = {}
+        self.primary = -1
+        self.next_instance = 0
+        self.errors: list[str] = []
+        self.hung = False
+        self.finished = False
+        self.concurrent: _Hold | None = None
+        self._obs_lock = threading.Lock()
+
+    # -- recording -------------------------------------------------------------------------
+
+    def event(self, kind: str, instance: int, data: dict[str, Any]) -> None:
+        self.log.append(Source.HARNESS, kind, instance, data)
+
+    def fail(self, message: str) -> None:
+        self.errors.append(message)
+
+    @property
+    def stopped(self) -> bool:
+        return bool(self.errors)
+
+    def _inspect(self) -> Observation:
+        observation = self.impl.inspect(self.data_dir)
+        if not isinstance(observation, Observation):
+            raise TypeError(f"inspect returned {type(observation).__name__}, not an Observation")
+        return observation
+
+    def _record_observation(self, instance: int, label: str, observation: Observation) -> None:
+        with self._obs_lock:
+            point = ObservationPoint(self.log.last_index(), label, observation)
+            self.observations.append(point)
+            number = len(self.observations) - 1
+        self.event(Kind.OBSERVED, instance, {"label": label, "observation_index": number})
+
+    def _inspect_failed(self, instance: int, label: str, exc: BaseException) -> None:
+        self.event(Kind.DRIVER_RAISED, instance, {
+            "method": "inspect", "exception": type(exc).__name__, "message": str(exc),
+            "expected": False, "label": label})
+        self.fail(f"inspect raised {type(exc).__name__} at {label}: {exc}")
+
+    def observe(self, instance: int, label: str) -> None:
+        """Read the durable store from the main thread, under the time limit."""
+        if self.hung:
+            return
+        call = _Call(self._inspect, self.cond, "lh-inspect")
+        call.thread.start()
+        with self.cond:
+            self.cond.wait_for(lambda: call.done, timeout=self.limit)
+        if not call.done:
+            self.event(Kind.HANG, instance, {"method": "inspect", "limit_s": self.limit})
+            self.fail(f"inspect did not return within {self.limit:g}s at {label} (hang)")
+            self.hung = True
+            return
+        value, exc = call.take()
+        if exc is not None:
+            self._inspect_failed(instance, label, exc)
+            _forget(exc)
+            return
+        self._record_observation(instance, label, value)
+
+    # -- world hooks (called from the implementation's thread) ------------------------------
+
+    def probe(self, instance: int, label: str) -> None:
+        if self.finished:
+            return
+        try:
+            observation = self._inspect()
+        except Exception as exc:
+            self._inspect_failed(instance, label, exc)
+            return
+        self._record_observation(instance, label, observation)
+
+    def _reentrant(self, instance: int, method: str, args: dict[str, Any], failpoint: str,
+                   fn: Callable[[Any], Any]) -> None:
+        runtime = self.runtimes.get(instance)
+        if runtime is None or self.finished:
+            return
+        self.event(Kind.DRIVER_CALL, instance, {"method": method, "args": args,
+                                                "via_failpoint": failpoint})
+        try:
+            result = fn(runtime)
+        except Exception as exc:  # SimulatedCrash passes through: it kills the outer call
+            self.event(Kind.DRIVER_RAISED, instance, {
+                "method": method, "exception": type(exc).__name__, "message": str(exc),
+                "expected": False})
+            self.fail(f"{method} (re-entrant, at failpoint {failpoint}) raised "
+                      f"{type(exc).__name__}: {exc}")
+            return
+        self.event(Kind.DRIVER_RETURN, instance, {"method": method, "result": _jsonable(result)})
+
+    def change_rules(self, instance: int, session_id: str, rules: tuple[Rule, ...],
+                     permission_version: int, failpoint: str) -> None:
+        args = {"session_id": session_id, "rules": to_json(rules),
+                "permission_version": permission_version}
+        self._reentrant(instance, "update_rules", args, failpoint,
+                        lambda rt: rt.update_rules(session_id, rules, permission_version))
+
+    def cancel(self, instance: int, session_id: str, failpoint: str) -> None:
+        self._reentrant(instance, "cancel", {"session_id": session_id}, failpoint,
+                        lambda rt: rt.cancel(session_id))
+
+    def hold_requested(self, instance: int, failpoint: str, planned: bool) -> bool:
+        hold = self.concurrent
+        return (hold is not None and not hold.held and not self.finished
+                and instance == hold.instance and (planned or failpoint == hold.at))
+
+    def hold(self, instance: int, failpoint: str) -> None:
+        hold = self.concurrent
+        if hold is None:
+            return
+        with self.cond:
+            hold.held = True
+            self.cond.notify_all()
+            self.cond.wait_for(lambda: hold.released)
+
+    # -- driver calls ------------------------------------------------------------------------
+
+    def runtime(self, instance: int) -> Any:
+        return self.runtimes[instance]
+
+    def drive(self, instance: int, method: str, args: dict[str, Any], fn: Callable[[], Any],
+              *, extra: dict[str, Any] | None = None, allow_hold: bool = False) -> _Outcome:
+        self.event(Kind.DRIVER_CALL, instance, {"method": method, "args": args, **(extra or {})})
+        self.world.take_raised(instance)
+        self.world.take_crash(instance)
+        call = _Call(fn, self.cond, f"lh-{method}-{instance}")
+        call.thread.start()
+        return self.finish(instance, method, call, allow_hold=allow_hold)
+
+    def finish(self, instance: int, method: str, call: _Call, *, allow_hold: bool = False
+               ) -> _Outcome:
+        hold = self.concurrent if allow_hold else None
+
+        def ready() -> bool:
+            return call.done or (hold is not None and hold.held and not hold.reported)
+
+        with self.cond:
+            self.cond.wait_for(ready, timeout=self.limit)
+            if not call.done and hold is not None and hold.held and not hold.reported:
+                hold.reported = True
+                return _Outcome("held", call=call)
+        if not call.done:
+            self.event(Kind.HANG, instance, {"method": method, "limit_s": self.limit})
+            self.fail(f"{method} on instance {instance} did not return within "
+                      f"{self.limit:g}s of wall-clock time (hang)")
+            self.hung = True
+            self.world.kill(instance)
+            return _Outcome("hung")
+        crash = self.world.take_crash(instance)
+        crash_point, fired = crash if crash is not None else (None, None)
+        del crash
+        raised = self.world.take_raised(instance)
+        value, exc = call.take()
+        try:
+            if isinstance(exc, SimulatedCrash) or crash_point is not None:
+                data: dict[str, Any] = {"failpoint": crash_point or "", "mode": CRASH_MODE}
+                if fired is not None and exc is not fired:
+                    # What came out is not the crash the world raised: the implementation
+                    # caught it (maybe dying later on a dead-instance call).
+                    data["swallowed"] = True
+                    self.fail(f"{method}: the implementation caught SimulatedCrash at failpoint "
+                              f"{crash_point} and carried on (it must never catch it)")
+                self.world.kill(instance)
+                self.event(Kind.CRASH, instance, data)
+                return _Outcome("crashed")
+            if exc is not None:
+                expected = isinstance(exc, EXPECTED_ERRORS) and any(
+                    exc is error or (type(exc) is type(error) and str(exc) == str(error))
+                    for error in raised)
+                self.event(Kind.DRIVER_RAISED, instance, {
+                    "method": method, "exception": type(exc).__name__, "message": str(exc),
+                    "expected": expected})
+                if not expected:
+                    self.fail(f"{method} on instance {instance} raised "
+                              f"{type(exc).__name__}: {exc}")
+                return _Outcome("raised", expected=expected)
+            result = None if method == "open" else _jsonable(value)
+            self.event(Kind.DRIVER_RETURN, instance, {"method": method, "result": result})
+            return _Outcome("returned", value=value)
+        finally:
+            for error in (exc, fired, *raised):
+                _forget(error)
+            del exc, fired, raised
+
+    def drop(self, instance: int) -> None:
+        """Forget an instance without closing it (what a killed process leaves behind)."""
+        self.world.kill(instance)
+        runtime = self.runtimes.pop(instance, None)
+        del runtime
+        gc.collect()
+
+    def open_instance(self, extra: dict[str, Any] | None = None) -> tuple[int, _Outcome]:
+        instance = self.next_instance
+        self.next_instance += 1
+        world = self.world.port(instance)
+        outcome = self.drive(instance, "open", {}, lambda: self.impl.open(self.data_dir, world),
+                             extra=extra)
+        if outcome.kind == "returned":
+            self.runtimes[instance] = outcome.value
+            outcome = _Outcome("returned")
+        return instance, outcome
+
+    def restart(self) -> None:
+        """Open a new primary instance on the same data dir and world, then ``recover()``."""
+        for _ in range(MAX_RESTARTS_IN_A_ROW):
+            instance = self.next_instance
+            self.event(Kind.RESTART, instance, {"instance": instance})
+            instance, outcome = self.open_instance()
+            if outcome.kind == "crashed":
+                self.drop(instance)
+                continue
+            if outcome.kind != "returned":
+                return
+            outcome = self.drive(instance, "recover", {}, lambda: self.runtime(instance).recover())
+            if outcome.kind == "crashed":
+                self.drop(instance)
+                continue
+            self.primary = instance
+            if outcome.kind != "hung":
+                self.observe(instance, "after_restart")
+            return
+        self.fail(f"the implementation crashed {MAX_RESTARTS_IN_A_ROW} times in a row while "
+                  "restarting and recovering")
+
+    def after(self, instance: int, outcome: _Outcome) -> None:
+        """What follows a primary driver call: a crash means drop, restart and recover."""
+        if outcome.kind == "crashed":
+            self.drop(instance)
+            self.restart()
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def execute(self) -> None:
+        self.primary, outcome = self.open_instance()
+        if outcome.kind == "crashed":
+            self.drop(self.primary)
+            self.restart()
+        for config in self.scenario.sessions:
+            if self.stopped:
+                break
+            primary = self.primary
+            outcome = self.drive(primary, "open_session", {"config": to_json(config)},
+                                 lambda: self.runtime(primary).open_session(config))
+            self.after(primary, outcome)
+        for step in self.scenario.steps:
+            if self.stopped:
+                break
+            self.step(step)
+            if not self.hung and not self.stopped:
+                self.observe(self.primary, "quiescent")
+        if not self.hung:
+            self.observe(self.primary, "final")
+
+    def step(self, step: Step) -> None:
+        primary = self.primary
+        session = step.session or self.scenario.default_session
+        if step.do is StepKind.TURN:
+            text = self.world.expand(step.text)
+            self.after(primary, self.drive(
+                primary, "run_turn", {"session_id": session, "user_text": text},
+                lambda: self.runtime(primary).run_turn(session, text)))
+        elif step.do is StepKind.ANSWER:
+            self.answer(primary, step)
+        elif step.do is StepKind.UPDATE_RULES:
+            rules, version = step.rules, step.permission_version
+            self.after(primary, self.drive(
+                primary, "update_rules",
+                {"session_id": session, "rules": to_json(rules), "permission_version": version},
+                lambda: self.runtime(primary).update_rules(session, rules, version)))
+        elif step.do is StepKind.CANCEL:
+            self.after(primary, self.drive(primary, "cancel", {"session_id": session},
+                                           lambda: self.runtime(primary).cancel(session)))
+        elif step.do is StepKind.RESTART:
+            outcome = self.drive(primary, "close", {}, lambda: self.runtime(primary).close())
+            if outcome.kind in ("returned", "raised", "crashed"):
+                self.drop(primary)
+                self.restart()
+        elif step.do is StepKind.CONCURRENT_TURN:
+            self.concurrent_turn(primary, session, step)
+        elif step.do is StepKind.LOAD_CHECKPOINT:
+            self.load_checkpoint(primary, session, step.fixture)
+        elif step.do is StepKind.OBSERVE:
+            self.observe(primary, f"observe:{step.label}" if step.label else "observe")
+
+    def skip(self, instance: int, method: str, args: dict[str, Any], reason: str) -> None:
+        # A closed span keeps checkers' driver-span logic simple; ``skipped`` says no call ran.
+        self.event(Kind.DRIVER_CALL, instance, {"method": method, "args": args, "skipped": reason})
+        self.event(Kind.DRIVER_RETURN, instance, {"method": method, "result": None,
+                                                  "skipped": reason})
+
+    def answer(self, primary: int, step: Step) -> None:
+        wait_id = self.world.approver.next_unanswered() if step.wait == "next" else step.wait
+        approve = step.approve
+        if wait_id is None:
+            self.skip(primary, "answer_approval", {"wait_id": None, "approve": approve},
+                      "no approval prompt is waiting for an answer")
+            return
+        self.world.approver.mark_answered(wait_id)  # the human clicked once, whatever follows
+        self.after(primary, self.drive(
+            primary, "answer_approval", {"wait_id": wait_id, "approve": approve},
+            lambda: self.runtime(primary).answer_approval(wait_id, approve)))
+
+    def concurrent_turn(self, a: int, session: str, step: Step) -> None:
+        text = self.world.expand(step.text)
+        hold_at = step.hold_at.value if step.hold_at else None
+        planned = next((f.failpoint.value for f in self.scenario.faults
+                        if f.action is Action.HOLD), None)
+        args = {"session_id": session, "user_text": text, "hold_at": hold_at or planned}
+        self.concurrent = _Hold(a, hold_at)
+        try:
+            first = self.drive(a, "concurrent_turn", {**args, "role": "A"},
+                               lambda: self.runtime(a).run_turn(session, text), allow_hold=True)
+            held = first.kind == "held"
+            if first.kind == "hung" or (self.stopped and not held):
+                return
+            b, opened = self.open_instance(extra={"concurrent_with": a})
+            if opened.kind == "returned":
+                second = self.drive(b, "concurrent_turn", {**args, "role": "B", "held": held},
+                                    lambda: self.runtime(b).run_turn(session, text))
+                if second.kind not in ("crashed", "hung"):
+                    self.drive(b, "close", {}, lambda: self.runtime(b).close())
+            self.drop(b)
+            if held:
+                assert first.call is not None
+                if self.hung:
+                    self.world.kill(a)  # A wakes up dead and its thread ends
+                with self.cond:
+                    self.concurrent.released = True
+                    self.cond.notify_all()
+                if self.hung:
+                    return
+                first = self.finish(a, "concurrent_turn", first.call)
+            self.after(a, first)
+        finally:
+            if self.concurrent is not None and not self.concurrent.released:
+                with self.cond:
+                    self.concurrent.released = True
+                    self.cond.notify_all()
+            self.concurrent = None
+
+    def load_checkpoint(self, primary: int, session: str, name: str) -> None:
+        args: dict[str, Any] = {"session_id": session, "fixture": name}
+        declared = tuple(self.impl.info.checkpoint_fixtures)
+        matches = [d for d in declared if name in _fixture_names(d)]
+        if not matches:
+            self.skip(primary, "load_checkpoint", {**args, "expected_messages": None},
+                      f"the implementation declares no checkpoint fixture {name!r} "
+                      f"(declared: {', '.join(declared) or 'none'})")
+            return
+        path = _find_fixture(self.impl, matches[0])
+        if path is None:
+            self.fail(f"declared checkpoint fixture {matches[0]!r} was not found below the "
+                      f"implementation's package ({type(self.impl).__module__})")
+            return
+        data = path.read_bytes()
+        args.update({"path": matches[0], "expected_messages": _expected_messages(path),
+                     "size_bytes": len(data),
+                     "sha256": hashlib.sha256(data).hexdigest()})
+        self.after(primary, self.drive(primary, "load_checkpoint", args,
+                                       lambda: self.runtime(primary).load_checkpoint(session, data)))
+
+    # -- the end -----------------------------------------------------------------------------
+
+    def result(self) -> tuple[Trace, tuple[str, ...]]:
+        info = self.impl.info
+        sessions = self.scenario.sessions
+        meta = TraceMeta(
+            scenario_id=self.scenario.id,
+            stage=self.scenario.stage,
+            seed=self.seed,
+            implementation=info.name,
+            features=tuple(Feature(f) for f in info.features),
+            thresholds=self.scenario.thresholds,
+            sessions=sessions,
+            tools=self.scenario.tools,
+            faults=tuple(fault.spec() for fault in self.scenario.faults),
+            crash_mode=CRASH_MODE,
+            dangerous_markers=self.scenario.classifier.dangerous,
+            tags=self.scenario.tags,
+        )
+        with self._obs_lock:
+            observations = tuple(self.observations)
+        error = "; ".join(self.errors)
+        trace = Trace(meta, self.log.events(), observations, completed=not self.errors,
+                      error=error)
+        return _scrub(trace, self.data_dir), self.world.failpoints_reached()
+
+    def shutdown(self) -> None:
+        """Close what is still open, outside the trace (nothing it does is recorded)."""
+        self.finished = True
+        for instance in list(self.runtimes):
+            self.world.kill(instance)
+        if not self.hung:
+            for instance in list(self.runtimes):
+                call = _Call(self.runtimes[instance].close, self.cond, "lh-close")
+                call.thread.start()
+                with self.cond:
+                    self.cond.wait_for(lambda: call.done, timeout=self.limit)
+                _forget(call.take()[1])
+        self.runtimes.clear()
+        gc.collect()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _fixture_names(declared: str) -> set[str]:
+    path = PurePosixPath(declared)
+    return {declared, path.name, path.stem, path.name.split(".")[0]}
+
+
+def _find_fixture(implementation: Any, relative: str) -> Path | None:
+    """``relative`` below the implementation's package (its module's folder, then parents
+    that are still packages)."""
+    module = sys.modules.get(type(implementation).__module__)
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    folder = Path(file).resolve().parent
+    while True:
+        candidate = folder / relative
+        if candidate.is_file():
+            return candidate
+        if not (folder.parent / "__init__.py").is_file():
+            return None
+        folder = folder.parent
+
+
+def _expected_messages(fixture: Path) -> Any:
+    """The messages listed by the fixture's sidecar ``<name>.expect.json``, if any."""
+    stem = fixture.name.split(".")[0]
+    for sidecar in (fixture.with_name(stem + ".expect.json"),
+                    fixture.with_name(fixture.name + ".expect.json")):
+        if sidecar.is_file():
+            try:
+                data = json.loads(sidecar.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            if isinstance(data, dict):
+                data = data.get("messages")
+            return data if isinstance(data, list) else None
+    return None
+
+
+def _scrub(trace: Trace, data_dir: str) -> Trace:
+    """The trace without the data dir path or memory addresses (they vary run to run)."""
+    marks = {data_dir, os.path.realpath(data_dir)}
+    text = canonical_json(trace_to_json(trace))
+    if not any(mark in text for mark in marks) and not _ADDRESS.search(text):
+        return trace
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            for mark in marks:
+                value = value.replace(mark, DATA_DIR_MARK)
+            return _ADDRESS.sub(" at 0x?", value)
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        return value
+
+    return trace_from_json(clean(trace_to_json(trace)))
