@@ -510,8 +510,10 @@ def probe_for(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint |
 
 
 def durable_points_after(trace: Trace, index: int, labels: Iterable[str] = DURABLE_LABELS) -> tuple[ObservationPoint, ...]:
+    """Points at rest read after event ``index`` (a point at ``index`` was read just after
+    it); "final" only when the run completed."""
     wanted = tuple(labels)
-    return tuple(p for p in trace.observations if p.index > index and p.label in wanted
+    return tuple(p for p in trace.observations if p.index >= index and p.label in wanted
                  and (p.label != "final" or trace.completed))
 
 

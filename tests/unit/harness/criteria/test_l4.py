@@ -1,0 +1,447 @@
+"""L4 criteria on hand-built traces: pass, fail (evidence at the right index), not_exercised."""
+
+from __future__ import annotations
+
+from harness.contract import (
+    CheckpointView,
+    Delivery,
+    Feature,
+    Observation,
+    Outcome,
+    Rule,
+    RuleEffect,
+    SessionConfig,
+    ToolCall,
+    TurnStatus,
+)
+from harness.criteria import l4
+from harness.criteria.base import Status, run_check
+
+try:
+    from .lbuilder import TB, USER, assistant, denied, op, projection_of, session_view, tool_msg, xid
+except ImportError:  # collected without a package
+    from lbuilder import TB, USER, assistant, denied, op, projection_of, session_view, tool_msg, xid
+
+BY_ID = {c.id: c for c in l4.CRITERIA}
+S1 = SessionConfig("s1", rules=(Rule(RuleEffect.ALLOW, "write_file"),))
+W = ToolCall("c1", "write_file", {"path": "/repo/a", "content": "x"})
+CTX = {"session_id": "s1", "tool_call_id": "c1", "execution_id": xid("c1")}
+
+
+def check(cid, trace):
+    return run_check(BY_ID[cid], trace)
+
+
+def assert_fail_at(verdict, index):
+    assert verdict.status is Status.FAIL, verdict
+    assert any(index in e.trace_indexes for e in verdict.evidence), verdict.evidence
+
+
+def assert_pass(verdict, exercised=1):
+    assert verdict.status is Status.PASS, verdict
+    assert verdict.exercised == exercised, verdict
+
+
+def test_catalogue_ids_and_stage():
+    assert [c.id for c in l4.CRITERIA] == [f"L4.{i}" for i in range(1, 11)]
+    assert {c.stage for c in l4.CRITERIA} == {"l4"}
+
+
+def _crash(tb, failpoint, context=None):
+    tb.failpoint(failpoint, "crash", context)
+    index = tb.crash(failpoint)
+    tb.restart()
+    tb.call("recover")
+    return index
+
+
+def _idle(tb):
+    tb.respond("s1")
+    tb.executed("s1", ToolCall("r0", "read_file", {"path": "/x"}))
+
+
+# --------------------------------------------------------------------------- L4.1
+
+
+def _saved_then_crash(tb, again=False, carry=True):
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, output="wrote a")
+    crash = _crash(tb, "after_result_saved")
+    row = tb.executed("s1", W, output="wrote a") if again else None
+    content = "wrote a" if carry else ""
+    messages = (USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED, content)) if carry else (USER, assistant((W,)))
+    request = tb.request("s1", messages)
+    tb.stream_end(request, text="done")
+    tb.ret("recover")
+    tb.observe("after_restart", Observation(operations=(op(W, output="wrote a"),)))
+    return crash, row, len(tb.events) - 4
+
+
+def test_l4_1_passes_when_the_saved_result_is_reused():
+    tb = TB(S1)
+    _saved_then_crash(tb)
+    assert_pass(check("L4.1", tb.build()))
+
+
+def test_l4_1_fails_when_the_write_runs_again():
+    tb = TB(S1)
+    _, row, _ = _saved_then_crash(tb, again=True)
+    assert_fail_at(check("L4.1", tb.build()), row)
+
+
+def test_l4_1_fails_when_the_continuation_drops_the_result():
+    tb = TB(S1)
+    _saved_then_crash(tb, carry=False)
+    trace = tb.build()
+    request = next(e.index for e in trace.events if e.kind == "model_request" and e.index > 3)
+    assert_fail_at(check("L4.1", trace), request)
+
+
+def test_l4_1_not_exercised_without_that_crash():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    assert check("L4.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.2
+
+
+def _checkpoint_then_crash(tb, resend=False, replay=True):
+    first = tb.request("s1", (USER,))
+    tb.stream_end(first, calls=(W,))
+    tb.executed("s1", W)
+    crash = _crash(tb, "after_checkpoint_saved", CTX)
+    again = None
+    if resend:
+        again = len(tb.events)
+        tb.stream_end(tb.request("s1", (USER,)), calls=(W,))
+    if replay:
+        tb.publish(projection_of(op(W)))
+    tb.ret("recover")
+    return crash, again
+
+
+def test_l4_2_passes_when_only_the_projection_is_replayed():
+    tb = TB(S1)
+    _checkpoint_then_crash(tb)
+    assert_pass(check("L4.2", tb.build()))
+
+
+def test_l4_2_fails_when_recovery_resends_the_model_request():
+    tb = TB(S1)
+    _, again = _checkpoint_then_crash(tb, resend=True)
+    assert_fail_at(check("L4.2", tb.build()), again)
+
+
+def test_l4_2_fails_when_the_projection_is_not_replayed():
+    tb = TB(S1)
+    crash, _ = _checkpoint_then_crash(tb, replay=False)
+    assert_fail_at(check("L4.2", tb.build()), crash)
+
+
+def test_l4_2_not_exercised_without_that_crash():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.2", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.3
+
+
+def _start_then_crash(tb, after_view, failpoint="after_start_recorded", execute=False, again=False):
+    tb.respond("s1", (W,))
+    if execute:
+        tb.executed("s1", W)
+    crash = _crash(tb, failpoint, None if execute else CTX)
+    row = tb.executed("s1", W) if again else None
+    tb.ret("recover")
+    point = tb.observe("after_restart", Observation(operations=(after_view,)))
+    return crash, row, point
+
+
+UNKNOWN = op(W, outcome=Outcome.UNKNOWN, reconcile=True, started=True, digest=None)
+
+
+def test_l4_3_passes_when_the_operation_is_left_for_reconciliation():
+    tb = TB(S1)
+    _start_then_crash(tb, UNKNOWN)
+    assert_pass(check("L4.3", tb.build()))
+
+
+def test_l4_3_passes_after_tool_returned_without_context():
+    tb = TB(S1)
+    _start_then_crash(tb, UNKNOWN, "after_tool_returned", execute=True)
+    assert_pass(check("L4.3", tb.build()))
+
+
+def test_l4_3_fails_when_restart_forgets_the_start():
+    tb = TB(S1)
+    _, _, point = _start_then_crash(tb, op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING))
+    assert_fail_at(check("L4.3", tb.build()), point)
+
+
+def test_l4_3_fails_when_restart_re_executes():
+    tb = TB(S1)
+    _, row, _ = _start_then_crash(tb, UNKNOWN, again=True)
+    assert_fail_at(check("L4.3", tb.build()), row)
+
+
+def test_l4_3_not_exercised_without_that_crash():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.3", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.4
+
+
+def _checkpoint_fails(tb, view):
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    fp = tb.failpoint("during_checkpoint_build", "raise")
+    tb.respond("s1", messages=(USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED)))
+    point = tb.observe("quiescent", Observation(operations=(view,)))
+    return fp, point
+
+
+def test_l4_4_passes_when_the_result_is_kept():
+    tb = TB(S1)
+    _checkpoint_fails(tb, op(W, delivery=Delivery.RECORDED))
+    assert_pass(check("L4.4", tb.build()))
+
+
+def test_l4_4_fails_when_the_operation_goes_to_reconciliation():
+    tb = TB(S1)
+    _, point = _checkpoint_fails(tb, op(W, outcome=Outcome.UNKNOWN, reconcile=True, delivery=Delivery.PENDING))
+    assert_fail_at(check("L4.4", tb.build()), point)
+
+
+def test_l4_4_not_exercised_without_a_checkpoint_failure():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.5
+
+
+def _checkpoint_probe(tb, views, call=W, execute=True, sequence=1):
+    tb.respond("s1", (call,))
+    if execute:
+        tb.executed("s1", call)
+    tb.failpoint("after_checkpoint_saved", context=CTX)
+    return tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
+        operations=views, checkpoints=(CheckpointView("s1", 2, sequence, 0, 100, xid(call.tool_call_id)),)))
+
+
+def test_l4_5_passes_when_results_precede_the_checkpoint():
+    tb = TB(S1)
+    _checkpoint_probe(tb, (op(W, delivery=Delivery.RECORDED),))
+    denial = ToolCall("c2", "write_file", {"path": "/etc/x", "content": "y"})
+    _checkpoint_probe(tb, (op(W), denied(denial, delivery=Delivery.RECORDED)), call=denial, execute=False, sequence=2)
+    assert_pass(check("L4.5", tb.build()), exercised=2)
+
+
+def test_l4_5_fails_when_the_checkpoint_precedes_the_result():
+    tb = TB(S1)
+    point = _checkpoint_probe(tb, (op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),))
+    assert_fail_at(check("L4.5", tb.build()), point)
+
+
+def test_l4_5_not_exercised_without_probes():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.5", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.6
+
+
+def _probe_at_execution(tb, started):
+    tb.respond("s1", (W,))
+    row = tb.executed("s1", W)
+    tb.observe("probe:tool_executed", Observation(operations=(
+        op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=started, digest=None),)))
+    return row
+
+
+def test_l4_6_passes_when_the_start_is_durable_first():
+    tb = TB(S1)
+    _probe_at_execution(tb, True)
+    assert_pass(check("L4.6", tb.build()))
+
+
+def test_l4_6_fails_when_the_tool_runs_before_the_start_record():
+    tb = TB(S1)
+    row = _probe_at_execution(tb, False)
+    verdict = check("L4.6", tb.build())
+    assert_fail_at(verdict, row)
+    assert verdict.evidence[0].ledger_rows == (1,)
+
+
+def test_l4_6_not_exercised_without_probes():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.6", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.7
+
+
+def test_l4_7_passes_when_the_record_binds_the_executed_result():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, output="wrote")
+    tb.failpoint("during_diagnostics_write", "raise")
+    tb.observe("final", Observation(operations=(op(W, output="wrote"),)))
+    assert_pass(check("L4.7", tb.build()), exercised=2)
+
+
+def test_l4_7_fails_when_the_digest_is_not_the_executed_result():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, output="wrote")
+    point = tb.observe("final", Observation(operations=(op(W, output="something else"),)))
+    assert_fail_at(check("L4.7", tb.build()), point)
+
+
+def test_l4_7_fails_when_a_diagnostics_failure_damages_the_record():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    fp = tb.failpoint("during_diagnostics_write", "raise")
+    tb.observe("quiescent", Observation(operations=(UNKNOWN,)))
+    assert_fail_at(check("L4.7", tb.build()), fp)
+
+
+def test_l4_7_not_exercised_without_executions():
+    tb = TB(S1)
+    tb.respond("s1")
+    tb.observe("final", Observation())
+    assert check("L4.7", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.8
+
+
+def _repair(tb, view, answered=True):
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, output="not executed")
+    tb.failpoint("after_result_saved", "crash")
+    tb.crash("after_result_saved")
+    tb.restart()
+    tb.call("recover")
+    if answered:
+        tb.respond("s1", text="done", messages=(USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED)))
+    ended = tb.emit("turn_ended", status="completed")
+    tb.ret("recover")
+    point = tb.observe("after_restart", Observation(
+        sessions=(session_view(status=TurnStatus.COMPLETED),), operations=(view,)))
+    return ended, point
+
+
+def test_l4_8_passes_when_repair_trusts_the_ledger_and_the_model():
+    tb = TB(S1)
+    _repair(tb, op(W, output="not executed"))
+    assert_pass(check("L4.8", tb.build()), exercised=2)
+
+
+def test_l4_8_fails_when_tool_text_flips_the_operation_to_not_started():
+    tb = TB(S1)
+    _, point = _repair(tb, op(W, outcome=Outcome.NOT_STARTED, started=False))
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_fails_when_recovery_alone_completes_the_turn():
+    tb = TB(S1)
+    ended, point = _repair(tb, op(W, output="not executed"), answered=False)
+    verdict = check("L4.8", tb.build())
+    assert_fail_at(verdict, ended)
+    assert_fail_at(verdict, point)
+
+
+def test_l4_8_not_exercised_without_restarts():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.8", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.9
+
+
+def _unconfirmed(tb, view, published=Outcome.UNKNOWN):
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_tool_returned")
+    publish = tb.publish(projection_of(view, outcome=published))
+    tb.ret("recover")
+    point = tb.observe("after_restart", Observation(operations=(view,)))
+    return publish, point
+
+
+def test_l4_9_passes_when_everything_reports_unknown():
+    tb = TB(S1)
+    _unconfirmed(tb, UNKNOWN)
+    assert_pass(check("L4.9", tb.build()))
+
+
+def test_l4_9_fails_when_an_unconfirmed_effect_is_reported_succeeded():
+    tb = TB(S1)
+    publish, point = _unconfirmed(tb, op(W), published=Outcome.SUCCEEDED)
+    verdict = check("L4.9", tb.build())
+    assert_fail_at(verdict, publish)
+    assert_fail_at(verdict, point)
+
+
+def test_l4_9_not_exercised_without_unconfirmed_operations():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.9", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.10
+
+
+def _concurrent(tb, twice=False, records=1):
+    tb.call("concurrent_turn", session_id="s1", user_text="go", hold_at="after_revalidation")
+    tb.respond("s1", (W,), instance=1)
+    tb.respond("s1", (W,), instance=2)
+    tb.executed("s1", W, instance=2)
+    row = tb.executed("s1", W, instance=1) if twice else None
+    tb.ret("concurrent_turn")
+    point = tb.observe("quiescent", Observation(operations=(op(W),), result_records=records))
+    return row, point
+
+
+def test_l4_10_passes_when_one_instance_executes():
+    tb = TB(S1)
+    _concurrent(tb)
+    assert_pass(check("L4.10", tb.build()))
+
+
+def test_l4_10_fails_when_both_instances_execute():
+    tb = TB(S1)
+    row, _ = _concurrent(tb, twice=True)
+    verdict = check("L4.10", tb.build())
+    assert_fail_at(verdict, row)
+    assert verdict.evidence[0].ledger_rows == (1, 2)
+
+
+def test_l4_10_fails_on_two_result_records():
+    tb = TB(S1)
+    _, point = _concurrent(tb, records=2)
+    assert_fail_at(check("L4.10", tb.build()), point)
+
+
+def test_l4_10_not_exercised_without_concurrent_turns():
+    tb = TB(S1)
+    _idle(tb)
+    assert check("L4.10", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_10_not_applicable_for_single_instance_implementations():
+    tb = TB(S1, features=(Feature.APPROVALS,))
+    _concurrent(tb)
+    assert check("L4.10", tb.build()).status is Status.NOT_APPLICABLE
