@@ -390,7 +390,7 @@ def check_l4_8(trace: Trace) -> Verdict:
     judged_ops: set[tuple[int, s.OpKey]] = set()
     for restart in trace.of_kind(Kind.RESTART):
         points = _points_until_next_crash(trace, restart.index)
-        for point in dict.fromkeys(points[:1] + points[-1:]):
+        for point in points[:1] + points[1:][-1:]:
             for op in point.observation.operations:
                 key = (op.session_id, op.identity.tool_call_id)
                 rows = [r for r in s.ledger_rows_for(trace, key) if r.index < point.index]
