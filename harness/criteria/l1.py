@@ -1,0 +1,843 @@
+"""Stage L1 — failure policy, agent loop and continuation.
+
+Pure checks over a trace. The dedup key is recomputed here from the failure policy (Bash:
+the canonical args without ``description``; every other tool: all args; no normalisation)
+and compared with the keys the implementation stored; the repeat guard is judged against
+the failures the ledger and the store show; capacity and history come from the durable
+store read back at every observation point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.contract import DecisionSource, EventType, Feature, Outcome, Permission
+from harness.criteria import facts as F
+from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.trace import Kind, Trace, TraceEvent
+
+STAGE = "l1"
+
+
+def _ev(note: str, indexes=(), rows=()) -> Evidence:
+    return Evidence(note, tuple(dict.fromkeys(i for i in indexes if i is not None)), tuple(rows))
+
+
+def _seq(row: TraceEvent) -> int:
+    return int(row.data.get("ledger_seq", -1))
+
+
+# --------------------------------------------------------------------------- failures
+
+
+STRICT_FAILURE_KINDS = ("failed", "param_error")
+"""Executed failures that certainly count toward the repeat limit."""
+
+STRICT_DENIAL_SOURCES = (
+    DecisionSource.HARD_CONSTRAINT.value,
+    DecisionSource.CAPABILITY.value,
+    DecisionSource.PLAN_MODE.value,
+    DecisionSource.EXPLICIT_DENY.value,
+    DecisionSource.DEFAULT_DENY.value,
+    DecisionSource.REPEAT_GUARD.value,
+)
+"""Denials that certainly count toward the repeat limit (classifier risk denials do not:
+L3.9; cancellations and missing verdicts are not failures of the call)."""
+
+RULE_DENIAL_SOURCES = STRICT_DENIAL_SOURCES[:-1]
+"""Denials by a rule layer: their failure class is permission_denied (L1.7)."""
+
+
+def _executed_failure(op: F.Op) -> TraceEvent | None:
+    """The op's last attempt when it ended in an error (escalation requests excluded)."""
+    attempts = F.attempt_rows(op)
+    if not attempts:
+        return None
+    last = attempts[-1]
+    if last.data.get("status") == "error" and not last.data.get("escalation_requested"):
+        return last
+    return None
+
+
+def _failure_strict(op: F.Op) -> bool:
+    row = _executed_failure(op)
+    if row is not None:
+        return row.data.get("error_kind") in STRICT_FAILURE_KINDS
+    view = op.latest
+    return F.pre_call_denied(op) and F.value(view.decided_by) in STRICT_DENIAL_SOURCES
+
+
+def _failure_any(op: F.Op) -> bool:
+    """Any failure or denial at all (the lenient reading)."""
+    if any(r.data.get("status") == "error" for r in op.rows):
+        return True
+    view = op.latest
+    return (
+        view is not None
+        and F.value(view.permission) == Permission.DENY.value
+        and F.value(view.decided_by) != DecisionSource.CANCELLATION.value
+    )
+
+
+def _succeeded(op: F.Op) -> bool:
+    view = op.latest
+    return view is not None and F.value(view.outcome) == Outcome.SUCCEEDED.value
+
+
+# --------------------------------------------------------------------------- L1.1
+
+
+def check_l1_1(trace: Trace) -> Verdict:
+    """The recent-failure table and each checkpoint stay within capacity at every
+    observation; once a session had more distinct failures than the capacity, every failed
+    operation is still recorded and the durable log holds at least one failure event per
+    failed operation."""
+    violations: list[Evidence] = []
+    exercised = 0
+    pts = F.points(trace)
+    table_keys: dict[str, set[str]] = {}
+    for point in pts:
+        per_session: dict[str, int] = {}
+        for entry in point.observation.failure_table:
+            per_session[entry.session_id] = per_session.get(entry.session_id, 0) + 1
+            table_keys.setdefault(entry.session_id, set()).add(entry.dedup_key)
+        for session_id, size in sorted(per_session.items()):
+            cap = F.thresholds(trace, session_id).failure_table_capacity
+            if size > cap:
+                violations.append(_ev(
+                    f"session {session_id}: recent-failure table holds {size} entries at "
+                    f"'{point.label}', capacity is {cap}", (point.index,)))
+        for checkpoint in point.observation.checkpoints:
+            cap = F.thresholds(trace, checkpoint.session_id).failure_table_capacity
+            if checkpoint.failure_entries > cap:
+                violations.append(_ev(
+                    f"session {checkpoint.session_id}: checkpoint {checkpoint.sequence} carries "
+                    f"{checkpoint.failure_entries} failure entries at '{point.label}', capacity is {cap}",
+                    (point.index,)))
+    ops = F.operations(trace)
+    failed_ops = [op for op in ops.values() if _executed_failure(op) is not None]
+    triggered = []
+    for session_id in sorted({op.session_id for op in ops.values()} | set(table_keys)):
+        cap = F.thresholds(trace, session_id).failure_table_capacity
+        distinct = {
+            F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
+            for op in ops.values()
+            if op.session_id == session_id and (_executed_failure(op) is not None or _failure_strict(op))
+        }
+        if max(len(distinct), len(table_keys.get(session_id, ()))) > cap:
+            triggered.append(session_id)
+    for session_id in triggered:
+        exercised += 1
+        for op in failed_ops:
+            if op.session_id != session_id:
+                continue
+            row = _executed_failure(op)
+            after = [v for p, v in op.views if p.index > row.index]
+            if not after or F.value(after[-1].delivery) == "pending":
+                violations.append(_ev(
+                    f"{F.describe(op)}: a failure beyond the table's capacity was not recorded "
+                    f"(delivery {F.value(after[-1].delivery) if after else 'absent'})",
+                    (row.index,) + ((op.latest_point.index,) if op.latest_point else ()), (_seq(row),)))
+        for event in trace.of_kind(Kind.DRIVER_RAISED):
+            if not event.data.get("expected"):
+                violations.append(_ev(
+                    f"the runtime raised {event.data.get('exception')} while more failures than the "
+                    f"table's capacity were recorded: {event.data.get('message', '')}", (event.index,)))
+    if triggered and pts:
+        final = pts[-1]
+        logged = final.observation.failure_events_logged
+        if logged < len(failed_ops):
+            violations.append(_ev(
+                f"the durable log holds {logged} failure events at '{final.label}' but "
+                f"{len(failed_ops)} operations failed: history was lost with the table's evictions",
+                (final.index,), tuple(_seq(_executed_failure(op)) for op in failed_ops)))
+    return judge("L1.1", exercised, violations,
+                 "no session had more distinct failures than the table's capacity")
+
+
+# --------------------------------------------------------------------------- L1.2
+
+
+def _disturbed(trace: Trace, lo: int, hi: int) -> bool:
+    """Anything between two observations that may legitimately change a stored decision."""
+    for event in F.events_between(trace, lo, hi + 1):
+        if event.kind in (Kind.APPROVAL_PROMPT, Kind.CRASH, Kind.RESTART):
+            return True
+        if event.kind == Kind.DRIVER_CALL and event.data.get("method") in (
+            "answer_approval", "answer", "update_rules", "cancel", "recover", "load_checkpoint"
+        ):
+            return True
+        if event.kind == Kind.FAILPOINT and event.data.get("action") in ("change_rules", "cancel"):
+            return True
+    return False
+
+
+def check_l1_2(trace: Trace) -> Verdict:
+    """Across every eviction from a full failure table (an entry present in one observation
+    and gone in the next while the table is at capacity): no denial count drops without an
+    allowed operation or approval to explain it, and every settled operation keeps its
+    record, permission and deciding layer."""
+    violations: list[Evidence] = []
+    exercised = 0
+    pts = F.points(trace)
+    for a, b in zip(pts, pts[1:]):
+        sessions = {e.session_id for e in a.observation.failure_table}
+        for session_id in sorted(sessions):
+            cap = F.thresholds(trace, session_id).failure_table_capacity
+            keys_a = {e.dedup_key for e in a.observation.failure_table if e.session_id == session_id}
+            keys_b = {e.dedup_key for e in b.observation.failure_table if e.session_id == session_id}
+            evicted = keys_a - keys_b
+            if not evicted or max(len(keys_b), len(b.observation.failure_table)) < cap:
+                continue
+            exercised += 1
+            between = F.events_between(trace, a.index, b.index + 1)
+            approved = any(
+                e.kind == Kind.DRIVER_CALL and e.data.get("method") in F.ANSWER_METHODS
+                and F.driver_args(e).get("approve") for e in between
+            )
+            allowed = approved or any(
+                (e.kind == Kind.TOOL_EXECUTED and e.data.get("session_id") == session_id)
+                or (e.kind == Kind.CLASSIFIER_REQUEST and e.data.get("outcome") == "allow")
+                for e in between
+            )
+            after = {
+                (c.session_id, c.permission_version): c for c in b.observation.denial_counters
+            }
+            for before in a.observation.denial_counters:
+                if before.session_id != session_id:
+                    continue
+                now = after.get((before.session_id, before.permission_version))
+                cumulative = now.cumulative if now else 0
+                consecutive = now.consecutive if now else 0
+                if cumulative < before.cumulative and not approved:
+                    violations.append(_ev(
+                        f"session {session_id} v{before.permission_version}: cumulative denials "
+                        f"dropped {before.cumulative} -> {cumulative} across the eviction of "
+                        f"{len(evicted)} failure entr(y/ies) ('{a.label}' -> '{b.label}')",
+                        (a.index, b.index)))
+                if consecutive < before.consecutive and not allowed:
+                    violations.append(_ev(
+                        f"session {session_id} v{before.permission_version}: consecutive denials "
+                        f"dropped {before.consecutive} -> {consecutive} across an eviction with no "
+                        f"allowed operation in between", (a.index, b.index)))
+            views_b = {(v.session_id, v.identity.tool_call_id): v for v in b.observation.operations}
+            for view in a.observation.operations:
+                settled = F.value(view.delivery) != "pending" and F.value(view.permission) != "ask"
+                if not settled:
+                    continue
+                key = (view.session_id, view.identity.tool_call_id)
+                now = views_b.get(key)
+                if now is None:
+                    violations.append(_ev(
+                        f"{key[0]}/{key[1]}: the operation record vanished across a failure-table "
+                        f"eviction", (a.index, b.index)))
+                elif not _disturbed(trace, a.index, b.index) and (
+                    F.value(now.permission) != F.value(view.permission)
+                    or F.value(now.decided_by) != F.value(view.decided_by)
+                ):
+                    violations.append(_ev(
+                        f"{key[0]}/{key[1]}: permission changed {F.value(view.permission)}/"
+                        f"{F.value(view.decided_by)} -> {F.value(now.permission)}/"
+                        f"{F.value(now.decided_by)} across a failure-table eviction",
+                        (a.index, b.index)))
+    return judge("L1.2", exercised, violations, "no eviction from a full failure table was observed")
+
+
+# --------------------------------------------------------------------------- L1.3–L1.5
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def looks_equivalent(a: object, b: object) -> bool:
+    """Different texts a shell-equivalence guesser would merge: equal after collapsing
+    whitespace, case-folding, or reordering characters (``ls -la`` / ``ls -al``)."""
+    if not (isinstance(a, str) and isinstance(b, str)) or a == b:
+        return False
+    return (
+        _collapse(a) == _collapse(b)
+        or _collapse(a).casefold() == _collapse(b).casefold()
+        or sorted("".join(a.split())) == sorted("".join(b.split()))
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pair:
+    a: F.Op
+    b: F.Op
+    bash: bool
+    diff: frozenset[str]
+    kind: str
+    """"identical", "description_only", "normalised" or "other"."""
+
+
+def _classify(bash: bool, a: dict, b: dict) -> tuple[frozenset[str], str]:
+    diff = frozenset(k for k in set(a) | set(b) if a.get(k, _MISSING) != b.get(k, _MISSING))
+    if not diff:
+        return diff, "identical"
+    relevant = diff - {"description"} if bash else diff
+    if not relevant or diff == {"description"}:
+        return diff, "description_only"
+    if all(k in a and k in b and looks_equivalent(a[k], b[k]) for k in relevant):
+        return diff, "normalised"
+    return diff, "other"
+
+
+_MISSING = object()
+
+
+def _pairs(trace: Trace, ops: dict[F.OpKey, F.Op]) -> list[Pair]:
+    listed = [op for op in ops.values() if op.latest is not None]
+    found = []
+    for i, a in enumerate(listed):
+        for b in listed[i + 1:]:
+            if a.session_id != b.session_id or a.tool != b.tool:
+                continue
+            bash = F.is_bash(trace, a.tool, a.session_id)
+            diff, kind = _classify(bash, a.args, b.args)
+            found.append(Pair(a, b, bash, diff, kind))
+    return found
+
+
+def _pair_owner(pair: Pair) -> str:
+    if pair.kind == "normalised":
+        return "L1.5"
+    return "L1.3" if pair.bash else "L1.4"
+
+
+def _pair_counts(pair: Pair) -> bool:
+    """Does this pair exercise its owner criterion (beyond a routine comparison)?"""
+    if pair.kind == "normalised":
+        return True
+    if pair.kind == "description_only":
+        return True
+    if pair.bash and pair.kind == "other":
+        # command, working directory and other execution fields stay in the key
+        return "command" not in pair.diff or (pair.diff - {"command", "description"}) != frozenset()
+    return False
+
+
+def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[int, list[Evidence]]]:
+    """Key-equivalence and repeat-guard findings, attributed to L1.3, L1.4 or L1.5."""
+    result: dict[str, list] = {"L1.3": [0, []], "L1.4": [0, []], "L1.5": [0, []]}
+
+    def expected(op: F.Op) -> str:
+        return F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
+
+    # 1. stored key equivalence == recomputed key equivalence
+    for pair in _pairs(trace, ops):
+        owner = _pair_owner(pair)
+        if _pair_counts(pair):
+            result[owner][0] += 1
+        want_equal = expected(pair.a) == expected(pair.b)
+        got_equal = pair.a.latest.dedup_key == pair.b.latest.dedup_key
+        if want_equal != got_equal:
+            what = "share one dedup key" if got_equal else "got different dedup keys"
+            should = "the same operation" if want_equal else "different operations"
+            result[owner][1].append(_ev(
+                f"{F.describe(pair.a)} and {pair.b.tool_call_id} {what} but are {should} under the "
+                f"failure policy (args differ in {sorted(pair.diff) or 'nothing'})",
+                (pair.a.latest_point.index, pair.b.latest_point.index)))
+
+    # 2. behaviour of the repeat guard
+    listed = list(ops.values())
+    for position, op in enumerate(listed):
+        view = op.latest
+        if view is None or not op.served:
+            continue
+        bash = F.is_bash(trace, op.tool, op.session_id)
+        prior = [
+            p for p in listed[:position]
+            if p.session_id == op.session_id and p.tool == op.tool and p.first_seen < op.first_seen
+        ]
+        my_key = expected(op)
+        same_key_any = [p for p in prior if expected(p) == my_key and _failure_any(p)]
+        near = [(p, *_classify(bash, p.args, op.args)) for p in prior if expected(p) != my_key and _failure_any(p)]
+
+        # strict count under the same permission version, since the last success of the key
+        count = 0
+        for p in prior:
+            if expected(p) != my_key or p.latest is None:
+                continue
+            if _succeeded(p):
+                count = 0
+            elif p.latest.identity.permission_version == view.identity.permission_version and _failure_strict(p):
+                count += 1
+        limit = F.thresholds(trace, op.session_id).failure_repeat_limit
+        reworded = bash and any(
+            p.args.get("description") != op.args.get("description")
+            for p in prior if expected(p) == my_key
+        )
+        if reworded and count >= limit:
+            result["L1.3"][0] += 1
+            if op.rows:
+                result["L1.3"][1].append(_ev(
+                    f"{F.describe(op)}: executed although its command already failed {count} times "
+                    f"(limit {limit}); only the description was reworded",
+                    (op.served[0].end_index, op.rows[0].index), tuple(op.ledger_seqs)))
+        for _, _, kind in near:
+            owner = "L1.5" if kind == "normalised" else ("L1.4" if (kind == "description_only" and not bash) else None)
+            if owner:
+                result[owner][0] += 1
+        if F.value(view.decided_by) == DecisionSource.REPEAT_GUARD.value and not same_key_any:
+            culprit = next((n for n in near if n[2] == "normalised"), None) or \
+                next((n for n in near if n[2] == "description_only"), None) or \
+                (near[0] if near else None)
+            if culprit is None:
+                owner = "L1.3" if bash else "L1.4"
+                note = "no earlier failure of this tool at all"
+            else:
+                owner = "L1.5" if culprit[2] == "normalised" else ("L1.3" if bash else "L1.4")
+                note = (f"the nearest earlier failure {culprit[0].tool_call_id} differs in "
+                        f"{sorted(culprit[1])}")
+            result[owner][1].append(_ev(
+                f"{F.describe(op)}: refused by the repeat guard though no earlier failure has its "
+                f"key; {note}", (op.served[0].end_index, op.latest_point.index)))
+    return {k: (v[0], v[1]) for k, v in result.items()}
+
+
+def check_l1_3(trace: Trace) -> Verdict:
+    """Bash: the stored dedup key leaves out ``description`` and nothing else; a Bash call
+    differing only in description from a call that failed or was denied up to the repeat
+    limit is not executed."""
+    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.3"]
+    return judge("L1.3", exercised, violations,
+                 "no pair of Bash calls differing in description or execution fields")
+
+
+def check_l1_4(trace: Trace) -> Verdict:
+    """A non-Bash tool's own ``description`` field stays in its dedup key, and a call
+    differing from earlier failures only there is not refused as their repeat."""
+    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.4"]
+    return judge("L1.4", exercised, violations,
+                 "no pair of non-Bash calls differing only in a 'description' field")
+
+
+def check_l1_5(trace: Trace) -> Verdict:
+    """Calls whose texts differ only in ways a shell might ignore (spacing, flag order,
+    case) have different dedup keys and are never refused as repeats of each other."""
+    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.5"]
+    return judge("L1.5", exercised, violations,
+                 "no pair of calls differing only by whitespace, order or case")
+
+
+# --------------------------------------------------------------------------- L1.6
+
+
+def _message_matches(expected: dict, actual: dict) -> bool:
+    for key in ("role", "content", "tool_call_id", "outcome", "failure_kind"):
+        if expected.get(key) not in (None, "") and expected.get(key) != actual.get(key):
+            return False
+    wanted = [c.get("tool_call_id") for c in expected.get("tool_calls") or ()]
+    if wanted and wanted != [c.get("tool_call_id") for c in actual.get("tool_calls") or ()]:
+        return False
+    return True
+
+
+def _missing_messages(expected: list, actual: list) -> list:
+    """Expected messages not found, in order, as a subsequence of the actual ones."""
+    position = 0
+    missing = []
+    for wanted in expected:
+        while position < len(actual) and not _message_matches(wanted, actual[position]):
+            position += 1
+        if position == len(actual):
+            missing.append(wanted)
+        else:
+            position += 1
+    return missing
+
+
+def check_l1_6(trace: Trace) -> Verdict:
+    """After an old-format checkpoint is loaded, the load returns normally, the session's
+    next model request carries the checkpoint's conversation, and that turn does not fail."""
+    violations: list[Evidence] = []
+    exercised = 0
+    for call in trace.of_kind(Kind.DRIVER_CALL):
+        if call.data.get("method") != "load_checkpoint":
+            continue
+        args = F.driver_args(call)
+        session_id = F.arg_session(args, F.default_session(trace))
+        fixture = args.get("fixture", "?")
+        outcome = next(
+            (e for e in trace.events if e.index > call.index
+             and e.kind in (Kind.DRIVER_RETURN, Kind.DRIVER_RAISED)
+             and e.data.get("method") == "load_checkpoint"), None)
+        if outcome is not None and outcome.kind == Kind.DRIVER_RAISED:
+            exercised += 1
+            violations.append(_ev(
+                f"session {session_id}: loading the valid checkpoint fixture {fixture!r} raised "
+                f"{outcome.data.get('exception')}: {outcome.data.get('message', '')}",
+                (call.index, outcome.index)))
+            continue
+        request = F.next_model_request(trace, session_id, call.index)
+        if request is None:
+            continue
+        exercised += 1
+        messages = list(request.data.get("messages", ()))
+        expected = args.get("expected_messages")
+        if isinstance(expected, list) and expected:
+            missing = _missing_messages(expected, messages)
+            if missing:
+                violations.append(_ev(
+                    f"session {session_id}: the first model request after loading {fixture!r} lacks "
+                    f"{len(missing)} of the checkpoint's {len(expected)} messages (first missing: "
+                    f"{missing[0].get('role')} {str(missing[0].get('content', ''))[:60]!r})",
+                    (call.index, request.index)))
+        elif not any(m.get("role") != "user" for m in messages) and len(messages) <= 1:
+            violations.append(_ev(
+                f"session {session_id}: the first model request after loading {fixture!r} carries "
+                f"no history from the checkpoint", (call.index, request.index)))
+        for event, sid, status in F.turn_returns(trace):
+            if sid == session_id and event.index > request.index:
+                if status == "failed":
+                    violations.append(_ev(
+                        f"session {session_id}: the turn continuing from {fixture!r} failed",
+                        (call.index, event.index)))
+                break
+        for event in F.events_between(trace, request.index, F.last_index(trace) + 1, Kind.DRIVER_RAISED):
+            origin = _call_of(trace, event)
+            if (not event.data.get("expected") and event.data.get("method") in F.TURN_METHODS
+                    and origin is not None and F.arg_session(F.driver_args(origin)) == session_id):
+                violations.append(_ev(
+                    f"session {session_id}: {event.data.get('method')} raised "
+                    f"{event.data.get('exception')} after loading {fixture!r}", (call.index, event.index)))
+                break
+    return judge("L1.6", exercised, violations, "no checkpoint fixture was loaded and continued")
+
+
+def _call_of(trace: Trace, outcome: TraceEvent) -> TraceEvent | None:
+    """The DRIVER_CALL a DRIVER_RETURN/DRIVER_RAISED answers (the last one of its method)."""
+    found = None
+    for event in trace.of_kind(Kind.DRIVER_CALL):
+        if event.index < outcome.index and event.data.get("method") == outcome.data.get("method"):
+            found = event
+    return found
+
+
+# --------------------------------------------------------------------------- L1.7
+
+
+def _runtime_faults(trace: Trace) -> list[tuple[TraceEvent, str, dict]]:
+    """(event, session, context) of every runtime fault: RUNTIME_FAULT events the
+    implementation emitted and injected ``raise`` faults at points after a saved result."""
+    found = []
+    for event, payload in trace.lifecycle_events():
+        if payload.get("type") == EventType.RUNTIME_FAULT.value:
+            context = {"execution_id": payload.get("execution_id")} if payload.get("execution_id") else {}
+            found.append((event, str(payload.get("session_id", "")), context))
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.data.get("action") in ("raise", "fail_checkpoint") and event.data.get("name") in F.POST_RESULT_FAILPOINTS:
+            context = event.data.get("context") if isinstance(event.data.get("context"), dict) else {}
+            found.append((event, str(context.get("session_id", "")), context))
+    return sorted(found, key=lambda item: item[0].index)
+
+
+def check_l1_7(trace: Trace) -> Verdict:
+    """Each failure class is its own result: the class the tool answered (param_error,
+    failed, transient, unknown, permission_denied) is what the store keeps and what the
+    model is told; a definite failure's output reaches the model and other granted calls
+    of the batch still run; unknown is never retried; a corrected param_error call is a new
+    operation; a rule denial is permission_denied with a reason; a runtime fault never turns
+    a known result into unknown."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    listed = list(ops.values())
+    for position, op in enumerate(listed):
+        view = op.latest
+        attempts = F.attempt_rows(op)
+        for i, row in enumerate(attempts):
+            if row.data.get("error_kind") == "unknown" and i + 1 < len(attempts):
+                violations.append(_ev(
+                    f"{F.describe(op)}: retried after the tool answered 'unknown'",
+                    (row.index, attempts[i + 1].index), (_seq(row), _seq(attempts[i + 1]))))
+        row = _executed_failure(op)
+        if row is not None and row.data.get("error_kind"):
+            kind = str(row.data["error_kind"])
+            seq = _seq(row)
+            exercised += 1
+            after = [(p, v) for p, v in op.views if p.index > row.index]
+            if after:
+                point, stored = after[-1]
+                if kind == "unknown":
+                    if not (stored.reconciliation_required or F.value(stored.outcome) == "unknown"):
+                        violations.append(_ev(
+                            f"{F.describe(op)}: the tool's result is unknown but the store records "
+                            f"outcome {F.value(stored.outcome)!r} without reconciliation",
+                            (row.index, point.index), (seq,)))
+                elif F.value(stored.failure_kind) != kind:
+                    violations.append(_ev(
+                        f"{F.describe(op)}: the tool answered {kind!r}, the store keeps failure_kind "
+                        f"{F.value(stored.failure_kind)!r}", (row.index, point.index), (seq,)))
+            request = F.next_model_request(trace, op.session_id, row.index)
+            message = F.tool_message(request, op.tool_call_id) if request is not None else None
+            if message is not None:
+                if kind != "unknown" and message.get("failure_kind") != kind:
+                    violations.append(_ev(
+                        f"{F.describe(op)}: the tool answered {kind!r}, the model was told "
+                        f"{message.get('failure_kind')!r}", (row.index, request.index), (seq,)))
+                output = str(row.data.get("output") or "")
+                if kind == "failed" and output and output not in str(message.get("content", "")):
+                    violations.append(_ev(
+                        f"{F.describe(op)}: the definite failure's output did not reach the model",
+                        (row.index, request.index), (seq,)))
+            if kind == "param_error":
+                for later in listed[position + 1:]:
+                    if (later.session_id == op.session_id and later.tool == op.tool
+                            and later.args != op.args and later.latest is not None
+                            and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value):
+                        violations.append(_ev(
+                            f"{F.describe(later)}: a corrected call after the parameter error of "
+                            f"{op.tool_call_id} was refused as a repeat",
+                            (row.index, later.latest_point.index), (seq,)))
+            if kind == "failed" and op.served:
+                violations += _abandoned_batch(trace, ops, op, row)
+        elif (
+            F.pre_call_denied(op)
+            and F.value(view.decided_by) in RULE_DENIAL_SOURCES
+        ):
+            exercised += 1
+            point = op.latest_point
+            if F.value(view.failure_kind) != "permission_denied":
+                violations.append(_ev(
+                    f"{F.describe(op)}: denied by {F.value(view.decided_by)} but stored with "
+                    f"failure_kind {F.value(view.failure_kind)!r}, not 'permission_denied'",
+                    (point.index,)))
+            if not view.reason.strip():
+                violations.append(_ev(
+                    f"{F.describe(op)}: a rule denial without a reason naming the rule", (point.index,)))
+            if op.served:
+                request = F.next_model_request(trace, op.session_id, op.served[0].end_index)
+                message = F.tool_message(request, op.tool_call_id) if request is not None else None
+                if message is not None and message.get("failure_kind") != "permission_denied":
+                    violations.append(_ev(
+                        f"{F.describe(op)}: the model was told failure_kind "
+                        f"{message.get('failure_kind')!r} for a rule denial",
+                        (op.served[0].end_index, request.index)))
+    for fault, session_id, context in _runtime_faults(trace):
+        victims = _fault_victims(trace, ops, fault.index, session_id, context)
+        for op in victims:
+            exercised += 1
+            for point, stored in op.views:
+                if point.index > fault.index and (
+                    stored.reconciliation_required or F.value(stored.outcome) == "unknown"
+                ):
+                    violations.append(_ev(
+                        f"{F.describe(op)}: its known result became unknown/reconciliation_required "
+                        f"after a runtime fault", (fault.index, point.index), op.ledger_seqs))
+                    break
+    return judge("L1.7", exercised, violations, "no failure of any class happened")
+
+
+def _fault_victims(trace: Trace, ops, index: int, session_id: str, context: dict) -> list[F.Op]:
+    """Operations with a known result before a runtime fault: the one its context names,
+    else the last one executed (in the fault's session, when known) before it."""
+    known = []
+    for op in ops.values():
+        rows = [r for r in F.attempt_rows(op) if r.index < index]
+        if not rows or (session_id and op.session_id != session_id):
+            continue
+        if rows[-1].data.get("error_kind") == "unknown" or F.crashed_mid_execution(trace, op, ops):
+            continue
+        known.append((rows[-1].index, op))
+    if not known:
+        return []
+    named = [op for _, op in known if F.context_names_op(context, op)]
+    if named:
+        return named
+    if F.context_names_op(context, known[-1][1]) is False:
+        return []
+    return [max(known, key=lambda item: item[0])[1]]
+
+
+def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[Evidence]:
+    """Calls served after ``failed`` in the same stream, granted outright, yet never run."""
+    served = failed.served[0]
+    batch = [s for s in F.served_calls(trace) if s.end_index == served.end_index]
+    ids = [s.tool_call_id for s in batch]
+    later = batch[ids.index(failed.tool_call_id) + 1:] if failed.tool_call_id in ids else []
+    cut = (
+        not trace.completed
+        or F.events_between(trace, served.end_index, F.last_index(trace) + 1, Kind.CRASH, Kind.HANG)
+        or any(e.data.get("method") == "cancel" for e in trace.of_kind(Kind.DRIVER_CALL)
+               if e.index > served.end_index)
+    )
+    if cut:
+        return []
+    found = []
+    for sibling in later:
+        op = ops.get((sibling.session_id, sibling.tool_call_id))
+        if op is None or op.rows or op.unavailable:
+            continue
+        decision = F.decision_at(trace, op, served.end_index)
+        if decision.permission is not Permission.ALLOW:
+            continue
+        if op.latest is not None and F.value(op.latest.decided_by) in (
+            DecisionSource.REPEAT_GUARD.value, DecisionSource.REVALIDATION.value,
+            DecisionSource.CANCELLATION.value,
+        ):
+            continue
+        found.append(_ev(
+            f"{F.describe(op)}: granted by an exact rule but never run after the definite failure "
+            f"of {failed.tool_call_id} in the same batch", (row.index, served.end_index), (_seq(row),)))
+    return found
+
+
+# --------------------------------------------------------------------------- L1.8
+
+
+def check_l1_8(trace: Trace) -> Verdict:
+    """Automatic retries: at most ``auto_retries_max`` per operation, and only after an
+    attempt that certainly did not execute (tool unavailable) or a transient error of a tool
+    declared idempotent."""
+    violations: list[Evidence] = []
+    exercised = 0
+    for op in F.operations(trace).values():
+        attempts = sorted([*F.attempt_rows(op), *op.unavailable], key=lambda e: e.index)
+        if not attempts:
+            continue
+        transient = any(
+            a.kind == Kind.TOOL_UNAVAILABLE or a.data.get("error_kind") == "transient" for a in attempts
+        )
+        if not transient and len(attempts) == 1:
+            continue
+        exercised += 1
+        limit = F.thresholds(trace, op.session_id).auto_retries_max
+        rows = tuple(_seq(a) for a in attempts if a.kind == Kind.TOOL_EXECUTED)
+        if len(attempts) > 1 + limit:
+            violations.append(_ev(
+                f"{F.describe(op)}: {len(attempts)} attempts, more than 1 + auto_retries_max ({limit})",
+                tuple(a.index for a in attempts), rows))
+        idempotent = F.is_idempotent(trace, op.tool, op.session_id)
+        for previous, current in zip(attempts, attempts[1:]):
+            if previous.kind == Kind.TOOL_UNAVAILABLE:
+                continue
+            kind = previous.data.get("error_kind")
+            if kind == "transient" and idempotent:
+                continue
+            why = (
+                "the tool is not declared idempotent" if kind == "transient"
+                else f"the previous attempt ended {previous.data.get('status')!r}"
+                + (f" ({kind})" if kind else "") + " and may have executed"
+            )
+            violations.append(_ev(
+                f"{F.describe(op)}: retried automatically although {why}",
+                (previous.index, current.index),
+                tuple(_seq(a) for a in (previous, current) if a.kind == Kind.TOOL_EXECUTED)))
+    return judge("L1.8", exercised, violations, "no transient failure or retry happened")
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion(
+        id="L1.1",
+        stage=STAGE,
+        title="Failure table capacity",
+        statement=(
+            "The recent-failure table never holds more than its capacity (16 by default), "
+            "failures beyond it are still recorded, every checkpoint stays within capacity, "
+            "and the durable event log keeps the full failure history."
+        ),
+        seed_clause=(
+            "近期失败表与检查点统一限制为 16 条，新增失败不会使检查点容量溢出。 … "
+            "近期失败表使用固定容量；完整历史保留在事件记录中。"
+        ),
+        check=check_l1_1,
+    ),
+    Criterion(
+        id="L1.2",
+        stage=STAGE,
+        title="Eviction changes nothing else",
+        statement=(
+            "Evicting entries from the recent-failure table resets no denial count and "
+            "changes no stored operation or permission."
+        ),
+        seed_clause="存储淘汰不重置累计拒绝计数，也不改变权限。",
+        check=check_l1_2,
+    ),
+    Criterion(
+        id="L1.3",
+        stage=STAGE,
+        title="Bash: description excluded, and only it",
+        statement=(
+            "For Bash only the display-only description is left out of the repeat/dedup key; "
+            "command, working directory and other execution fields stay in, and rewording the "
+            "description does not reset the repeat judgement of a failed or denied call."
+        ),
+        seed_clause=(
+            "Bash 只排除明确属于显示用途的 description，保留 command、工作目录和权限等执行字段； … "
+            "改描述不重置判断"
+        ),
+        check=check_l1_3,
+    ),
+    Criterion(
+        id="L1.4",
+        stage=STAGE,
+        title="User tools keep their fields",
+        statement=(
+            "For every tool other than Bash, a field that happens to be named description is "
+            "part of the dedup key like any other field."
+        ),
+        seed_clause="不能对用户工具任意删除同名字段，",
+        check=check_l1_4,
+    ),
+    Criterion(
+        id="L1.5",
+        stage=STAGE,
+        title="No shell-equivalence guessing",
+        statement=(
+            "Commands whose text differs (flag order, extra spaces, case) are different "
+            "operations: no normalisation merges their keys or their repeat judgements."
+        ),
+        seed_clause="不能猜测任意 Shell 脚本是否等价。",
+        check=check_l1_5,
+    ),
+    Criterion(
+        id="L1.6",
+        stage=STAGE,
+        title="Old checkpoints readable",
+        statement=(
+            "A valid checkpoint written by an earlier format version loads, and the session "
+            "continues from its conversation."
+        ),
+        seed_clause="旧合法检查点可读。",
+        check=check_l1_6,
+        required_features=(Feature.CHECKPOINT_IMPORT,),
+    ),
+    Criterion(
+        id="L1.7",
+        stage=STAGE,
+        title="Failure classes are distinct results",
+        statement=(
+            "Parameter errors, permission denials, transient faults, definite failures, unknown "
+            "results and runtime faults are kept and reported as distinct classes, each with its "
+            "own consequence: corrected parameters make a new operation, denials name their rule, "
+            "definite failures return their output and let other approved work go on, unknown "
+            "results are never retried, runtime faults never make a known result unknown."
+        ),
+        seed_clause=(
+            "参数错误：返回结构化错误，允许修正实际参数。 … "
+            "权限拒绝：说明规则和有效解决方式；未改变权限或实际条件，不因修改描述重复尝试。 … "
+            "确定失败：返回完整必要输出供模型判断；其他获准且有意义的工作继续。 … "
+            "结果未知：保留操作证据，进入核对流程，不能直接重试。 … "
+            "运行时故障：单独报告，不能把已知工具结果重新变成未知。"
+        ),
+        check=check_l1_7,
+    ),
+    Criterion(
+        id="L1.8",
+        stage=STAGE,
+        title="Bounded, safe automatic retry",
+        statement=(
+            "A transient failure is retried automatically only when the operation certainly did "
+            "not execute or the tool declares reliable idempotency, and never more than the "
+            "configured number of times."
+        ),
+        seed_clause="临时故障：只有确定未执行或具备可靠幂等支持时，才进行有次数限制的自动重试。",
+        check=check_l1_8,
+    ),
+)
