@@ -1,0 +1,60 @@
+"""The reference implementation of the agent-operation lifecycle, on SQLite.
+
+It implements every behaviour of ``docs/lifecycle.md`` and is meant to be read and copied.
+Only :mod:`harness.contract` is imported from the harness. Entry point::
+
+    from reference_impl import implementation
+    impl = implementation()
+    runtime = impl.open(data_dir, world)      # a harness.contract.Runtime
+    observation = impl.inspect(data_dir)      # read from the store alone
+
+Module map (one concept each): ``store`` (SQLite, transactions, schema), ``records``
+(typed rows), ``permissions`` (precedence), ``classifier_gate``, ``denial_counters``,
+``approvals``, ``failure_policy``, ``results`` (authoritative result record),
+``execution`` (the operation pipeline), ``continuation`` + ``checkpoint_codec`` (the
+session's checkpointed conversation), ``model_requests``, ``turns`` (the agent loop),
+``visibility`` (tool lists and UI projections), ``recovery``, ``runtime`` (the driver),
+``inspection`` (the observation), ``events`` (realtime events and failpoints).
+"""
+
+from __future__ import annotations
+
+from harness.contract import Feature, ImplementationInfo, Observation, World
+from reference_impl.errors import ReferenceImplError
+from reference_impl.inspection import observe
+from reference_impl.runtime import ReferenceRuntime
+
+__all__ = [
+    "CHECKPOINT_FIXTURES",
+    "ReferenceImplError",
+    "ReferenceImplementation",
+    "ReferenceRuntime",
+    "implementation",
+]
+
+CHECKPOINT_FIXTURES: tuple[str, ...] = (
+    "fixtures/checkpoints/v1_basic.json",
+    "fixtures/checkpoints/v2_with_failures.json",
+)
+"""Old-format checkpoints (relative to this package), each with a ``.expect.json`` sidecar
+listing the messages a session continued from it must carry."""
+
+
+class ReferenceImplementation:
+    def __init__(self) -> None:
+        self.info = ImplementationInfo(
+            name="reference",
+            version="0.1.0",
+            features=tuple(Feature),
+            checkpoint_fixtures=CHECKPOINT_FIXTURES,
+        )
+
+    def open(self, data_dir: str, world: World) -> ReferenceRuntime:
+        return ReferenceRuntime(data_dir, world)
+
+    def inspect(self, data_dir: str) -> Observation:
+        return observe(data_dir)
+
+
+def implementation() -> ReferenceImplementation:
+    return ReferenceImplementation()

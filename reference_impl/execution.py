@@ -1,0 +1,477 @@
+"""The operation pipeline: prepare -> decide -> (wait) -> revalidate -> start -> execute ->
+save result -> diagnostics -> checkpoint -> project (docs/lifecycle.md).
+
+Guarantees:
+
+* each step is a transaction that moves the operation from one stage to the next with
+  ``UPDATE ... WHERE stage = <expected>``: a step applies at most once whoever runs it,
+  so a replayed delivery, a restarted instance or a concurrent second instance continues
+  from the stored stage instead of redoing it (X2, L4.10); only the instance whose start
+  claim succeeded ever calls the tool;
+* the durable start record (``execution_started``) is committed before ``execute_tool``
+  (L4.6, X5) and re-checks, atomically, that the session was not cancelled and the
+  permission version did not change since revalidation (L2.8, L2.9, L5.2);
+* a decision that is not ``allow`` never reaches the tool; a refusal is saved as a result
+  record with ``execution_started=false`` and goes back to the model (X3);
+* the result record is committed before the checkpoint; ``RESULT_SAVED`` is emitted after
+  that commit; a failure writing diagnostics is a ``runtime_fault`` and a failing checkpoint
+  build is ``checkpoint_failed``: neither changes the saved result (L4.4, L4.7);
+* no transaction is open across a world call or a failpoint, and every failpoint of the
+  catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught.
+"""
+
+from __future__ import annotations
+
+import enum
+import sqlite3
+
+from harness.contract import (
+    DecisionSource,
+    Delivery,
+    EventType,
+    Failpoint,
+    FailureKind,
+    Mode,
+    Outcome,
+    Permission,
+    ToolCall,
+    ToolInvocation,
+    ToolUnavailable,
+    TurnStatus,
+    WaitStatus,
+    World,
+    args_digest,
+    canonical_json,
+    execution_id_for,
+    result_digest,
+    to_json,
+)
+from reference_impl import approvals, continuation, denial_counters, failure_policy, records, results
+from reference_impl.approvals import WaitRecord
+from reference_impl.classifier_gate import ClassifierGate
+from reference_impl.errors import StoreError
+from reference_impl.events import Signals
+from reference_impl.failure_policy import ToolOutcome
+from reference_impl.permissions import (
+    Decision,
+    default_decision,
+    fixed_layer_decision,
+    owner_can_answer,
+    rule_layer_decision,
+)
+from reference_impl.records import OperationRecord, SessionState, Stage
+from reference_impl.store import Store
+from reference_impl.visibility import projection_for
+
+
+class StepResult(enum.StrEnum):
+    DONE = "done"
+    """The operation has a saved result (and it was delivered as far as possible)."""
+    AWAITING_APPROVAL = "awaiting_approval"
+    DEFERRED = "deferred"
+    """Another instance started it and has not saved its result yet."""
+
+
+class OperationPipeline:
+    def __init__(self, store: Store, world: World, signals: Signals) -> None:
+        self._store = store
+        self._world = world
+        self._signals = signals
+        self._gate = ClassifierGate(world, signals, self._session)
+
+    # ------------------------------------------------------------------ driver
+
+    def run(self, session_id: str, call: ToolCall) -> StepResult:
+        execution_id = self._prepare(session_id, call)
+        fresh = False  # True once this call saved the result itself
+        while True:
+            op = self._operation(execution_id)
+            if op.stage is Stage.PREPARED:
+                self._decide(op)
+            elif op.stage is Stage.DECIDED:
+                if op.permission is Permission.ALLOW:
+                    fresh = self._execute(op)
+                elif op.permission is Permission.DENY:
+                    fresh = self._save_refusal(op)
+                else:
+                    self._open_wait(op)
+            elif op.stage is Stage.WAITING:
+                return StepResult.AWAITING_APPROVAL
+            elif op.stage is Stage.STARTED:
+                return StepResult.DEFERRED
+            else:
+                self._deliver(op, fresh)
+                return StepResult.DONE
+
+    # ------------------------------------------------------------------ prepare
+
+    def _prepare(self, session_id: str, call: ToolCall) -> str:
+        execution_id = execution_id_for(session_id, call.tool_call_id)
+        with self._store.transaction() as conn:
+            session = records.load_session(conn, session_id)
+            prepared = conn.execute(
+                "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
+                " args_json, args_digest, permission_version, dedup_key, stage, permission,"
+                " decided_by, delivery, prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (execution_id, session_id, call.tool_call_id, call.tool, canonical_json(call.args),
+                 args_digest(call.tool, call.args), session.permission_version,
+                 failure_policy.dedup_key(call.tool, session.tool_kind(call.tool), call.args),
+                 Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
+                 Delivery.PENDING.value, self._world.now()),
+            ).rowcount
+        if prepared:  # a second delivery of the same call finds the record and says nothing
+            self._signals.emit(EventType.OPERATION_PREPARED, session_id, execution_id,
+                               tool_call_id=call.tool_call_id, tool=call.tool,
+                               permission_version=session.permission_version)
+            self._signals.failpoint(Failpoint.AFTER_PREPARE, session_id, execution_id,
+                                    call.tool_call_id)
+        return execution_id
+
+    # ------------------------------------------------------------------ decide
+
+    def _decide(self, op: OperationRecord) -> None:
+        session = self._session(op.session_id)
+        decision = self._decision_for(session, op)
+        with self._store.transaction() as conn:
+            decided = conn.execute(
+                "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
+                " decided_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?"
+                " WHERE execution_id = ? AND stage = ?",
+                (Stage.DECIDED.value, decision.permission.value, decision.decided_by.value,
+                 session.permission_version,
+                 decision.classifier_outcome.value if decision.classifier_outcome else None,
+                 decision.fallback, decision.reason, op.execution_id, Stage.PREPARED.value),
+            ).rowcount
+            if decided and decision.counts_as_risk_denial:
+                denial_counters.record_risk_denial(
+                    conn, op.session_id, session.permission_version, op.execution_id
+                )
+            if decided and decision.permission is Permission.ALLOW:
+                denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
+        if not decided:
+            return  # another instance decided first; the caller reloads its decision
+        if decision.classifier_outcome is not None:
+            self._signals.emit(EventType.CLASSIFIER_REVIEWED, op.session_id, op.execution_id,
+                               outcome=decision.classifier_outcome.value)
+        self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
+                           permission=decision.permission.value,
+                           decided_by=decision.decided_by.value, reason=decision.reason)
+        self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,
+                                op.execution_id, op.tool_call_id)
+
+    def _decision_for(self, session: SessionState, op: OperationRecord) -> Decision:
+        config = session.config
+        if session.cancelled:
+            return Decision(Permission.DENY, DecisionSource.CANCELLATION,
+                            "the session was cancelled before the decision")
+        fixed = fixed_layer_decision(config, op.tool, op.args)
+        if fixed is not None:
+            return fixed
+        limit = config.thresholds.failure_repeat_limit
+        if failure_policy.repeat_budget_spent(self._store.connection, op.session_id,
+                                              op.dedup_key, session.permission_version, limit):
+            return Decision(
+                Permission.DENY,
+                DecisionSource.REPEAT_GUARD,
+                f"the same call already failed or was denied {limit} times under permission "
+                f"version {session.permission_version}; change the arguments or the rules",
+            )
+        ruled = rule_layer_decision(config, op.tool, op.args)
+        if ruled is not None:
+            return ruled
+        if config.mode is not Mode.AUTO:
+            return default_decision(config, op.tool)
+        if owner_can_answer(config):
+            counts = denial_counters.read(self._store.connection, op.session_id,
+                                          session.permission_version)
+            trigger = denial_counters.fallback_trigger(counts, config.thresholds)
+            if trigger is not None:
+                return Decision(
+                    Permission.ASK,
+                    DecisionSource.CLASSIFIER,
+                    f"after {counts.consecutive} consecutive / {counts.cumulative} cumulative "
+                    "classifier risk denials, the owner decides this one",
+                    fallback=trigger.value,
+                )
+        return self._gate.review(session, op)
+
+    # ------------------------------------------------------------------ wait
+
+    def _open_wait(self, op: OperationRecord) -> None:
+        with self._store.transaction() as conn:
+            wait = approvals.create(conn, op, now=self._world.now())
+            if wait is not None:
+                records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)
+        if wait is None:
+            return
+        self._signals.emit(EventType.APPROVAL_WAIT_CREATED, op.session_id, op.execution_id,
+                           wait_id=wait.wait_id, trigger=wait.trigger)
+        self._signals.failpoint(Failpoint.AFTER_WAIT_PERSISTED, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        self.prompt(wait, with_failpoint=True)
+
+    def prompt(self, wait: WaitRecord, *, with_failpoint: bool) -> None:
+        """Show a committed wait to the owner (also used by recovery for unshown waits)."""
+        op = self._operation(wait.execution_id)
+        self._world.prompt_approval(approvals.prompt_for(wait, op))
+        with self._store.transaction() as conn:
+            approvals.mark_prompted(conn, wait.wait_id)
+            still_pending = approvals.load(conn, wait.wait_id).status is WaitStatus.PENDING
+        if still_pending:  # the owner may already have answered from inside the prompt
+            self.project(wait.execution_id, with_failpoint=False)
+        if with_failpoint:
+            self._signals.failpoint(Failpoint.AFTER_PROMPT, op.session_id, op.execution_id,
+                                    op.tool_call_id)
+
+    # ------------------------------------------------------------------ execute
+
+    def _execute(self, op: OperationRecord) -> bool:
+        session = self._session(op.session_id)
+        refusal = self._revalidation_refusal(self._store.connection, session, op)
+        if refusal is not None:
+            self._refuse(op, refusal)
+            return False
+        self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id, passed=True)
+        self._signals.failpoint(Failpoint.AFTER_REVALIDATION, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        claimed = False
+        with self._store.transaction() as conn:
+            current = records.load_session(conn, op.session_id)
+            if current.cancelled or current.permission_version != session.permission_version:
+                refusal = self._revalidation_refusal(conn, current, op)
+            if refusal is None:
+                claimed = bool(conn.execute(
+                    "UPDATE operations SET stage = ?, execution_started = 1"
+                    " WHERE execution_id = ? AND stage = ? AND permission = ?",
+                    (Stage.STARTED.value, op.execution_id, Stage.DECIDED.value,
+                     Permission.ALLOW.value),
+                ).rowcount)
+        if refusal is not None:
+            self._refuse(op, refusal)
+            return False
+        if not claimed:
+            return False  # another instance got there first
+        self._signals.emit(EventType.EXECUTION_STARTED, op.session_id, op.execution_id)
+        self._signals.failpoint(Failpoint.AFTER_START_RECORDED, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        outcome, output, digest, attempts = self._invoke(session, op)
+        self._signals.failpoint(Failpoint.AFTER_TOOL_RETURNED, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        with self._store.transaction() as conn:
+            saved = results.save(conn, records.load_session(conn, op.session_id), op, outcome,
+                                 from_stage=Stage.STARTED, output=output, result_digest=digest,
+                                 attempts=attempts, now=self._world.now())
+        if saved:
+            self.announce_result(op.session_id, op.execution_id)
+        return saved
+
+    def _revalidation_refusal(
+        self, conn: sqlite3.Connection, session: SessionState, op: OperationRecord
+    ) -> Decision | None:
+        if session.cancelled:
+            return Decision(Permission.DENY, DecisionSource.CANCELLATION,
+                            "the session was cancelled before execution")
+        if args_digest(op.tool, op.args) != op.identity.args_digest:
+            return Decision(Permission.DENY, DecisionSource.REVALIDATION,
+                            "the arguments no longer match the digest bound to this operation")
+        if op.decided_by is DecisionSource.APPROVAL:
+            wait = approvals.for_operation(conn, op.execution_id)
+            if wait is None or wait.status is not WaitStatus.APPROVED:
+                return Decision(Permission.DENY, DecisionSource.REVALIDATION,
+                                "no approval is on record for this exact operation")
+        if session.permission_version == op.decided_version:
+            return None
+        # The rules changed after the decision: the old decision is void. Re-decide with the
+        # layers that need no one: a deny layer refuses, an exact grant may still allow.
+        fixed = fixed_layer_decision(session.config, op.tool, op.args)
+        if fixed is not None:
+            return fixed
+        ruled = rule_layer_decision(session.config, op.tool, op.args)
+        if ruled is not None and ruled.permission is Permission.ALLOW:
+            return None
+        return Decision(
+            Permission.DENY,
+            DecisionSource.REVALIDATION,
+            f"the permission version changed from {op.decided_version} to "
+            f"{session.permission_version} after the decision, which is therefore void; "
+            "not executed",
+        )
+
+    def _refuse(self, op: OperationRecord, refusal: Decision) -> None:
+        with self._store.transaction() as conn:
+            refused = conn.execute(
+                "UPDATE operations SET permission = ?, decided_by = ?, reason = ?"
+                " WHERE execution_id = ? AND stage = ? AND permission = ?",
+                (Permission.DENY.value, refusal.decided_by.value, refusal.reason,
+                 op.execution_id, Stage.DECIDED.value, Permission.ALLOW.value),
+            ).rowcount
+        if refused:
+            self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id,
+                               passed=False, reason=refusal.reason)
+            self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
+                               permission=Permission.DENY.value,
+                               decided_by=refusal.decided_by.value, reason=refusal.reason)
+
+    def _invoke(
+        self, session: SessionState, op: OperationRecord
+    ) -> tuple[ToolOutcome, str, str | None, int]:
+        """Call the tool, retrying only where failure_policy allows; (outcome, output,
+        result digest, attempts)."""
+        invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed=True)
+        retries_max = session.config.thresholds.auto_retries_max
+        idempotent = session.tool_is_idempotent(op.tool)
+        attempts = 0
+        returned_before = False
+        while True:
+            attempts += 1
+            try:
+                result = self._world.execute_tool(invocation)
+            except ToolUnavailable as exc:
+                if failure_policy.may_retry_unavailable(attempts - 1, retries_max):
+                    continue
+                if returned_before:  # an earlier attempt did run: not "certainly not started"
+                    return (ToolOutcome(Outcome.FAILED, FailureKind.TRANSIENT,
+                                        True, False, f"the retry could not start: {exc}"),
+                            "", None, attempts)
+                return failure_policy.tool_unavailable_outcome(str(exc)), "", None, attempts
+            except Exception as exc:  # the world broke mid-call; SimulatedCrash passes
+                return failure_policy.invocation_error_outcome(exc), "", None, attempts
+            returned_before = True
+            if failure_policy.may_retry_result(result, idempotent, attempts - 1, retries_max):
+                continue
+            digest = result_digest(result.status.value, result.output)
+            return failure_policy.classify_tool_result(result), result.output, digest, attempts
+
+    def _save_refusal(self, op: OperationRecord) -> bool:
+        with self._store.transaction() as conn:
+            saved = results.save(conn, records.load_session(conn, op.session_id), op,
+                                 results.not_executed(op), from_stage=Stage.DECIDED,
+                                 now=self._world.now())
+        if saved:
+            self.announce_result(op.session_id, op.execution_id)
+        return saved
+
+    def announce_result(self, session_id: str, execution_id: str) -> None:
+        """The realtime events of a committed result record (same fields as the store)."""
+        record = results.load(self._store.connection, execution_id)
+        self._signals.emit(
+            EventType.RESULT_SAVED, session_id, execution_id,
+            outcome=record.outcome.value,
+            failure_kind=record.failure_kind.value if record.failure_kind else None,
+            execution_started=record.execution_started,
+            reconciliation_required=record.reconciliation_required,
+            result_digest=record.result_digest,
+        )
+        if record.failure_kind is not None:
+            self._signals.emit(EventType.OPERATION_FAILED, session_id, execution_id,
+                               failure_kind=record.failure_kind.value, reason=record.reason)
+        if record.reconciliation_required:
+            self._signals.emit(EventType.RECONCILIATION_REQUIRED, session_id, execution_id,
+                               reason=record.reason)
+
+    # ------------------------------------------------------------------ deliver
+
+    def _deliver(self, op: OperationRecord, fresh: bool) -> None:
+        if fresh:
+            self._signals.failpoint(Failpoint.AFTER_RESULT_SAVED, op.session_id,
+                                    op.execution_id, op.tool_call_id)
+            self._write_diagnostics(op)
+            self._checkpoint(op)
+        else:  # saved earlier (replay, other instance): catch up without redoing anything
+            self.fold(op.session_id, reason="catch_up")
+        if self._operation(op.execution_id).delivery is Delivery.RECORDED:
+            self.project(op.execution_id, with_failpoint=fresh)
+
+    def _write_diagnostics(self, op: OperationRecord) -> None:
+        try:
+            self._signals.failpoint(Failpoint.DURING_DIAGNOSTICS_WRITE, op.session_id,
+                                    op.execution_id, op.tool_call_id)
+            record = results.load(self._store.connection, op.execution_id)
+            display = {"tool": op.tool, "outcome": record.outcome.value,
+                       "summary": (record.output or record.reason)[:200]}
+            with self._store.transaction() as conn:
+                conn.execute(
+                    "INSERT OR REPLACE INTO diagnostics (execution_id, session_id, display_json,"
+                    " written_at) VALUES (?, ?, ?, ?)",
+                    (op.execution_id, op.session_id, canonical_json(display), self._world.now()),
+                )
+        except Exception as exc:  # optional state: report it, never touch the result
+            self.report_runtime_fault(op.session_id, op.execution_id, "diagnostics", exc)
+
+    def _checkpoint(self, op: OperationRecord) -> None:
+        try:
+            self._signals.failpoint(Failpoint.DURING_CHECKPOINT_BUILD, op.session_id,
+                                    op.execution_id, op.tool_call_id)
+            self.fold(op.session_id, reason="operation")
+        except Exception as exc:  # the result stays saved and deliverable (L4.4)
+            self._signals.emit(EventType.CHECKPOINT_FAILED, op.session_id, op.execution_id,
+                               error=f"{type(exc).__name__}: {exc}")
+            return
+        self._signals.failpoint(Failpoint.AFTER_CHECKPOINT_SAVED, op.session_id,
+                                op.execution_id, op.tool_call_id)
+
+    def fold(self, session_id: str, *, reason: str) -> continuation.Fold:
+        with self._store.transaction() as conn:
+            fold = continuation.fold_results(conn, session_id, reason=reason, now=self._world.now())
+        if fold.sequence is not None:
+            self._signals.emit(EventType.CHECKPOINT_SAVED, session_id,
+                               fold.execution_ids[-1], sequence=fold.sequence,
+                               execution_ids=list(fold.execution_ids))
+        return fold
+
+    def project(self, execution_id: str, *, with_failpoint: bool) -> None:
+        """Publish what the record says; a published result moves delivery to projected."""
+        conn = self._store.connection
+        op = self._operation(execution_id)
+        record = results.load(conn, execution_id)
+        wait = approvals.for_operation(conn, execution_id)
+        projection = projection_for(op, record, wait is not None and wait.status is WaitStatus.PENDING)
+        try:
+            self._world.publish(projection)
+        except Exception as exc:  # the UI is display state: the record stands
+            self.report_runtime_fault(op.session_id, execution_id, "projection", exc)
+            return
+        with self._store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO projections (execution_id, session_id, projection_json, published_at)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (execution_id) DO UPDATE SET"
+                " projection_json = excluded.projection_json, published_at = excluded.published_at",
+                (execution_id, op.session_id, canonical_json(to_json(projection)),
+                 self._world.now()),
+            )
+            if record is not None:
+                conn.execute(
+                    "UPDATE operations SET delivery = ? WHERE execution_id = ? AND delivery = ?",
+                    (Delivery.PROJECTED.value, execution_id, Delivery.RECORDED.value),
+                )
+        self._signals.emit(EventType.PROJECTED, op.session_id, execution_id,
+                           status=projection.status,
+                           recovery_actions=[action.value for action in projection.recovery_actions])
+        if with_failpoint:
+            self._signals.failpoint(Failpoint.AFTER_PROJECTION, op.session_id, execution_id,
+                                    op.tool_call_id)
+
+    def report_runtime_fault(
+        self, session_id: str, execution_id: str, location: str, error: Exception
+    ) -> None:
+        message = f"{type(error).__name__}: {error}"
+        with self._store.transaction() as conn:
+            conn.execute(
+                "INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session_id, execution_id, location, message, self._world.now()),
+            )
+        self._signals.emit(EventType.RUNTIME_FAULT, session_id, execution_id,
+                           location=location, error=message)
+
+    # ------------------------------------------------------------------ reads
+
+    def _session(self, session_id: str) -> SessionState:
+        return records.load_session(self._store.connection, session_id)
+
+    def _operation(self, execution_id: str) -> OperationRecord:
+        op = records.load_operation(self._store.connection, execution_id)
+        if op is None:
+            raise StoreError(f"operation {execution_id} vanished from the store")
+        return op
+

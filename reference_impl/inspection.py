@@ -1,0 +1,188 @@
+"""``inspect``: a normalized :class:`Observation` read from the durable store alone.
+
+Guarantees: it opens a fresh read-only connection (no running instance needed, nothing
+written), reads every table inside one read transaction so the snapshot is consistent,
+fills every field of the observation from stored rows, orders rows by insertion (rowid),
+and derives recovery actions with the same function the runtime projects with.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from harness.contract import (
+    ApprovalWaitView,
+    CheckpointView,
+    DenialCounterView,
+    FailureEntryView,
+    FailureKind,
+    Mode,
+    ModelRequestStatus,
+    ModelRequestView,
+    Observation,
+    OperationView,
+    Projection,
+    SessionView,
+    WaitStatus,
+    from_json,
+)
+from reference_impl import records, results
+from reference_impl.records import Stage
+from reference_impl.store import open_read_only
+from reference_impl.visibility import operation_status
+
+
+def observe(data_dir: str) -> Observation:
+    conn = open_read_only(data_dir)
+    if conn is None:
+        return Observation()
+    try:
+        conn.execute("BEGIN")  # one snapshot for every table
+        if not _has_schema(conn):
+            return Observation()
+        observation = Observation(
+            sessions=_sessions(conn),
+            operations=_operations(conn),
+            approval_waits=_waits(conn),
+            denial_counters=_denial_counters(conn),
+            failure_table=_failure_table(conn),
+            checkpoints=_checkpoints(conn),
+            projections=_projections(conn),
+            model_requests=_model_requests(conn),
+            failure_events_logged=_count(conn, "failure_events"),
+            result_records=_count(conn, "result_records"),
+        )
+        conn.execute("COMMIT")
+        return observation
+    finally:
+        conn.close()
+
+
+def _has_schema(conn: sqlite3.Connection) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'operations'"
+    ).fetchone() is not None
+
+
+def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
+    views = []
+    for row in conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall():
+        state = records.session_from_row(row)
+        views.append(SessionView(state.session_id, state.turn_status, state.permission_version,
+                                 Mode(state.config.mode), state.config.interactive))
+    return tuple(views)
+
+
+def _operations(conn: sqlite3.Connection) -> tuple[OperationView, ...]:
+    pending_waits = {
+        row["execution_id"]
+        for row in conn.execute(
+            "SELECT execution_id FROM approval_waits WHERE status = ?", (WaitStatus.PENDING.value,)
+        ).fetchall()
+    }
+    views = []
+    for row in conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall():
+        op = records.operation_from_row(row)
+        record = results.load(conn, op.execution_id)
+        wait_pending = op.execution_id in pending_waits
+        permission, outcome, _, reason, actions = operation_status(op, record, wait_pending)
+        views.append(OperationView(
+            session_id=op.session_id,
+            identity=op.identity,
+            tool=op.tool,
+            args=op.args,
+            dedup_key=op.dedup_key,
+            permission=permission,
+            decided_by=op.decided_by,
+            outcome=outcome,
+            delivery=op.delivery,
+            # The result record is the last word; before it, the host's start record.
+            execution_started=record.execution_started if record else op.execution_started,
+            failure_kind=record.failure_kind if record else None,
+            reason=reason,
+            recovery_actions=actions,
+            reconciliation_required=record.reconciliation_required if record else False,
+            classifier_outcome=op.classifier_outcome,
+            result_digest=record.result_digest if record else None,
+            attempts=record.attempts if record else int(op.stage is Stage.STARTED),
+        ))
+    return tuple(views)
+
+
+def _waits(conn: sqlite3.Connection) -> tuple[ApprovalWaitView, ...]:
+    rows = conn.execute(
+        "SELECT w.*, o.stage AS op_stage FROM approval_waits AS w"
+        " JOIN operations AS o ON o.execution_id = w.execution_id ORDER BY w.rowid"
+    ).fetchall()
+    return tuple(
+        ApprovalWaitView(
+            wait_id=row["wait_id"],
+            session_id=row["session_id"],
+            execution_id=row["execution_id"],
+            tool_call_id=row["tool_call_id"],
+            reason=row["reason"],
+            status=WaitStatus(row["status"]),
+            # The answer took effect once the operation has a saved result.
+            applied=row["status"] != WaitStatus.PENDING.value
+            and row["op_stage"] == Stage.RECORDED.value,
+        )
+        for row in rows
+    )
+
+
+def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
+    rows = conn.execute("SELECT * FROM denial_counters ORDER BY rowid").fetchall()
+    return tuple(
+        DenialCounterView(row["session_id"], row["permission_version"], row["consecutive"],
+                          row["cumulative"])
+        for row in rows
+    )
+
+
+def _failure_table(conn: sqlite3.Connection) -> tuple[FailureEntryView, ...]:
+    rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()
+    return tuple(
+        FailureEntryView(row["session_id"], row["dedup_key"], row["tool"],
+                         FailureKind(row["failure_kind"]), row["count"], row["last_execution_id"])
+        for row in rows
+    )
+
+
+def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
+    rows = conn.execute(
+        "SELECT session_id, format_version, sequence, failure_entries, size_bytes,"
+        " last_execution_id FROM checkpoints ORDER BY rowid"
+    ).fetchall()
+    return tuple(
+        CheckpointView(row["session_id"], row["format_version"], row["sequence"],
+                       row["failure_entries"], row["size_bytes"], row["last_execution_id"])
+        for row in rows
+    )
+
+
+def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
+    rows = conn.execute("SELECT projection_json FROM projections ORDER BY rowid").fetchall()
+    return tuple(from_json(Projection, json.loads(row["projection_json"])) for row in rows)
+
+
+def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
+    rows = conn.execute("SELECT * FROM model_requests ORDER BY rowid").fetchall()
+    return tuple(
+        ModelRequestView(
+            request_id=row["request_id"],
+            session_id=row["session_id"],
+            start_events=row["start_events"],
+            end_events=row["end_events"],
+            status=ModelRequestStatus(row["status"]) if row["status"] else None,
+            partial_text=row["partial_text"],
+            incomplete=row["status"] == ModelRequestStatus.INCOMPLETE.value,
+        )
+        for row in rows
+    )
+
+
+def _count(conn: sqlite3.Connection, table: str) -> int:
+    (count,) = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
+    return count
+

@@ -1,0 +1,153 @@
+"""Model requests with durable start and end events (M1-M5).
+
+Guarantees:
+
+* each request gets a fresh ``request_id``, unique in the store (allocated inside the
+  transaction that records its start), and exactly one durable start and one durable end
+  (the end update is guarded by ``status IS NULL``), each followed by its realtime event;
+* the end status is ``completed`` (END chunk), ``incomplete`` (EOF: the partial text is kept
+  and marked incomplete, tool calls of the unfinished stream are never run), ``failed``
+  (``ModelTransportError`` or any other error of the stream) or ``cancelled``
+  (``ModelStreamCancelled``); the reply of a failed or cancelled request carries the very
+  exception the stream raised, for the turn loop to re-raise unchanged once its end is
+  recorded (M3);
+* there are no retries: one logical request is one ``open_model_stream`` call (M4), and
+  recording never touches tools;
+* the caller's ``on_end`` runs inside the end transaction, so the answer is appended to the
+  conversation atomically with the end record;
+* :func:`end_interrupted` closes requests a crash left open, as ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.contract import (
+    ChunkKind,
+    EventType,
+    Failpoint,
+    Message,
+    ModelRequest,
+    ModelRequestStatus,
+    ModelStreamCancelled,
+    ToolCall,
+    World,
+)
+from reference_impl.events import Signals
+from reference_impl.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    request_id: str
+    status: ModelRequestStatus
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    error: Exception | None = None
+
+
+OnEnd = Callable[[sqlite3.Connection, ModelReply], None]
+
+
+class ModelRequester:
+    def __init__(self, store: Store, world: World, signals: Signals) -> None:
+        self._store = store
+        self._world = world
+        self._signals = signals
+
+    def request(
+        self,
+        session_id: str,
+        conversation: tuple[Message, ...],
+        tools: tuple[str, ...],
+        on_end: OnEnd,
+    ) -> ModelReply:
+        self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
+        with self._store.transaction() as conn:
+            request_id = _record_start(conn, session_id, self._world.now())
+        self._signals.emit(EventType.MODEL_REQUEST_STARTED, session_id, request_id=request_id)
+        self._signals.failpoint(
+            Failpoint.AFTER_MODEL_REQUEST_STARTED, session_id, request_id=request_id
+        )
+        reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))
+        self._signals.failpoint(
+            Failpoint.AFTER_MODEL_STREAM_ENDED, session_id, request_id=request_id
+        )
+        with self._store.transaction() as conn:
+            ended = _record_end(conn, request_id, reply.status, _kept_text(reply), self._world.now())
+            if ended:
+                on_end(conn, reply)
+        if ended:
+            self._signals.emit(EventType.MODEL_REQUEST_ENDED, session_id, request_id=request_id,
+                               status=reply.status.value)
+        return reply
+
+    def _read_stream(self, request: ModelRequest) -> ModelReply:
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        try:
+            stream = self._world.open_model_stream(request)
+            while True:
+                chunk = stream.next_chunk()
+                if chunk.kind is ChunkKind.TEXT:
+                    text.append(chunk.text)
+                elif chunk.kind is ChunkKind.TOOL_CALL and chunk.tool_call is not None:
+                    calls.append(chunk.tool_call)
+                elif chunk.kind is ChunkKind.END:
+                    return ModelReply(request.request_id, ModelRequestStatus.COMPLETED,
+                                      "".join(text), tuple(calls))
+                elif chunk.kind is ChunkKind.EOF:
+                    return ModelReply(request.request_id, ModelRequestStatus.INCOMPLETE,
+                                      "".join(text))
+        except ModelStreamCancelled as exc:
+            return ModelReply(request.request_id, ModelRequestStatus.CANCELLED, "".join(text),
+                              error=exc)
+        except Exception as exc:  # transport error or a broken stream: the request failed
+            return ModelReply(request.request_id, ModelRequestStatus.FAILED, "".join(text),
+                              error=exc)
+
+
+def end_interrupted(conn: sqlite3.Connection, now: float) -> tuple[tuple[str, str], ...]:
+    """End every request a crash left without an end; returns (session_id, request_id)."""
+    rows = conn.execute(
+        "SELECT request_id, session_id FROM model_requests WHERE status IS NULL ORDER BY rowid"
+    ).fetchall()
+    for row in rows:
+        _record_end(conn, row["request_id"], ModelRequestStatus.INCOMPLETE, "", now)
+    return tuple((row["session_id"], row["request_id"]) for row in rows)
+
+
+def _kept_text(reply: ModelReply) -> str:
+    # Only an unfinished answer is "partial"; a completed one lives in the conversation.
+    return "" if reply.status is ModelRequestStatus.COMPLETED else reply.text
+
+
+def _record_start(conn: sqlite3.Connection, session_id: str, now: float) -> str:
+    (count,) = conn.execute(
+        "SELECT COUNT(*) FROM model_requests WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    request_id = f"{session_id}:req-{count + 1}"
+    conn.execute(
+        "INSERT INTO model_requests (request_id, session_id, start_events, started_at)"
+        " VALUES (?, ?, 1, ?)",
+        (request_id, session_id, now),
+    )
+    return request_id
+
+
+def _record_end(
+    conn: sqlite3.Connection,
+    request_id: str,
+    status: ModelRequestStatus,
+    partial_text: str,
+    now: float,
+) -> bool:
+    return bool(
+        conn.execute(
+            "UPDATE model_requests SET status = ?, partial_text = ?, ended_at = ?,"
+            " end_events = end_events + 1 WHERE request_id = ? AND status IS NULL",
+            (status.value, partial_text, now, request_id),
+        ).rowcount
+    )

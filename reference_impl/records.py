@@ -1,0 +1,149 @@
+"""Typed views of the rows the lifecycle reads back: sessions and operations.
+
+Guarantees: rows become frozen values (contract enums, parsed JSON) in one place, so the
+rest of the package never handles raw column strings; a missing session is an
+:class:`UnknownSessionError`, never a ``None`` that travels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from harness.contract import (
+    ClassifierOutcome,
+    DecisionSource,
+    Delivery,
+    OperationIdentity,
+    Permission,
+    Rule,
+    SessionConfig,
+    ToolKind,
+    TurnStatus,
+    from_json,
+)
+from reference_impl.errors import UnknownSessionError
+
+
+class Stage(enum.StrEnum):
+    """Where an operation is in the pipeline; each step moves it forward exactly once."""
+
+    PREPARED = "prepared"
+    DECIDED = "decided"
+    WAITING = "waiting"
+    STARTED = "started"
+    RECORDED = "recorded"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    config: SessionConfig
+    """As opened, with the rules and permission version in force now."""
+    turn_status: TurnStatus
+    cancelled: bool
+
+    @property
+    def session_id(self) -> str:
+        return self.config.session_id
+
+    @property
+    def permission_version(self) -> int:
+        return self.config.permission_version
+
+    def tool_kind(self, tool: str) -> ToolKind | None:
+        for spec in self.config.tools:
+            if spec.name == tool:
+                return spec.kind
+        return None
+
+    def tool_is_idempotent(self, tool: str) -> bool:
+        return any(spec.name == tool and spec.idempotent for spec in self.config.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRecord:
+    session_id: str
+    identity: OperationIdentity
+    tool: str
+    args: dict[str, Any]
+    dedup_key: str
+    stage: Stage
+    permission: Permission
+    decided_by: DecisionSource
+    decided_version: int | None
+    classifier_outcome: ClassifierOutcome | None
+    wait_trigger: str
+    reason: str
+    execution_started: bool
+    delivery: Delivery
+    checkpoint_sequence: int | None
+
+    @property
+    def execution_id(self) -> str:
+        return self.identity.execution_id
+
+    @property
+    def tool_call_id(self) -> str:
+        return self.identity.tool_call_id
+
+
+def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
+    row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise UnknownSessionError(f"session {session_id!r} was never opened on this data dir")
+    return session_from_row(row)
+
+
+def session_from_row(row: sqlite3.Row) -> SessionState:
+    config = from_json(SessionConfig, json.loads(row["config_json"]))
+    rules = from_json(tuple[Rule, ...], json.loads(row["rules_json"]))
+    config = dataclasses.replace(
+        config, rules=rules, permission_version=row["permission_version"]
+    )
+    return SessionState(config, TurnStatus(row["turn_status"]), bool(row["cancelled"]))
+
+
+def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationRecord | None:
+    row = conn.execute(
+        "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
+    ).fetchone()
+    return operation_from_row(row) if row else None
+
+
+def operation_from_row(row: sqlite3.Row) -> OperationRecord:
+    return OperationRecord(
+        session_id=row["session_id"],
+        identity=OperationIdentity(
+            execution_id=row["execution_id"],
+            tool_call_id=row["tool_call_id"],
+            args_digest=row["args_digest"],
+            permission_version=row["permission_version"],
+        ),
+        tool=row["tool"],
+        args=json.loads(row["args_json"]),
+        dedup_key=row["dedup_key"],
+        stage=Stage(row["stage"]),
+        permission=Permission(row["permission"]),
+        decided_by=DecisionSource(row["decided_by"]),
+        decided_version=row["decided_version"],
+        classifier_outcome=_optional(ClassifierOutcome, row["classifier_outcome"]),
+        wait_trigger=row["wait_trigger"],
+        reason=row["reason"],
+        execution_started=bool(row["execution_started"]),
+        delivery=Delivery(row["delivery"]),
+        checkpoint_sequence=row["checkpoint_sequence"],
+    )
+
+
+def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatus) -> None:
+    conn.execute(
+        "UPDATE sessions SET turn_status = ? WHERE session_id = ?", (status.value, session_id)
+    )
+
+
+def _optional(enum_type: type[enum.StrEnum], value: str | None) -> Any:
+    return enum_type(value) if value is not None else None

@@ -1,0 +1,127 @@
+"""The authoritative result record of an operation (L4.5, L4.7, X2).
+
+Guarantees: at most one result record per operation identity; it binds the identity
+(execution id, tool call id, argument digest, permission version), the outcome,
+``execution_started``, the result digest and the error reason. It is written in the same
+transaction that moves the operation to ``recorded`` (and logs its failure, if any), and
+only from the stage the caller expects, so a second instance or a replay cannot write a
+second one. Diagnostics and display state live elsewhere and cannot alter it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from harness.contract import DecisionSource, FailureKind, Message, Outcome
+from reference_impl import failure_policy
+from reference_impl.failure_policy import ToolOutcome
+from reference_impl.records import OperationRecord, SessionState, Stage
+
+
+@dataclass(frozen=True, slots=True)
+class ResultRecord:
+    execution_id: str
+    tool_call_id: str
+    outcome: Outcome
+    failure_kind: FailureKind | None
+    execution_started: bool
+    reconciliation_required: bool
+    result_digest: str | None
+    reason: str
+    output: str
+    attempts: int
+
+
+def not_executed(op: OperationRecord) -> ToolOutcome:
+    """The outcome of an operation that was refused before it could start."""
+    failure = None if op.decided_by is DecisionSource.CANCELLATION else FailureKind.PERMISSION_DENIED
+    return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)
+
+
+def save(
+    conn: sqlite3.Connection,
+    session: SessionState,
+    op: OperationRecord,
+    outcome: ToolOutcome,
+    *,
+    from_stage: Stage,
+    output: str = "",
+    result_digest: str | None = None,
+    attempts: int = 0,
+    now: float,
+) -> bool:
+    """Record the result; False when the operation was no longer at ``from_stage``."""
+    moved = conn.execute(
+        "UPDATE operations SET stage = ?, delivery = 'recorded', execution_started = ?"
+        " WHERE execution_id = ? AND stage = ?",
+        (Stage.RECORDED.value, int(outcome.execution_started), op.execution_id, from_stage.value),
+    ).rowcount
+    if not moved:
+        return False
+    identity = op.identity
+    conn.execute(
+        "INSERT INTO result_records (execution_id, session_id, tool_call_id, args_digest,"
+        " permission_version, outcome, failure_kind, execution_started,"
+        " reconciliation_required, result_digest, reason, output, attempts, recorded_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (identity.execution_id, op.session_id, identity.tool_call_id, identity.args_digest,
+         identity.permission_version, outcome.outcome.value,
+         outcome.failure_kind.value if outcome.failure_kind else None,
+         int(outcome.execution_started), int(outcome.reconciliation_required), result_digest,
+         outcome.reason, output, attempts, now),
+    )
+    if outcome.failure_kind is not None:
+        thresholds = session.config.thresholds
+        failure_policy.record_failure(
+            conn,
+            session_id=op.session_id,
+            execution_id=op.execution_id,
+            dedup_key=op.dedup_key,
+            tool=op.tool,
+            failure_kind=outcome.failure_kind,
+            permission_version=session.permission_version,
+            consumes_budget=failure_policy.consumes_repeat_budget(op.decided_by),
+            capacity=thresholds.failure_table_capacity,
+            now=now,
+        )
+    return True
+
+
+def load(conn: sqlite3.Connection, execution_id: str) -> ResultRecord | None:
+    row = conn.execute(
+        "SELECT * FROM result_records WHERE execution_id = ?", (execution_id,)
+    ).fetchone()
+    if row is None:
+        return None
+    return ResultRecord(
+        execution_id=row["execution_id"],
+        tool_call_id=row["tool_call_id"],
+        outcome=Outcome(row["outcome"]),
+        failure_kind=FailureKind(row["failure_kind"]) if row["failure_kind"] else None,
+        execution_started=bool(row["execution_started"]),
+        reconciliation_required=bool(row["reconciliation_required"]),
+        result_digest=row["result_digest"],
+        reason=row["reason"],
+        output=row["output"],
+        attempts=row["attempts"],
+    )
+
+
+def tool_message(record: ResultRecord) -> Message:
+    """The host's result as the model will read it (X3): status fields plus output/reason."""
+    if record.outcome is Outcome.NOT_STARTED:
+        content = f"not executed: {record.reason}"
+    elif record.outcome is Outcome.UNKNOWN:
+        content = f"outcome unknown, reconciliation required: {record.reason}"
+    elif record.outcome is Outcome.FAILED:
+        content = "\n".join(part for part in (record.output, record.reason) if part)
+    else:
+        content = record.output
+    return Message(
+        role="tool",
+        content=content,
+        tool_call_id=record.tool_call_id,
+        outcome=record.outcome,
+        failure_kind=record.failure_kind,
+    )

@@ -1,0 +1,162 @@
+"""The ``Runtime`` driver: one running instance of the reference over one data dir.
+
+Guarantees: every driver call is a short transaction followed, where the call continues
+the agent loop, by :class:`~reference_impl.turns.TurnLoop`; the instance keeps no state of
+its own beyond its connection, so a second instance on the same data dir, or a restarted
+one, sees and continues exactly what this one committed. ``update_rules`` and ``cancel``
+may be called re-entrantly (from inside a world call or a failpoint of this instance): no
+transaction is ever open at those moments.
+"""
+
+from __future__ import annotations
+
+from harness.contract import (
+    EventType,
+    Message,
+    Permission,
+    RecoveryReport,
+    Rule,
+    SessionConfig,
+    TurnResult,
+    TurnStatus,
+    World,
+    canonical_json,
+    to_json,
+)
+from reference_impl import (
+    approvals,
+    checkpoint_codec,
+    continuation,
+    failure_policy,
+    records,
+    recovery,
+)
+from reference_impl.errors import RuntimeClosedError, UnknownSessionError, UnknownWaitError
+from reference_impl.events import Signals
+from reference_impl.execution import OperationPipeline
+from reference_impl.model_requests import ModelRequester
+from reference_impl.store import Store
+from reference_impl.turns import TurnLoop
+
+
+class ReferenceRuntime:
+    def __init__(self, data_dir: str, world: World) -> None:
+        self._store = Store.open(data_dir)
+        self._world = world
+        self._signals = Signals(world)
+        self._pipeline = OperationPipeline(self._store, world, self._signals)
+        self._turns = TurnLoop(
+            self._store, world, self._signals, self._pipeline,
+            ModelRequester(self._store, world, self._signals),
+        )
+        self._closed = False
+
+    # ------------------------------------------------------------------ sessions
+
+    def open_session(self, config: SessionConfig) -> None:
+        self._require_open()
+        with self._store.transaction() as conn:
+            _insert_session(conn, config)  # an existing session keeps its state
+
+    def run_turn(self, session_id: str, user_text: str) -> TurnResult:
+        self._require_open()
+        self._pipeline.fold(session_id, reason="catch_up")  # results saved after the last one
+        with self._store.transaction() as conn:
+            records.load_session(conn, session_id)
+            continuation.append(conn, session_id, Message("user", user_text),
+                                reason="user_message", now=self._world.now())
+            _start_running(conn, session_id)
+        return self._turns.drive(session_id)
+
+    def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
+        self._require_open()
+        with self._store.transaction() as conn:
+            wait = approvals.load(conn, wait_id)
+            if wait is None:
+                raise UnknownWaitError(f"no approval wait {wait_id!r} in this store")
+            applied = approvals.apply_answer(conn, wait, approve, now=self._world.now())
+            if applied:
+                _start_running(conn, wait.session_id)
+        if applied:
+            self._signals.emit(EventType.APPROVAL_ANSWERED, wait.session_id, wait.execution_id,
+                               wait_id=wait_id, approved=approve)
+            self._signals.emit(EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
+                               permission=(Permission.ALLOW if approve else Permission.DENY).value,
+                               decided_by="approval")
+        # A repeated answer changes nothing and simply continues wherever the loop stands.
+        return self._turns.drive(wait.session_id)
+
+    def update_rules(self, session_id: str, rules: tuple[Rule, ...], permission_version: int) -> None:
+        self._require_open()
+        with self._store.transaction() as conn:
+            session = records.load_session(conn, session_id)
+            # Changing the rules always bumps the version, whatever the caller passed.
+            version = max(permission_version, session.permission_version + 1)
+            conn.execute(
+                "UPDATE sessions SET rules_json = ?, permission_version = ? WHERE session_id = ?",
+                (canonical_json(to_json(tuple(rules))), version, session_id),
+            )
+
+    def cancel(self, session_id: str) -> None:
+        self._require_open()
+        with self._store.transaction() as conn:
+            records.load_session(conn, session_id)
+            conn.execute(
+                "UPDATE sessions SET cancelled = 1, turn_status = CASE WHEN turn_status IN (?, ?)"
+                " THEN ? ELSE turn_status END WHERE session_id = ?",
+                (TurnStatus.RUNNING.value, TurnStatus.AWAITING_APPROVAL.value,
+                 TurnStatus.CANCELLED.value, session_id),
+            )
+
+    # ------------------------------------------------------------------ restart, import
+
+    def recover(self) -> RecoveryReport:
+        self._require_open()
+        return recovery.recover(self._store, self._world, self._signals, self._pipeline,
+                                self._turns)
+
+    def load_checkpoint(self, session_id: str, data: bytes) -> None:
+        """Continue ``session_id`` from a checkpoint of any supported format version."""
+        self._require_open()
+        loaded = checkpoint_codec.decode(data)
+        with self._store.transaction() as conn:
+            try:
+                session = records.load_session(conn, session_id)
+            except UnknownSessionError:
+                _insert_session(conn, SessionConfig(session_id=session_id))
+                session = records.load_session(conn, session_id)
+            failure_policy.replace_table(conn, session_id, loaded.failure_entries,
+                                         session.config.thresholds.failure_table_capacity)
+            sequence = continuation.save(
+                conn, session_id, loaded.messages, last_execution_id=loaded.last_execution_id,
+                reason=f"import_v{loaded.format_version}", now=self._world.now(),
+            )
+            records.set_turn_status(conn, session_id, TurnStatus.IDLE)
+        self._signals.emit(EventType.CHECKPOINT_SAVED, session_id, sequence=sequence,
+                           imported_format_version=loaded.format_version)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._store.close()
+
+    def _require_open(self) -> None:
+        if self._closed:
+            raise RuntimeClosedError("this runtime instance was closed; open a new one")
+
+
+def _insert_session(conn, config: SessionConfig) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO sessions (session_id, config_json, rules_json,"
+        " permission_version, turn_status, cancelled) VALUES (?, ?, ?, ?, ?, 0)",
+        (config.session_id, canonical_json(to_json(config)),
+         canonical_json(to_json(config.rules)), config.permission_version,
+         TurnStatus.IDLE.value),
+    )
+
+
+def _start_running(conn, session_id: str) -> None:
+    conn.execute(
+        "UPDATE sessions SET turn_status = ?, cancelled = 0 WHERE session_id = ?",
+        (TurnStatus.RUNNING.value, session_id),
+    )

@@ -1,0 +1,265 @@
+"""The durable store: one SQLite file per data dir.
+
+Guarantees:
+
+* one file, ``<data_dir>/lifecycle.sqlite3``, in WAL mode with ``synchronous=FULL`` so a
+  commit that returned survives a crash (of the process or the machine);
+* every write happens inside :meth:`Store.transaction` (``BEGIN IMMEDIATE`` ... ``COMMIT``),
+  which takes the write lock up front so two instances on one data dir serialize instead of
+  failing half way; an ``Exception`` rolls it back. Nothing else is caught: a
+  ``SimulatedCrash`` leaves the transaction uncommitted, exactly like a killed process;
+* callers never hold a transaction across a world call or a failpoint (the rule that keeps a
+  second instance able to proceed while the first one is held somewhere);
+* the schema is versioned (``schema_version`` table) and migrated forward on open; a store
+  written by a newer schema is refused rather than misread;
+* :func:`open_read_only` gives a fresh read-only connection for ``inspect``.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from typing import Iterator
+from urllib.parse import quote
+
+from reference_impl.errors import StoreError
+
+STORE_FILE_NAME = "lifecycle.sqlite3"
+BUSY_TIMEOUT_MS = 2_000
+"""Small on purpose: transactions are short, so a long wait means something is stuck."""
+
+_MIGRATIONS: tuple[str, ...] = (
+    # -- version 1 ---------------------------------------------------------------------
+    """
+    CREATE TABLE sessions (
+        session_id          TEXT PRIMARY KEY,
+        config_json         TEXT NOT NULL,     -- the SessionConfig as first opened
+        rules_json          TEXT NOT NULL,     -- rules in force now
+        permission_version  INTEGER NOT NULL,  -- version of those rules
+        turn_status         TEXT NOT NULL,
+        cancelled           INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE operations (
+        execution_id        TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        tool_call_id        TEXT NOT NULL,
+        tool                TEXT NOT NULL,
+        args_json           TEXT NOT NULL,
+        args_digest         TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,  -- identity: version when prepared
+        dedup_key           TEXT NOT NULL,
+        stage               TEXT NOT NULL,     -- prepared|decided|waiting|started|recorded
+        permission          TEXT NOT NULL,
+        decided_by          TEXT NOT NULL,
+        decided_version     INTEGER,           -- version the current decision is bound to
+        classifier_outcome  TEXT,
+        wait_trigger        TEXT NOT NULL DEFAULT '',
+        reason              TEXT NOT NULL DEFAULT '',
+        execution_started   INTEGER NOT NULL DEFAULT 0,  -- the host's start record
+        delivery            TEXT NOT NULL,
+        checkpoint_sequence INTEGER,           -- first checkpoint that carried the result
+        prepared_at         REAL NOT NULL
+    );
+    CREATE TABLE result_records (              -- the authoritative result, one per identity
+        execution_id        TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        tool_call_id        TEXT NOT NULL,
+        args_digest         TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        outcome             TEXT NOT NULL,
+        failure_kind        TEXT,
+        execution_started   INTEGER NOT NULL,
+        reconciliation_required INTEGER NOT NULL,
+        result_digest       TEXT,
+        reason              TEXT NOT NULL,
+        output              TEXT NOT NULL,
+        attempts            INTEGER NOT NULL,
+        recorded_at         REAL NOT NULL
+    );
+    CREATE TABLE diagnostics (                 -- optional display state, never authoritative
+        execution_id        TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        display_json        TEXT NOT NULL,
+        written_at          REAL NOT NULL
+    );
+    CREATE TABLE runtime_faults (
+        id                  INTEGER PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        execution_id        TEXT NOT NULL,
+        location            TEXT NOT NULL,
+        error               TEXT NOT NULL,
+        at                  REAL NOT NULL
+    );
+    CREATE TABLE approval_waits (
+        wait_id             TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        execution_id        TEXT NOT NULL UNIQUE,
+        tool_call_id        TEXT NOT NULL,
+        reason              TEXT NOT NULL,
+        trigger             TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        status              TEXT NOT NULL,
+        prompted            INTEGER NOT NULL DEFAULT 0,
+        created_at          REAL NOT NULL,
+        answered_at         REAL
+    );
+    CREATE TABLE denial_counters (
+        session_id          TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        consecutive         INTEGER NOT NULL DEFAULT 0,
+        cumulative          INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (session_id, permission_version)
+    );
+    CREATE TABLE counted_denials (             -- one row per identity: no double counting
+        session_id          TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        execution_id        TEXT NOT NULL,
+        PRIMARY KEY (session_id, permission_version, execution_id)
+    );
+    CREATE TABLE failure_events (              -- full failure history (never evicted)
+        id                  INTEGER PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        execution_id        TEXT NOT NULL UNIQUE,
+        dedup_key           TEXT NOT NULL,
+        tool                TEXT NOT NULL,
+        failure_kind        TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        consumes_repeat_budget INTEGER NOT NULL,
+        at                  REAL NOT NULL
+    );
+    CREATE INDEX failure_events_by_key
+        ON failure_events (session_id, dedup_key, permission_version);
+    CREATE TABLE failure_table (               -- recent failures, bounded per session
+        session_id          TEXT NOT NULL,
+        dedup_key           TEXT NOT NULL,
+        tool                TEXT NOT NULL,
+        failure_kind        TEXT NOT NULL,
+        count               INTEGER NOT NULL,
+        last_execution_id   TEXT NOT NULL,
+        touched             INTEGER NOT NULL,  -- recency; the smallest is evicted first
+        PRIMARY KEY (session_id, dedup_key)
+    );
+    CREATE TABLE checkpoints (
+        id                  INTEGER PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        sequence            INTEGER NOT NULL,
+        format_version      INTEGER NOT NULL,
+        data                BLOB NOT NULL,
+        size_bytes          INTEGER NOT NULL,
+        failure_entries     INTEGER NOT NULL,
+        last_execution_id   TEXT NOT NULL,
+        reason              TEXT NOT NULL,
+        created_at          REAL NOT NULL,
+        UNIQUE (session_id, sequence)
+    );
+    CREATE TABLE projections (                 -- last projection published per operation
+        execution_id        TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        projection_json     TEXT NOT NULL,
+        published_at        REAL NOT NULL
+    );
+    CREATE TABLE model_requests (
+        request_id          TEXT PRIMARY KEY,
+        session_id          TEXT NOT NULL,
+        status              TEXT,
+        partial_text        TEXT NOT NULL DEFAULT '',
+        start_events        INTEGER NOT NULL,
+        end_events          INTEGER NOT NULL DEFAULT 0,
+        started_at          REAL NOT NULL,
+        ended_at            REAL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def store_path(data_dir: str) -> str:
+    return os.path.join(data_dir, STORE_FILE_NAME)
+
+
+class Store:
+    """One connection to the store of one data dir, used by one runtime instance."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    @classmethod
+    def open(cls, data_dir: str) -> "Store":
+        os.makedirs(data_dir, exist_ok=True)
+        return cls.open_file(store_path(data_dir))
+
+    @classmethod
+    def open_file(cls, path: str) -> "Store":
+        """Open (creating and migrating if needed); ``":memory:"`` is accepted for tests."""
+        # isolation_level=None: no implicit transactions; we issue BEGIN/COMMIT ourselves.
+        # check_same_thread=False: a harness may build the instance on one thread and drive
+        # it from another; each instance still uses its connection from one thread at a time.
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        connection.row_factory = sqlite3.Row
+        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if path != ":memory:":
+            connection.execute("PRAGMA journal_mode = WAL")
+        connection.execute("PRAGMA synchronous = FULL")
+        store = cls(connection)
+        store._migrate()
+        return store
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """For reads outside a transaction (each read sees the latest committed state)."""
+        return self._connection
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._connection
+        except Exception:
+            self._connection.execute("ROLLBACK")
+            raise
+        self._connection.execute("COMMIT")
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def _migrate(self) -> None:
+        with self.transaction() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = conn.execute("SELECT version FROM schema_version").fetchone()
+            current = row["version"] if row else 0
+            if current > SCHEMA_VERSION:
+                raise StoreError(
+                    f"store schema version {current} is newer than this code "
+                    f"({SCHEMA_VERSION}); upgrade reference_impl"
+                )
+            for script in _MIGRATIONS[current:]:
+                for statement in _statements(script):
+                    conn.execute(statement)
+            if row is None:
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            else:
+                conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration script into statements (``executescript`` would commit early)."""
+    statements, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending)
+            pending = ""
+    return statements
+
+
+def open_read_only(data_dir: str) -> sqlite3.Connection | None:
+    """A fresh read-only connection, or None when no store was ever created there."""
+    path = store_path(data_dir)
+    if not os.path.exists(path):
+        return None
+    connection = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return connection

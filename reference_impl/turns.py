@@ -1,0 +1,116 @@
+"""The agent loop of one session, driven by its durable conversation.
+
+Guarantees:
+
+* each iteration reads the latest checkpoint and does the one thing it calls for: ask the
+  model, run the next pending tool call, or end the turn; so ``run_turn``,
+  ``answer_approval`` and ``recover`` all continue the same loop from the same state;
+* a denied or failed operation does not end the turn: its result goes back to the model in
+  the next request (X3); an operation waiting for approval returns ``awaiting_approval``;
+* the model sees, in each request, only the tools visible under the rules in force then;
+* EOF ends the turn ``incomplete`` and is never taken as an answer (M5); a transport error
+  or a cancellation ends it ``failed``/``cancelled`` and is re-raised unchanged after the
+  request's end is recorded (M3); nothing is retried (M4);
+* a cancelled session stops at the next step; every end emits ``TURN_ENDED``.
+"""
+
+from __future__ import annotations
+
+from harness.contract import (
+    EventType,
+    Message,
+    ModelRequestStatus,
+    TurnResult,
+    TurnStatus,
+    World,
+)
+from reference_impl import continuation, records
+from reference_impl.continuation import StepKind
+from reference_impl.events import Signals
+from reference_impl.execution import OperationPipeline, StepResult
+from reference_impl.model_requests import ModelReply, ModelRequester
+from reference_impl.records import SessionState
+from reference_impl.store import Store
+from reference_impl.visibility import visible_tools
+
+MAX_STEPS_PER_DRIVE = 1_000
+"""A guard against a model that never stops calling tools; the turn then ends incomplete."""
+
+_STATUS_OF_FAILED_REQUEST = {
+    ModelRequestStatus.FAILED: TurnStatus.FAILED,
+    ModelRequestStatus.CANCELLED: TurnStatus.CANCELLED,
+}
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        store: Store,
+        world: World,
+        signals: Signals,
+        pipeline: OperationPipeline,
+        requester: ModelRequester,
+    ) -> None:
+        self._store = store
+        self._world = world
+        self._signals = signals
+        self._pipeline = pipeline
+        self._requester = requester
+
+    def drive(self, session_id: str) -> TurnResult:
+        for _ in range(MAX_STEPS_PER_DRIVE):
+            session = records.load_session(self._store.connection, session_id)
+            if session.cancelled:
+                return self._end(session_id, TurnStatus.CANCELLED)
+            self._pipeline.fold(session_id, reason="catch_up")  # e.g. after a failed checkpoint
+            conversation = continuation.messages(self._store.connection, session_id)
+            step = continuation.next_step(conversation)
+            if step.kind is StepKind.DONE:
+                status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
+                return self._end(session_id, status, step.final_text)
+            if step.kind is StepKind.RUN_CALL:
+                assert step.call is not None
+                outcome = self._pipeline.run(session_id, step.call)
+                if outcome is StepResult.AWAITING_APPROVAL:
+                    return self._end(session_id, TurnStatus.AWAITING_APPROVAL)
+                if outcome is StepResult.DEFERRED:
+                    # The instance that started the operation owns the turn from here on.
+                    return self._end(session_id, TurnStatus.DEFERRED, persist=False)
+                continue
+            reply = self._ask_model(session, conversation)
+            if reply.error is not None:
+                self._end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
+                raise reply.error  # the very exception the stream raised (M3)
+            if reply.status is ModelRequestStatus.INCOMPLETE:
+                return self._end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+        return self._end(session_id, TurnStatus.INCOMPLETE)
+
+    def _ask_model(self, session: SessionState, conversation: tuple[Message, ...]) -> ModelReply:
+        session_id = session.session_id
+
+        def on_end(conn, reply: ModelReply) -> None:  # inside the end-record transaction
+            now = self._world.now()
+            if reply.status is ModelRequestStatus.COMPLETED:
+                answer = Message("assistant", reply.text, tool_calls=reply.tool_calls)
+                continuation.append(conn, session_id, answer, reason="model_answer", now=now)
+                return
+            if reply.status is ModelRequestStatus.INCOMPLETE:
+                if reply.text:  # kept, and marked so that nobody takes it as an answer
+                    partial = Message("assistant", reply.text, incomplete=True)
+                    continuation.append(conn, session_id, partial, reason="model_partial", now=now)
+                records.set_turn_status(conn, session_id, TurnStatus.INCOMPLETE)
+                return
+            records.set_turn_status(conn, session_id, _STATUS_OF_FAILED_REQUEST[reply.status])
+
+        return self._requester.request(
+            session_id, conversation, visible_tools(session.config), on_end
+        )
+
+    def _end(
+        self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True
+    ) -> TurnResult:
+        if persist:
+            with self._store.transaction() as conn:
+                records.set_turn_status(conn, session_id, status)
+        self._signals.emit(EventType.TURN_ENDED, session_id, status=status.value)
+        return TurnResult(session_id, status, final_text)
