@@ -131,11 +131,16 @@ class FakeTools:
     def files(self) -> dict[str, str]:
         """Every file of the fake filesystem with its content (sorted by path)."""
         with self._lock:
-            found = {}
-            for root, _dirs, names in self.fs.walk("/"):
-                for name in names:
-                    path = root.rstrip("/") + "/" + name
-                    found[path] = self.fs.get_object(path).contents
+            found: dict[str, str] = {}
+            pending = ["/"]
+            while pending:
+                folder = pending.pop()
+                for name in self.fs.listdir(folder):
+                    path = folder.rstrip("/") + "/" + name
+                    if self.fs.isdir(path):
+                        pending.append(path)
+                    else:
+                        found[path] = self.fs.get_object(path).contents
             return dict(sorted(found.items()))
 
     # -- execution -----------------------------------------------------------------------
