@@ -555,7 +555,7 @@ class _Run:
     def load_checkpoint(self, primary: int, session: str, name: str) -> None:
         args: dict[str, Any] = {"session_id": session, "fixture": name}
         declared = tuple(self.impl.info.checkpoint_fixtures)
-        matches = [d for d in declared if name in _fixture_names(d)]
+        matches = [d for d in declared if _fixture_matches(name, d)]
         if not matches:
             self.skip(primary, "load_checkpoint", {**args, "expected_messages": None},
                       f"the implementation declares no checkpoint fixture {name!r} "
@@ -618,9 +618,13 @@ class _Run:
 # --------------------------------------------------------------------------- helpers
 
 
-def _fixture_names(declared: str) -> set[str]:
+def _fixture_matches(name: str, declared: str) -> bool:
+    """Does a step's ``fixture`` name this declared fixture? By path, file name, stem, or
+    a stem prefix ending at a separator ("v1" names "fixtures/checkpoints/v1_basic.json")."""
     path = PurePosixPath(declared)
-    return {declared, path.name, path.stem, path.name.split(".")[0]}
+    stem = path.name.split(".")[0]
+    return name in (declared, path.name, path.stem, stem) or any(
+        stem.startswith(name + sep) for sep in "_-.")
 
 
 def _find_fixture(implementation: Any, relative: str) -> Path | None:

@@ -86,6 +86,11 @@ class Execution:
     behaviour: Behaviour
     effect: Effect
     result: ToolResult
+    precondition_failed: bool = False
+
+
+class _PreconditionFailed(Exception):
+    """A file edit's ``expect_sha`` does not match the file: the tool refuses, no effect."""
 
 
 _NOT_EXECUTED_CLAIM = "Operation not executed: nothing was changed."
@@ -188,6 +193,8 @@ class FakeTools:
                 channel.raised(error)
                 raise error
             execution = self._perform(spec, invocation, behaviour, entry)
+            if execution.precondition_failed:
+                row["precondition_failed"] = True
             self._ledger += 1
             row = {"ledger_seq": self._ledger, **row,
                    "effect": execution.effect.value,
@@ -215,7 +222,11 @@ class FakeTools:
             self._clock.advance(seconds)
             return error(FailureKind.TRANSIENT, f"timed out after {seconds:g}s (scripted hang)")
         partial = behaviour is Behaviour.PARTIAL_ESCALATE
-        effect, result = self._effect(spec, invocation, partial)
+        try:
+            effect, result = self._effect(spec, invocation, partial)
+        except _PreconditionFailed as refused:
+            return Execution(behaviour, Effect.NONE, ToolResult(
+                ToolStatus.ERROR, str(refused), FailureKind.FAILED), precondition_failed=True)
         if partial and effect is not Effect.NONE:
             return Execution(behaviour, Effect.PARTIAL, ToolResult(
                 ToolStatus.ERROR,
@@ -263,7 +274,8 @@ class FakeTools:
             expected = args.get("expect_sha")
             actual = file_sha256(content)
             if expected and expected not in (actual, actual.removeprefix("sha256:")):
-                return failed(f"precondition failed: {path} is {actual}, expected {expected}")
+                raise _PreconditionFailed(f"precondition failed: {path} is {actual}, "
+                                          f"expected {expected}")
             if old not in content:
                 return failed(f"{old!r} not found in {path}")
             self.write_file(path, content.replace(old, new, 1))

@@ -366,3 +366,34 @@ def test_same_seed_same_digest_and_no_temp_path_in_the_trace(tmp_path):
     assert list(tmp_path.iterdir()) == []  # data dirs are removed
     other = run(impl, "runner_crash.toml", seed=4, data_root=str(tmp_path))
     assert trace_digest(other.trace) != trace_digest(first.trace)  # faker values differ
+
+
+# --------------------------------------------------------------------------- the reference IUT
+
+
+def reference():
+    reference_impl = pytest.importorskip("reference_impl")
+    return reference_impl.implementation()
+
+
+def test_the_reference_implementation_runs_a_simple_scenario_deterministically():
+    impl = reference()
+    first = run(impl, "runner_basic.toml")
+    assert first.error == "" and first.trace.completed
+    (row,) = first.trace.ledger()
+    assert row.data["tool_call_id"] == "c1" and row.data["effect"] == "applied"
+    (op,) = first.trace.final_observation().operations
+    assert op.outcome is c.Outcome.SUCCEEDED and op.delivery is c.Delivery.PROJECTED
+    assert kinds(first, Kind.UI_PUBLISH) and kinds(first, Kind.LIFECYCLE_EVENT)
+    assert trace_digest(first.trace) == trace_digest(run(impl, "runner_basic.toml").trace)
+
+
+def test_the_reference_implementation_recovers_from_a_crash_and_shares_a_store():
+    impl = reference()
+    crashed = run(impl, "runner_crash.toml")
+    assert crashed.error == "" and len(crashed.trace.crashes()) == 1
+    op = crashed.trace.observations_labelled("after_restart")[0].observation.operations[0]
+    assert op.outcome is c.Outcome.UNKNOWN and op.reconciliation_required
+    concurrent = run(impl, "runner_concurrent.toml")
+    assert concurrent.error == ""
+    assert len(concurrent.trace.ledger()) == 1  # two instances, one execution

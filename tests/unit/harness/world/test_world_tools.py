@@ -68,6 +68,7 @@ def test_file_edits_check_their_preconditions():
     missing = invoke(tools, ch, "edit_file", {"path": "/repo/app.cfg"}, "e3")
     assert missing.error_kind is c.FailureKind.PARAM_ERROR
     assert [r.data["effect"] for r in log.events()] == ["none", "applied", "none"]
+    assert [r.data.get("precondition_failed", False) for r in log.events()] == [True, False, False]
 
 
 @pytest.mark.parametrize("behaviour, kind, effect", [
