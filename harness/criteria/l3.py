@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 from harness.contract import (
     ClassifierOutcome,
     DecisionSource,
+    Delivery,
     Feature,
     Mode,
     Permission,
@@ -25,7 +26,7 @@ from harness.contract import (
 )
 from harness.criteria import lm_support as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace import Kind, ObservationPoint, Trace
 
 # --------------------------------------------------------------------------- counter replay
 
@@ -500,7 +501,7 @@ def check_l3_3(trace: Trace) -> Verdict:
             if op.permission is Permission.DENY:
                 first = emitted[key].index if key in emitted else point.index
                 denials.setdefault(key, first)
-            if op.permission is Permission.ASK and key not in asking:
+            if op.permission is Permission.ASK and op.delivery is Delivery.PENDING and key not in asking:
                 asking.add(key)
                 exercised += 1
                 violations.append(s.ev(f"{op.identity.tool_call_id} of non-interactive session {op.session_id} "

@@ -248,6 +248,12 @@ def stream_ends(trace: Trace) -> tuple[TraceEvent, ...]:
     return tuple(trace.of_kind(Kind.MODEL_STREAM_END))
 
 
+def request_instance(event: TraceEvent) -> int:
+    """The instance that sent a model request (its data says so; else the event's)."""
+    value = event.data.get("instance")
+    return value if isinstance(value, int) else event.instance
+
+
 def messages_key(event: TraceEvent) -> str:
     return canonical_json(event.data.get("messages", []))
 

@@ -1,0 +1,260 @@
+"""Stage M: model request events (start/end, status, propagation, no replays, partial text).
+
+Pure checks over a Trace. The world's ``MODEL_REQUEST`` and ``MODEL_STREAM_END`` events say
+which requests were really sent and how each stream really ended; the implementation's
+``model_request_started`` / ``model_request_ended`` / ``turn_ended`` lifecycle events, the
+driver's returns and raises, and the store's ``model_requests`` are judged against them.
+"""
+
+from __future__ import annotations
+
+from harness.contract import Feature, ModelRequestStatus, TurnStatus
+from harness.criteria import lm_support as s
+from harness.criteria.base import Criterion, Verdict, judge
+from harness.trace import Trace, TraceEvent
+
+END_STATUS = {
+    "end": ModelRequestStatus.COMPLETED,
+    "eof": ModelRequestStatus.INCOMPLETE,
+    "transport_error": ModelRequestStatus.FAILED,
+    "cancelled": ModelRequestStatus.CANCELLED,
+}
+RAISES = {"transport_error": "ModelTransportError", "cancelled": "ModelStreamCancelled"}
+NOT_ANSWERED = ("eof", "transport_error", "cancelled")
+
+
+def _events_by_request(trace: Trace, type_: str) -> dict[str, list[TraceEvent]]:
+    out: dict[str, list[TraceEvent]] = {}
+    for event, payload in s.lifecycle_of(trace, type_):
+        out.setdefault(str(payload.get("request_id", "")), []).append(event)
+    return out
+
+
+def _interrupted(trace: Trace, start: int, ends: list[TraceEvent]) -> bool:
+    """A crash cut the request off before any end was recorded."""
+    first_end = min((e.index for e in ends), default=None)
+    return any(c.index > start and (first_end is None or c.index < first_end) for c in trace.crashes())
+
+
+def _views(trace: Trace):
+    final = s.final_point(trace)
+    if final is None or not trace.completed:
+        return None, {}
+    return final, {v.request_id: v for v in final.observation.model_requests}
+
+
+# --------------------------------------------------------------------------- M1
+
+
+def check_m1(trace: Trace) -> Verdict:
+    starts = _events_by_request(trace, "model_request_started")
+    ends = _events_by_request(trace, "model_request_ended")
+    final, views = _views(trace)
+    exercised, violations = 0, []
+    seen: dict[str, int] = {}
+    for request in s.model_requests(trace):
+        rid = str(request.data.get("request_id", ""))
+        if rid in seen:
+            violations.append(s.ev(f"request id {rid} was sent twice", seen[rid], request.index))
+            continue
+        seen[rid] = request.index
+        exercised += 1
+        mine_starts, mine_ends = starts.get(rid, []), ends.get(rid, [])
+        cut = _interrupted(trace, request.index, mine_ends)
+        if len(mine_starts) != 1:
+            violations.append(s.ev(f"request {rid} has {len(mine_starts)} start events", request.index,
+                                   *(e.index for e in mine_starts)))
+        if len(mine_ends) > 1 or (not mine_ends and not cut):
+            violations.append(s.ev(f"request {rid} has {len(mine_ends)} end events", request.index,
+                                   *(e.index for e in mine_ends)))
+        view = views.get(rid)
+        if view is not None and final is not None:
+            if view.start_events != 1 or view.end_events > 1 or (view.end_events == 0 and not cut):
+                violations.append(s.ev(f"the store records {view.start_events} start and {view.end_events} end "
+                                       f"events for request {rid}", request.index, final.index))
+    for rid, events in starts.items():
+        if rid not in seen and len(events) > 1:
+            violations.append(s.ev(f"request {rid} was started {len(events)} times", *(e.index for e in events)))
+    return judge("M1", exercised, violations, "no model request")
+
+
+# --------------------------------------------------------------------------- M2
+
+
+def check_m2(trace: Trace) -> Verdict:
+    ends = _events_by_request(trace, "model_request_ended")
+    final, views = _views(trace)
+    exercised, violations = 0, []
+    for stream in s.stream_ends(trace):
+        rid = str(stream.data.get("request_id", ""))
+        how = str(stream.data.get("how", ""))
+        wanted = END_STATUS.get(how)
+        if wanted is None:
+            continue
+        mine = ends.get(rid, [])
+        view = views.get(rid)
+        if not mine and (view is None or view.status is None):
+            continue
+        exercised += 1
+        for event in mine:
+            status = ((event.data.get("event") or {}).get("data") or {}).get("status")
+            if status != wanted.value:
+                violations.append(s.ev(f"stream of request {rid} ended by {how}, its end event says {status}, "
+                                       f"expected {wanted.value}", stream.index, event.index))
+        if view is not None and view.status is not None and view.status is not wanted and final is not None:
+            violations.append(s.ev(f"stream of request {rid} ended by {how}, the store says {view.status.value}, "
+                                   f"expected {wanted.value}", stream.index, final.index))
+    return judge("M2", exercised, violations, "no model stream with a recorded end")
+
+
+# --------------------------------------------------------------------------- M3
+
+
+def check_m3(trace: Trace) -> Verdict:
+    spans = s.driver_spans(trace)
+    exercised, violations = 0, []
+    for stream in s.stream_ends(trace):
+        how = str(stream.data.get("how", ""))
+        if how not in RAISES:
+            continue
+        span = s.innermost_span(spans, stream.index, s.TURN_METHODS)
+        if span is None or span.end_kind not in ("return", "raised"):
+            continue
+        exercised += 1
+        if span.end_kind == "return":
+            violations.append(s.ev(f"the {how} of request {stream.data.get('request_id')} was swallowed: "
+                                   f"{span.method} returned normally", stream.index, span.end_index or span.index))
+        elif span.end_data.get("exception") != RAISES[how]:
+            violations.append(s.ev(f"the {how} of request {stream.data.get('request_id')} surfaced as "
+                                   f"{span.end_data.get('exception')}, expected {RAISES[how]}",
+                                   stream.index, span.end_index or span.index))
+    return judge("M3", exercised, violations, "no transport error or cancelled stream inside a driver call")
+
+
+# --------------------------------------------------------------------------- M4
+
+
+def check_m4(trace: Trace) -> Verdict:
+    spans = s.driver_spans(trace)
+    requests = s.model_requests(trace)
+    exercised, violations = 0, []
+    earlier: dict[tuple[str, str], list[TraceEvent]] = {}
+    for request in requests:
+        exercised += 1
+        key = (str(request.data.get("session_id", "")), s.messages_key(request))
+        for before in earlier.get(key, []):
+            if s.request_instance(before) == s.request_instance(request) and not s.crash_between(
+                    trace, before.index, request.index):
+                violations.append(s.ev("the world received the same model request twice (a replay or retry)",
+                                       before.index, request.index))
+                break
+        earlier.setdefault(key, []).append(request)
+    sessions = s.request_sessions(trace)
+    for stream in s.stream_ends(trace):
+        if stream.data.get("how") not in NOT_ANSWERED:
+            continue
+        session = sessions.get(stream.data.get("request_id", ""), "")
+        span = s.innermost_span(spans, stream.index, s.TURN_METHODS)
+        stop = span.end_index if span is not None and span.end_index is not None else None
+        if span is None:
+            continue
+        extra = [r for r in requests if r.index > stream.index and (stop is None or r.index < stop)
+                 and r.data.get("session_id") == session and s.request_instance(r) == stream.instance]
+        if extra:
+            violations.append(s.ev(f"after request {stream.data.get('request_id')} ended by {stream.data.get('how')}, "
+                                   "another model request was sent in the same call", stream.index, extra[0].index))
+    for first, again in s.reexecutions(trace):
+        if first.instance == again.instance and not s.crash_between(trace, first.index, again.index):
+            violations.append(s.ev(f"{again.data.get('tool_call_id')} was executed again without any crash: "
+                                   "recording replayed a tool", first.index, again.index, rows=[first, again]))
+    return judge("M4", exercised, violations, "no model request")
+
+
+# --------------------------------------------------------------------------- M5
+
+
+def check_m5(trace: Trace) -> Verdict:
+    spans = s.driver_spans(trace)
+    requests = s.model_requests(trace)
+    sessions = s.request_sessions(trace)
+    final, views = _views(trace)
+    exercised, violations = 0, []
+    for stream in s.stream_ends(trace):
+        how = str(stream.data.get("how", ""))
+        if how not in NOT_ANSWERED:
+            continue
+        rid = str(stream.data.get("request_id", ""))
+        session = sessions.get(rid, "")
+        text = str(stream.data.get("text", ""))
+        exercised += 1
+        view = views.get(rid)
+        if how == "eof" and view is not None and final is not None:
+            if view.status is not ModelRequestStatus.INCOMPLETE or not view.incomplete or (text and view.partial_text != text):
+                violations.append(s.ev(f"request {rid} ended by EOF is stored as {view.status} (incomplete="
+                                       f"{view.incomplete}, partial text {'kept' if view.partial_text == text else 'lost'})",
+                                       stream.index, final.index))
+        following = [r for r in requests if r.index > stream.index and r.data.get("session_id") == session]
+        horizon = following[0].index if following else len(trace.events)
+        for event, payload in s.lifecycle_of(trace, "turn_ended"):
+            if stream.index < event.index < horizon and payload.get("session_id") == session:
+                status = (payload.get("data") or {}).get("status")
+                if status == TurnStatus.COMPLETED.value or (how == "eof" and status != TurnStatus.INCOMPLETE.value):
+                    violations.append(s.ev(f"the turn ended {status} on request {rid} that ended by {how}",
+                                           stream.index, event.index))
+                break
+        span = s.innermost_span(spans, stream.index, ("run_turn", "answer_approval"))
+        if span is not None and span.end_kind == "return" and not any(r.index < (span.end_index or 0) for r in following):
+            status = (span.end_data.get("result") or {}).get("status")
+            if status == TurnStatus.COMPLETED.value or (how == "eof" and status != TurnStatus.INCOMPLETE.value):
+                violations.append(s.ev(f"{span.method} returned {status} after request {rid} ended by {how}",
+                                       stream.index, span.end_index or span.index))
+        if text:
+            for request in following:
+                taken = [m for m in request.data.get("messages", []) if m.get("role") == "assistant"
+                         and m.get("content") == text and not m.get("incomplete")]
+                if taken:
+                    violations.append(s.ev(f"the partial text of request {rid} was later sent as a complete answer",
+                                           stream.index, request.index))
+                    break
+    return judge("M5", exercised, violations, "no stream ended by EOF, transport error or cancellation")
+
+
+# --------------------------------------------------------------------------- catalogue
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion(
+        "M1", "m", "One start, one end",
+        "Every model request has a unique request_id and exactly one start and one end event, in "
+        "the realtime channel and in the store.",
+        "每次发出的模型请求具有唯一 request_id，并且恰好记录一次开始和结束。",
+        check_m1, (Feature.MODEL_EVENTS,),
+    ),
+    Criterion(
+        "M2", "m", "End status",
+        "A request ends completed, failed, cancelled or incomplete as its stream did: a normal end "
+        "is completed, a transport error failed, a cancellation cancelled, an EOF incomplete.",
+        "结束状态区分完成、失败、取消和未完整结束，覆盖传输异常及缺少终止事件的 EOF。",
+        check_m2, (Feature.MODEL_EVENTS,),
+    ),
+    Criterion(
+        "M3", "m", "Propagation",
+        "A transport error or a cancellation of the model stream propagates out of the driver "
+        "call as the same exception.",
+        "异常与取消保持原样传播；事件记录不重放工具，也不增加模型重试。",
+        check_m3,
+    ),
+    Criterion(
+        "M4", "m", "Recording replays nothing",
+        "Recording model events never re-sends a model request, never adds a retry after a "
+        "failed or incomplete request, and never executes a tool again.",
+        "事件记录不重放工具，也不增加模型重试。",
+        check_m4,
+    ),
+    Criterion(
+        "M5", "m", "Partial is incomplete",
+        "Partial text ended by EOF is kept and marked incomplete, and a failed or incomplete "
+        "request never completes the turn or becomes a complete answer.",
+        "原有部分文本返回仍标为未完整结束。完成观察器不把失败请求视为成功回答。",
+        check_m5,
+    ),
+)

@@ -1,0 +1,264 @@
+"""L5 criteria on hand-built traces: pass, fail (evidence at the right index), not_exercised."""
+
+from __future__ import annotations
+
+from harness.contract import (
+    DecisionSource,
+    Delivery,
+    Feature,
+    FailureKind,
+    Observation,
+    Outcome,
+    Permission,
+    RecoveryAction,
+    Rule,
+    RuleEffect,
+    SessionConfig,
+    ToolCall,
+    ToolKind,
+    ToolSpec,
+    to_json,
+)
+from harness.criteria import l5
+from harness.criteria.base import Status, run_check
+
+try:
+    from .lbuilder import TB, USER, denied, op, projection_of, tool_msg, wait, xid
+except ImportError:  # collected without a package
+    from lbuilder import TB, USER, denied, op, projection_of, tool_msg, wait, xid
+
+BY_ID = {c.id: c for c in l5.CRITERIA}
+SMS_TOOLS = (ToolSpec("send_sms", ToolKind.EXTERNAL), ToolSpec("read_file", ToolKind.READ))
+ALLOW_BOTH = (Rule(RuleEffect.ALLOW, "send_sms"), Rule(RuleEffect.ALLOW, "read_file"))
+DENY_SMS = (Rule(RuleEffect.DENY, "send_sms"), Rule(RuleEffect.ALLOW, "read_file"))
+S1 = SessionConfig("s1", rules=ALLOW_BOTH)
+SMS = ToolCall("c1", "send_sms", {"to": "+1", "text": "hi"})
+READ = ToolCall("c0", "read_file", {"path": "/repo/VERSION"})
+W = ToolCall("c1", "write_file", {"path": "/repo/a", "content": "x"})
+
+
+def check(cid, trace):
+    return run_check(BY_ID[cid], trace)
+
+
+def assert_fail_at(verdict, index):
+    assert verdict.status is Status.FAIL, verdict
+    assert any(index in e.trace_indexes for e in verdict.evidence), verdict.evidence
+
+
+def assert_pass(verdict, exercised=1):
+    assert verdict.status is Status.PASS, verdict
+    assert verdict.exercised == exercised, verdict
+
+
+def test_catalogue_ids_and_stage():
+    assert [c.id for c in l5.CRITERIA] == [f"L5.{i}" for i in range(1, 6)]
+    assert {c.stage for c in l5.CRITERIA} == {"l5"}
+
+
+# --------------------------------------------------------------------------- L5.1
+
+
+def _revocation(tb, offered_after, later_view=None):
+    tb.respond("s1", (READ,), tools=("read_file", "send_sms"))
+    tb.executed("s1", READ)
+    tb.observe("quiescent", Observation(operations=(op(READ),)))
+    tb.update_rules("s1", DENY_SMS, 2)
+    request = len(tb.events)
+    tb.respond("s1", messages=(USER, tool_msg(READ, Outcome.SUCCEEDED)), tools=offered_after)
+    point = tb.observe("final", Observation(operations=(later_view or op(READ),)))
+    return request, point
+
+
+def test_l5_1_passes_when_the_next_request_drops_the_revoked_tool():
+    tb = TB(S1, tools=SMS_TOOLS)
+    _revocation(tb, ("read_file",))
+    assert_pass(check("L5.1", tb.build()), exercised=2)
+
+
+def test_l5_1_fails_when_the_revoked_tool_is_still_offered():
+    tb = TB(S1, tools=SMS_TOOLS)
+    request, _ = _revocation(tb, ("read_file", "send_sms"))
+    assert_fail_at(check("L5.1", tb.build()), request)
+
+
+def test_l5_1_fails_when_filtering_rewrites_a_saved_operation():
+    tb = TB(S1, tools=SMS_TOOLS)
+    _, point = _revocation(tb, ("read_file",), later_view=op(READ, version=2))
+    assert_fail_at(check("L5.1", tb.build()), point)
+
+
+def test_l5_1_not_exercised_without_rule_changes():
+    tb = TB(S1, tools=SMS_TOOLS)
+    tb.respond("s1", tools=("read_file", "send_sms"))
+    assert check("L5.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L5.2
+
+
+def _old_call(tb, executes=False):
+    tb.respond("s1", (SMS,), tools=("read_file", "send_sms"))
+    fp = tb.failpoint("after_model_stream_ended", "change_rules",
+                      params={"session": "s1", "permission_version": 2, "rules": to_json(DENY_SMS)})
+    row = tb.executed("s1", SMS, version=2) if executes else None
+    tb.observe("final", Observation(operations=(op(SMS) if executes else denied(SMS, decided_by=DecisionSource.EXPLICIT_DENY),)))
+    return fp, row
+
+
+def test_l5_2_passes_when_the_old_call_meets_the_new_deny():
+    tb = TB(S1, tools=SMS_TOOLS)
+    _old_call(tb)
+    assert_pass(check("L5.2", tb.build()))
+
+
+def test_l5_2_fails_when_the_old_call_executes():
+    tb = TB(S1, tools=SMS_TOOLS)
+    _, row = _old_call(tb, executes=True)
+    assert_fail_at(check("L5.2", tb.build()), row)
+
+
+def test_l5_2_fails_when_a_pending_call_runs_on_the_old_version():
+    tb = TB(SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "send_sms"),)), tools=SMS_TOOLS)
+    tb.respond("s1", (SMS,))
+    _, wid = tb.prompt("s1", SMS)
+    tb.observe("quiescent", Observation(operations=(op(SMS, permission=Permission.ASK, outcome=Outcome.NOT_STARTED,
+                                                        delivery=Delivery.PENDING),),
+                                        approval_waits=(wait(wid, SMS),)))
+    tb.update_rules("s1", (Rule(RuleEffect.ASK, "send_sms"),), 2)
+    tb.call("answer_approval", wait_id=wid, approve=True)
+    row = tb.executed("s1", SMS, version=1)
+    assert_fail_at(check("L5.2", tb.build()), row)
+
+
+def test_l5_2_not_exercised_without_rule_changes():
+    tb = TB(S1, tools=SMS_TOOLS)
+    tb.respond("s1", (SMS,))
+    tb.executed("s1", SMS)
+    assert check("L5.2", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L5.3
+
+READER = SessionConfig("s1", capabilities=("read_file",))
+
+
+def test_l5_3_passes_when_visibility_matches_capability():
+    tb = TB(READER)
+    tb.respond("s1", tools=("read_file",))
+    tb.respond(SessionConfig("s1").session_id, tools=("read_file",))
+    assert_pass(check("L5.3", tb.build()), exercised=2)
+
+
+def test_l5_3_fails_when_an_incapable_tool_is_offered():
+    tb = TB(READER)
+    tb.respond("s1", tools=("read_file",))
+    request = len(tb.events)
+    tb.respond("s1", tools=("read_file", "write_file"))
+    assert_fail_at(check("L5.3", tb.build()), request)
+
+
+def test_l5_3_fails_when_a_usable_tool_is_hidden():
+    tb = TB(SessionConfig("s1", rules=(Rule(RuleEffect.DENY, "write_file", "/etc/*", "path"),)))
+    request = len(tb.events)
+    tb.respond("s1", tools=("read_file",))
+    assert_fail_at(check("L5.3", tb.build()), request)
+
+
+def test_l5_3_not_exercised_without_model_requests():
+    tb = TB(READER)
+    tb.executed("s1", READ)
+    assert check("L5.3", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L5.4
+
+
+def _published(tb, record, shown):
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="disk full", error_kind="failed")
+    index = tb.publish(shown)
+    tb.observe("probe:ui_publish", Observation(operations=(record,)))
+    return index
+
+
+FAILED_W = op(W, outcome=Outcome.FAILED, failure_kind=FailureKind.FAILED, reason="disk full",
+              status="error", output="disk full")
+
+
+def test_l5_4_passes_when_the_ui_shows_the_record():
+    tb = TB()
+    _published(tb, FAILED_W, projection_of(FAILED_W))
+    assert_pass(check("L5.4", tb.build()))
+
+
+def test_l5_4_fails_when_the_ui_disagrees_with_the_record():
+    tb = TB()
+    index = _published(tb, FAILED_W, projection_of(FAILED_W, status="succeeded", recovery_actions=()))
+    assert_fail_at(check("L5.4", tb.build()), index)
+
+
+def test_l5_4_fails_when_retry_is_offered_for_an_unknown_operation():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    unknown = op(W, outcome=Outcome.UNKNOWN, reconcile=True)
+    index = tb.publish(projection_of(unknown, recovery_actions=(RecoveryAction.RETRY,)))
+    assert_fail_at(check("L5.4", tb.build()), index)
+
+
+def test_l5_4_checks_stored_projections_at_rest():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="disk full", error_kind="failed")
+    point = tb.observe("final", Observation(operations=(FAILED_W,), projections=(
+        projection_of(FAILED_W, status="not_executed"),)))
+    assert_fail_at(check("L5.4", tb.build()), point)
+
+
+def test_l5_4_not_exercised_without_projections():
+    tb = TB()
+    tb.respond("s1", (W,))
+    assert check("L5.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l5_4_not_applicable_without_web_projection():
+    tb = TB(features=(Feature.APPROVALS,))
+    assert check("L5.4", tb.build()).status is Status.NOT_APPLICABLE
+
+
+# --------------------------------------------------------------------------- L5.5
+
+
+def _result_event(tb, said, stored=Outcome.SUCCEEDED, history=Outcome.SUCCEEDED):
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    index = tb.emit("result_saved", execution_id=xid("c1"), outcome=said.value)
+    point = tb.observe("quiescent", Observation(operations=(op(W, outcome=stored),)))
+    tb.respond("s1", messages=(USER, tool_msg(W, history)))
+    return index, point, len(tb.events) - 2
+
+
+def test_l5_5_passes_when_event_store_and_history_agree():
+    tb = TB()
+    _result_event(tb, Outcome.SUCCEEDED)
+    assert_pass(check("L5.5", tb.build()))
+
+
+def test_l5_5_fails_when_the_event_contradicts_the_ledger():
+    tb = TB()
+    index, _, _ = _result_event(tb, Outcome.FAILED, stored=Outcome.FAILED, history=Outcome.FAILED)
+    assert_fail_at(check("L5.5", tb.build()), index)
+
+
+def test_l5_5_fails_when_the_history_disagrees_with_the_event():
+    tb = TB()
+    _, _, request = _result_event(tb, Outcome.SUCCEEDED, history=Outcome.UNKNOWN)
+    assert_fail_at(check("L5.5", tb.build()), request)
+
+
+def test_l5_5_not_exercised_without_result_events():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
