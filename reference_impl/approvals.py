@@ -2,11 +2,13 @@
 
 Guarantees:
 
-* a wait is created only for an ``ask`` decision, which permissions hand out only to
-  interactive owners who can approve; hard constraints and explicit denies never become
-  ``ask`` and so never become waits;
+* a permission wait is created only for an ``ask`` decision, which permissions hand out
+  only to interactive owners who can approve; hard constraints and explicit denies never
+  become ``ask`` and so never become waits (L3.4, L3.10);
+* an escalation wait (run again outside the sandbox) is created only for such owners too:
+  escalation is never granted by a retry or a classifier, only by its own approval (L2.11);
 * the wait row (with the operation moved to ``waiting`` in the same transaction) is
-  committed before the prompt is shown; one wait per operation (``wait-<execution id>``);
+  committed before the prompt is shown; at most one wait per (operation, purpose);
 * an answer applies exactly once: the ``pending -> approved|rejected`` transition, the
   operation's new decision (``decided_by=approval``, bound to the version the wait was
   created under) and the counter resets happen in one transaction guarded by the wait's
@@ -28,11 +30,16 @@ from reference_impl import denial_counters
 from reference_impl.records import OperationRecord, Stage
 
 
+PERMISSION = "permission"
+ESCALATION = "escalation"
+
+
 @dataclass(frozen=True, slots=True)
 class WaitRecord:
     wait_id: str
     session_id: str
     execution_id: str
+    purpose: str
     tool_call_id: str
     reason: str
     trigger: str
@@ -41,8 +48,8 @@ class WaitRecord:
     prompted: bool
 
 
-def wait_id_for(execution_id: str) -> str:
-    return f"wait-{execution_id}"
+def wait_id_for(execution_id: str, purpose: str = PERMISSION) -> str:
+    return f"wait-{execution_id}" if purpose == PERMISSION else f"wait-{execution_id}-{purpose}"
 
 
 def create(conn: sqlite3.Connection, op: OperationRecord, *, now: float) -> WaitRecord | None:
@@ -54,24 +61,42 @@ def create(conn: sqlite3.Connection, op: OperationRecord, *, now: float) -> Wait
     ).rowcount
     if not moved:
         return None
+    version = op.decided_version if op.decided_version is not None else op.identity.permission_version
+    return _insert(conn, op, PERMISSION, op.reason, op.wait_trigger or op.decided_by.value,
+                   version, now)
+
+
+def create_escalation(
+    conn: sqlite3.Connection, op: OperationRecord, *, reason: str, permission_version: int,
+    now: float,
+) -> WaitRecord:
+    """Persist the wait for running ``op`` outside the sandbox (the caller moves the
+    operation to ``waiting`` in the same transaction)."""
+    return _insert(conn, op, ESCALATION, reason, ESCALATION, permission_version, now)
+
+
+def _insert(
+    conn: sqlite3.Connection, op: OperationRecord, purpose: str, reason: str, trigger: str,
+    permission_version: int, now: float,
+) -> WaitRecord:
     wait = WaitRecord(
-        wait_id=wait_id_for(op.execution_id),
+        wait_id=wait_id_for(op.execution_id, purpose),
         session_id=op.session_id,
         execution_id=op.execution_id,
+        purpose=purpose,
         tool_call_id=op.tool_call_id,
-        reason=op.reason,
-        trigger=op.wait_trigger or op.decided_by.value,
-        permission_version=op.decided_version if op.decided_version is not None
-        else op.identity.permission_version,
+        reason=reason,
+        trigger=trigger,
+        permission_version=permission_version,
         status=WaitStatus.PENDING,
         prompted=False,
     )
     conn.execute(
-        "INSERT INTO approval_waits (wait_id, session_id, execution_id, tool_call_id, reason,"
-        " trigger, permission_version, status, prompted, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-        (wait.wait_id, wait.session_id, wait.execution_id, wait.tool_call_id, wait.reason,
-         wait.trigger, wait.permission_version, wait.status.value, now),
+        "INSERT INTO approval_waits (wait_id, session_id, execution_id, purpose, tool_call_id,"
+        " reason, trigger, permission_version, status, prompted, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+        (wait.wait_id, wait.session_id, wait.execution_id, purpose, wait.tool_call_id,
+         wait.reason, wait.trigger, wait.permission_version, wait.status.value, now),
     )
     return wait
 
@@ -81,11 +106,17 @@ def load(conn: sqlite3.Connection, wait_id: str) -> WaitRecord | None:
     return _from_row(row) if row else None
 
 
-def for_operation(conn: sqlite3.Connection, execution_id: str) -> WaitRecord | None:
-    row = conn.execute(
-        "SELECT * FROM approval_waits WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
-    return _from_row(row) if row else None
+def for_operation(
+    conn: sqlite3.Connection, execution_id: str, purpose: str = PERMISSION
+) -> WaitRecord | None:
+    return load(conn, wait_id_for(execution_id, purpose))
+
+
+def has_pending(conn: sqlite3.Connection, execution_id: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM approval_waits WHERE execution_id = ? AND status = ?",
+        (execution_id, WaitStatus.PENDING.value),
+    ).fetchone() is not None
 
 
 def unprompted(conn: sqlite3.Connection) -> tuple[WaitRecord, ...]:
@@ -121,6 +152,9 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
     ).rowcount
     if not answered:
         return False
+    if wait.purpose == ESCALATION:
+        _apply_escalation_answer(conn, wait, approve)
+        return True
     if approve:
         permission, reason = Permission.ALLOW, "approved by the owner"
     else:
@@ -138,11 +172,34 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
     return True
 
 
+def _apply_escalation_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool) -> None:
+    if approve:  # the unsandboxed run still has to pass revalidation and its start claim
+        conn.execute(
+            "UPDATE operations SET stage = ?, decided_by = ?, decided_version = ?, reason = ?"
+            " WHERE execution_id = ? AND stage = ?",
+            (Stage.ESCALATING.value, DecisionSource.APPROVAL.value, wait.permission_version,
+             "running outside the sandbox was approved by the owner", wait.execution_id,
+             Stage.WAITING.value),
+        )
+        return
+    # The sandboxed attempt's saved result stands; it is now final and can be delivered.
+    conn.execute(
+        "UPDATE operations SET stage = ? WHERE execution_id = ? AND stage = ?",
+        (Stage.RECORDED.value, wait.execution_id, Stage.WAITING.value),
+    )
+    conn.execute(
+        "UPDATE result_records SET reason = ? WHERE execution_id = ?",
+        ("the owner refused to run it outside the sandbox; the sandboxed attempt ran and may "
+         "have had partial effects", wait.execution_id),
+    )
+
+
 def _from_row(row: sqlite3.Row) -> WaitRecord:
     return WaitRecord(
         wait_id=row["wait_id"],
         session_id=row["session_id"],
         execution_id=row["execution_id"],
+        purpose=row["purpose"],
         tool_call_id=row["tool_call_id"],
         reason=row["reason"],
         trigger=row["trigger"],

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from harness.contract import Message, ToolCall, execution_id_for
 from reference_impl import checkpoint_codec, failure_policy, results
 from reference_impl.checkpoint_codec import Continuation
+from reference_impl.records import Stage
 
 
 class StepKind(enum.StrEnum):
@@ -104,7 +105,7 @@ def fold_results(conn: sqlite3.Connection, session_id: str, *, reason: str, now:
     for call in pending_tool_calls(conversation):
         execution_id = execution_id_for(session_id, call.tool_call_id)
         record = results.load(conn, execution_id)
-        if record is None:
+        if record is None or not _final(conn, execution_id):
             break  # later calls wait for this one: tool messages keep the call order
         folded.append(results.tool_message(record))
         execution_ids.append(execution_id)
@@ -148,6 +149,14 @@ def next_step(conversation: tuple[Message, ...]) -> NextStep:
     if last.tool_calls:
         return NextStep(StepKind.ASK_MODEL)  # every call answered: the model goes on
     return NextStep(StepKind.DONE, final_text=last.content, incomplete=last.incomplete)
+
+
+def _final(conn: sqlite3.Connection, execution_id: str) -> bool:
+    """A saved result is final unless an escalation of it is still undecided or running."""
+    row = conn.execute(
+        "SELECT stage FROM operations WHERE execution_id = ?", (execution_id,)
+    ).fetchone()
+    return row is None or row["stage"] == Stage.RECORDED.value
 
 
 def _last_assistant_index(conversation: tuple[Message, ...]) -> int | None:

@@ -1,8 +1,8 @@
 """The two outward signals of the lifecycle: realtime events and failpoints.
 
 Guarantees: every event is a canonical ``LifecycleEvent`` sent through ``World.emit``;
-every failpoint call carries the same context keys (``session_id``, ``execution_id``,
-``tool_call_id``, plus ``request_id`` for model requests; empty when not applicable).
+every failpoint call carries ``session_id`` and, where they apply, ``execution_id`` and
+``tool_call_id`` (operation steps) or ``request_id`` (model request steps).
 Callers emit only after the commit that made the event true, and call failpoints only
 outside transactions; whatever a failpoint raises (``SimulatedCrash`` included) propagates.
 """
@@ -36,8 +36,11 @@ class Signals:
         tool_call_id: str = "",
         request_id: str = "",
     ) -> None:
-        context = {"session_id": session_id, "execution_id": execution_id,
-                   "tool_call_id": tool_call_id}
-        if request_id:
-            context["request_id"] = request_id
+        context = {"session_id": session_id}
+        # Keys that do not apply are left out rather than sent empty: an empty id would
+        # read as "names an operation whose id is empty".
+        for key, value in (("execution_id", execution_id), ("tool_call_id", tool_call_id),
+                           ("request_id", request_id)):
+            if value:
+                context[key] = value
         self._world.failpoint(name, context)

@@ -95,6 +95,8 @@ class OperationPipeline:
                     fresh = self._save_refusal(op)
                 else:
                     self._open_wait(op)
+            elif op.stage is Stage.ESCALATING:
+                fresh = self._execute(op)
             elif op.stage is Stage.WAITING:
                 return StepResult.AWAITING_APPROVAL
             elif op.stage is Stage.STARTED:
@@ -204,8 +206,11 @@ class OperationPipeline:
                 records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)
         if wait is None:
             return
+        self._announce_wait(op, wait)
+
+    def _announce_wait(self, op: OperationRecord, wait: WaitRecord) -> None:
         self._signals.emit(EventType.APPROVAL_WAIT_CREATED, op.session_id, op.execution_id,
-                           wait_id=wait.wait_id, trigger=wait.trigger)
+                           wait_id=wait.wait_id, purpose=wait.purpose, trigger=wait.trigger)
         self._signals.failpoint(Failpoint.AFTER_WAIT_PERSISTED, op.session_id, op.execution_id,
                                 op.tool_call_id)
         self.prompt(wait, with_failpoint=True)
@@ -226,6 +231,8 @@ class OperationPipeline:
     # ------------------------------------------------------------------ execute
 
     def _execute(self, op: OperationRecord) -> bool:
+        """Revalidate, claim the start, run the tool, save the result; True when this call
+        saved the final result (False: refused, lost the claim, or waiting to escalate)."""
         session = self._session(op.session_id)
         refusal = self._revalidation_refusal(self._store.connection, session, op)
         if refusal is not None:
@@ -243,7 +250,7 @@ class OperationPipeline:
                 claimed = bool(conn.execute(
                     "UPDATE operations SET stage = ?, execution_started = 1"
                     " WHERE execution_id = ? AND stage = ? AND permission = ?",
-                    (Stage.STARTED.value, op.execution_id, Stage.DECIDED.value,
+                    (Stage.STARTED.value, op.execution_id, op.stage.value,
                      Permission.ALLOW.value),
                 ).rowcount)
         if refusal is not None:
@@ -254,15 +261,30 @@ class OperationPipeline:
         self._signals.emit(EventType.EXECUTION_STARTED, op.session_id, op.execution_id)
         self._signals.failpoint(Failpoint.AFTER_START_RECORDED, op.session_id, op.execution_id,
                                 op.tool_call_id)
-        outcome, output, digest, attempts = self._invoke(session, op)
+        # Only an approved escalation runs outside the sandbox, and only once.
+        sandboxed = op.stage is not Stage.ESCALATING
+        outcome, output, digest, attempts = self._invoke(session, op, sandboxed)
         self._signals.failpoint(Failpoint.AFTER_TOOL_RETURNED, op.session_id, op.execution_id,
                                 op.tool_call_id)
+        escalation = None
         with self._store.transaction() as conn:
-            saved = results.save(conn, records.load_session(conn, op.session_id), op, outcome,
-                                 from_stage=Stage.STARTED, output=output, result_digest=digest,
-                                 attempts=attempts, now=self._world.now())
+            current = records.load_session(conn, op.session_id)
+            asks_owner = sandboxed and outcome.escalation_requested and owner_can_answer(
+                current.config)
+            saved = results.save(conn, current, op, outcome, from_stage=Stage.STARTED,
+                                 to_stage=Stage.WAITING if asks_owner else Stage.RECORDED,
+                                 output=output, result_digest=digest, attempts=attempts,
+                                 now=self._world.now())
+            if saved and asks_owner:
+                escalation = approvals.create_escalation(
+                    conn, op, reason="the sandboxed attempt asks to run outside the sandbox",
+                    permission_version=current.permission_version, now=self._world.now())
+                records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)
         if saved:
             self.announce_result(op.session_id, op.execution_id)
+        if escalation is not None:
+            self._announce_wait(op, escalation)
+            return False
         return saved
 
     def _revalidation_refusal(
@@ -275,7 +297,8 @@ class OperationPipeline:
             return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                             "the arguments no longer match the digest bound to this operation")
         if op.decided_by is DecisionSource.APPROVAL:
-            wait = approvals.for_operation(conn, op.execution_id)
+            purpose = approvals.ESCALATION if op.stage is Stage.ESCALATING else approvals.PERMISSION
+            wait = approvals.for_operation(conn, op.execution_id, purpose)
             if wait is None or wait.status is not WaitStatus.APPROVED:
                 return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                                 "no approval is on record for this exact operation")
@@ -299,25 +322,37 @@ class OperationPipeline:
 
     def _refuse(self, op: OperationRecord, refusal: Decision) -> None:
         with self._store.transaction() as conn:
-            refused = conn.execute(
-                "UPDATE operations SET permission = ?, decided_by = ?, reason = ?"
-                " WHERE execution_id = ? AND stage = ? AND permission = ?",
-                (Permission.DENY.value, refusal.decided_by.value, refusal.reason,
-                 op.execution_id, Stage.DECIDED.value, Permission.ALLOW.value),
-            ).rowcount
+            if op.stage is Stage.ESCALATING:
+                # The sandboxed attempt's saved result stands; only the escalation is refused.
+                refused = conn.execute(
+                    "UPDATE operations SET stage = ?, reason = ? WHERE execution_id = ? AND stage = ?",
+                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.stage.value),
+                ).rowcount
+                conn.execute(
+                    "UPDATE result_records SET reason = ? WHERE execution_id = ?",
+                    (f"not run outside the sandbox: {refusal.reason}", op.execution_id),
+                )
+            else:
+                refused = conn.execute(
+                    "UPDATE operations SET permission = ?, decided_by = ?, reason = ?"
+                    " WHERE execution_id = ? AND stage = ? AND permission = ?",
+                    (Permission.DENY.value, refusal.decided_by.value, refusal.reason,
+                     op.execution_id, Stage.DECIDED.value, Permission.ALLOW.value),
+                ).rowcount
         if refused:
             self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id,
                                passed=False, reason=refusal.reason)
-            self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
-                               permission=Permission.DENY.value,
-                               decided_by=refusal.decided_by.value, reason=refusal.reason)
+            if op.stage is Stage.DECIDED:
+                self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
+                                   permission=Permission.DENY.value,
+                                   decided_by=refusal.decided_by.value, reason=refusal.reason)
 
     def _invoke(
-        self, session: SessionState, op: OperationRecord
+        self, session: SessionState, op: OperationRecord, sandboxed: bool
     ) -> tuple[ToolOutcome, str, str | None, int]:
         """Call the tool, retrying only where failure_policy allows; (outcome, output,
         result digest, attempts)."""
-        invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed=True)
+        invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed)
         retries_max = session.config.thresholds.auto_retries_max
         idempotent = session.tool_is_idempotent(op.tool)
         attempts = 0
@@ -424,8 +459,7 @@ class OperationPipeline:
         conn = self._store.connection
         op = self._operation(execution_id)
         record = results.load(conn, execution_id)
-        wait = approvals.for_operation(conn, execution_id)
-        projection = projection_for(op, record, wait is not None and wait.status is WaitStatus.PENDING)
+        projection = projection_for(op, record, approvals.has_pending(conn, execution_id))
         try:
             self._world.publish(projection)
         except Exception as exc:  # the UI is display state: the record stands

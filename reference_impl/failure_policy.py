@@ -9,9 +9,11 @@ Guarantees:
   failure history, and the per-session recent-failure table keeps at most
   ``failure_table_capacity`` entries, the least recently touched evicted first (L1.1);
   eviction deletes a table row and nothing else (L1.2);
-* the repeat guard counts failures from the history, per (session, dedup key, permission
-  version), so eviction cannot reset it; classifier denials and faults, cancellations and
-  revalidation voids do not consume the budget (L3.9);
+* the repeat guard keeps its own counts per (session, dedup key, permission version), apart
+  from the table, so eviction cannot reset them; only definite failures (``failed``,
+  ``param_error``) and denials by a rule, the default, an owner or the guard itself consume
+  the budget, not classifier denials or faults, cancellations or voided decisions (L3.9);
+  a success of the key starts its count again;
 * a tool result's text never changes the recorded outcome: only the host's status and the
   structured error kind do (X5);
 * automatic retries happen only when the tool certainly did not run (``ToolUnavailable``)
@@ -57,6 +59,7 @@ class ToolOutcome:
     execution_started: bool
     reconciliation_required: bool
     reason: str
+    escalation_requested: bool = False
 
 
 # --------------------------------------------------------------------------- dedup key
@@ -75,12 +78,20 @@ def dedup_key(tool: str, kind: ToolKind | None, args: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------- history + table
 
 
-def consumes_repeat_budget(decided_by: DecisionSource) -> bool:
-    return decided_by not in (
-        DecisionSource.CLASSIFIER,
-        DecisionSource.CANCELLATION,
-        DecisionSource.REVALIDATION,
-    )
+_BUDGET_FREE_DENIALS = (
+    DecisionSource.CLASSIFIER,  # risk denials must be able to reach the approval fallback
+    DecisionSource.CANCELLATION,
+    DecisionSource.REVALIDATION,
+)
+_BUDGET_CONSUMING_FAILURES = (FailureKind.FAILED, FailureKind.PARAM_ERROR)
+
+
+def consumes_repeat_budget(
+    outcome: Outcome, failure_kind: FailureKind | None, decided_by: DecisionSource
+) -> bool:
+    if outcome is Outcome.NOT_STARTED:
+        return failure_kind is FailureKind.PERMISSION_DENIED and decided_by not in _BUDGET_FREE_DENIALS
+    return outcome is Outcome.FAILED and failure_kind in _BUDGET_CONSUMING_FAILURES
 
 
 def record_failure(
@@ -99,13 +110,18 @@ def record_failure(
     """Log the failure of one operation; False when it was already logged (a replay)."""
     inserted = conn.execute(
         "INSERT OR IGNORE INTO failure_events (session_id, execution_id, dedup_key, tool,"
-        " failure_kind, permission_version, consumes_repeat_budget, at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_id, execution_id, dedup_key, tool, failure_kind.value, permission_version,
-         int(consumes_budget), now),
+        " failure_kind, permission_version, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, execution_id, dedup_key, tool, failure_kind.value, permission_version, now),
     ).rowcount
     if not inserted:
         return False
+    if consumes_budget:
+        conn.execute(
+            "INSERT INTO repeat_budget (session_id, dedup_key, permission_version, failures)"
+            " VALUES (?, ?, ?, 1) ON CONFLICT (session_id, dedup_key, permission_version)"
+            " DO UPDATE SET failures = failures + 1",
+            (session_id, dedup_key, permission_version),
+        )
     conn.execute(
         "INSERT INTO failure_table (session_id, dedup_key, tool, failure_kind, count,"
         " last_execution_id, touched) VALUES (?, ?, ?, ?, 1, ?, ?)"
@@ -119,15 +135,22 @@ def record_failure(
     return True
 
 
+def record_success(conn: sqlite3.Connection, session_id: str, dedup_key: str) -> None:
+    """A call that worked is no repeat of earlier failures: its count starts again."""
+    conn.execute(
+        "DELETE FROM repeat_budget WHERE session_id = ? AND dedup_key = ?", (session_id, dedup_key)
+    )
+
+
 def repeat_budget_spent(
     conn: sqlite3.Connection, session_id: str, dedup_key: str, permission_version: int, limit: int
 ) -> bool:
-    (failures,) = conn.execute(
-        "SELECT COUNT(*) FROM failure_events WHERE session_id = ? AND dedup_key = ?"
-        " AND permission_version = ? AND consumes_repeat_budget = 1",
+    row = conn.execute(
+        "SELECT failures FROM repeat_budget WHERE session_id = ? AND dedup_key = ?"
+        " AND permission_version = ?",
         (session_id, dedup_key, permission_version),
     ).fetchone()
-    return failures >= limit
+    return row is not None and row["failures"] >= limit
 
 
 def table_entries(conn: sqlite3.Connection, session_id: str) -> tuple[FailureEntry, ...]:
@@ -190,6 +213,7 @@ def classify_tool_result(result: ToolResult) -> ToolOutcome:
             False,
             "the sandboxed attempt ran and may have had partial effects; running outside the "
             "sandbox needs its own permission, which a retry does not grant",
+            escalation_requested=True,
         )
     if result.error_kind is FailureKind.UNKNOWN:
         return ToolOutcome(

@@ -35,6 +35,10 @@ class Stage(enum.StrEnum):
     PREPARED = "prepared"
     DECIDED = "decided"
     WAITING = "waiting"
+    """A wait is pending: for permission (no result yet) or for an escalation (the
+    sandboxed attempt's result is saved but not yet delivered)."""
+    ESCALATING = "escalating"
+    """The owner approved running outside the sandbox; that run has not started yet."""
     STARTED = "started"
     RECORDED = "recorded"
 

@@ -46,16 +46,21 @@ def save(
     outcome: ToolOutcome,
     *,
     from_stage: Stage,
+    to_stage: Stage = Stage.RECORDED,
     output: str = "",
     result_digest: str | None = None,
     attempts: int = 0,
     now: float,
 ) -> bool:
-    """Record the result; False when the operation was no longer at ``from_stage``."""
+    """Record the result; False when the operation was no longer at ``from_stage``.
+
+    ``to_stage=WAITING`` keeps a sandboxed attempt's result undelivered while its escalation
+    waits for the owner; the run that follows an approved escalation replaces the record
+    (still one per identity) and adds its attempts."""
     moved = conn.execute(
         "UPDATE operations SET stage = ?, delivery = 'recorded', execution_started = ?"
         " WHERE execution_id = ? AND stage = ?",
-        (Stage.RECORDED.value, int(outcome.execution_started), op.execution_id, from_stage.value),
+        (to_stage.value, int(outcome.execution_started), op.execution_id, from_stage.value),
     ).rowcount
     if not moved:
         return False
@@ -64,7 +69,13 @@ def save(
         "INSERT INTO result_records (execution_id, session_id, tool_call_id, args_digest,"
         " permission_version, outcome, failure_kind, execution_started,"
         " reconciliation_required, result_digest, reason, output, attempts, recorded_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (execution_id) DO UPDATE SET outcome = excluded.outcome,"
+        " failure_kind = excluded.failure_kind, execution_started = excluded.execution_started,"
+        " reconciliation_required = excluded.reconciliation_required,"
+        " result_digest = excluded.result_digest, reason = excluded.reason,"
+        " output = excluded.output, attempts = attempts + excluded.attempts,"
+        " recorded_at = excluded.recorded_at",
         (identity.execution_id, op.session_id, identity.tool_call_id, identity.args_digest,
          identity.permission_version, outcome.outcome.value,
          outcome.failure_kind.value if outcome.failure_kind else None,
@@ -81,10 +92,14 @@ def save(
             tool=op.tool,
             failure_kind=outcome.failure_kind,
             permission_version=session.permission_version,
-            consumes_budget=failure_policy.consumes_repeat_budget(op.decided_by),
+            consumes_budget=failure_policy.consumes_repeat_budget(
+                outcome.outcome, outcome.failure_kind, op.decided_by
+            ),
             capacity=thresholds.failure_table_capacity,
             now=now,
         )
+    if outcome.outcome is Outcome.SUCCEEDED:
+        failure_policy.record_success(conn, op.session_id, op.dedup_key)
     return True
 
 

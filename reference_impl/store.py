@@ -49,7 +49,7 @@ _MIGRATIONS: tuple[str, ...] = (
         args_digest         TEXT NOT NULL,
         permission_version  INTEGER NOT NULL,  -- identity: version when prepared
         dedup_key           TEXT NOT NULL,
-        stage               TEXT NOT NULL,     -- prepared|decided|waiting|started|recorded
+        stage               TEXT NOT NULL,     -- see records.Stage
         permission          TEXT NOT NULL,
         decided_by          TEXT NOT NULL,
         decided_version     INTEGER,           -- version the current decision is bound to
@@ -94,7 +94,8 @@ _MIGRATIONS: tuple[str, ...] = (
     CREATE TABLE approval_waits (
         wait_id             TEXT PRIMARY KEY,
         session_id          TEXT NOT NULL,
-        execution_id        TEXT NOT NULL UNIQUE,
+        execution_id        TEXT NOT NULL,
+        purpose             TEXT NOT NULL,     -- permission | escalation
         tool_call_id        TEXT NOT NULL,
         reason              TEXT NOT NULL,
         trigger             TEXT NOT NULL,
@@ -125,11 +126,15 @@ _MIGRATIONS: tuple[str, ...] = (
         tool                TEXT NOT NULL,
         failure_kind        TEXT NOT NULL,
         permission_version  INTEGER NOT NULL,
-        consumes_repeat_budget INTEGER NOT NULL,
         at                  REAL NOT NULL
     );
-    CREATE INDEX failure_events_by_key
-        ON failure_events (session_id, dedup_key, permission_version);
+    CREATE TABLE repeat_budget (               -- the repeat guard's counts, reset by a success
+        session_id          TEXT NOT NULL,
+        dedup_key           TEXT NOT NULL,
+        permission_version  INTEGER NOT NULL,
+        failures            INTEGER NOT NULL,
+        PRIMARY KEY (session_id, dedup_key, permission_version)
+    );
     CREATE TABLE failure_table (               -- recent failures, bounded per session
         session_id          TEXT NOT NULL,
         dedup_key           TEXT NOT NULL,
