@@ -105,8 +105,8 @@ def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, 
         trace, reached = run.result()
     finally:
         run.shutdown()
-        if not run.hung:  # an abandoned thread may still hold files in it
-            shutil.rmtree(data_dir, ignore_errors=True)
+        # Also after a hang: an abandoned thread that wakes up finds its world dead.
+        shutil.rmtree(data_dir, ignore_errors=True)
     return ScenarioRun(trace, reached, trace.error, time.monotonic() - started)
 
 

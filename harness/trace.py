@@ -54,14 +54,19 @@ class Kind:
     """request (ClassifierRequest JSON), raw (the exact canonical JSON the world received,
     a string; L2.2 compares its ``operation`` byte for byte with the call's canonical args),
     outcome, reason (the verdict the world answered), delay_s (virtual seconds the review
-    took; L2.5 expects a ``timeout`` record when it exceeds classifier_timeout_s)."""
+    took; L2.5 expects a ``timeout`` record when it exceeds classifier_timeout_s); review
+    (the 1-based number of this review in the run, what ``[classifier].script`` keys on)."""
     TOOL_EXECUTED = "tool_executed"
     """One ledger row: ledger_seq, session_id, tool_call_id, execution_id, tool, kind, args,
     args_digest, permission_version, sandboxed, effect ("applied" | "partial" | "none"),
-    status, output, error_kind, escalation_requested."""
+    status, output, error_kind, escalation_requested; also identity (the
+    OperationIdentity JSON the implementation passed), invocation (1-based count of
+    invocations of this tool_call_id in the run, retries and refusals included), behaviour
+    (the scripted behaviour applied, "ok" by default) and, only when a file edit's
+    ``expect_sha`` did not match, precondition_failed: true (the tool refused: no effect)."""
     TOOL_UNAVAILABLE = "tool_unavailable"
     """The world refused to start the tool (certainly not executed): same keys as above
-    without effect/status."""
+    without ledger_seq/effect/status/output/error_kind/escalation_requested, plus reason."""
     APPROVAL_PROMPT = "approval_prompt"
     """wait_id, session_id, execution_id, tool_call_id, tool, args, reason."""
     UI_PUBLISH = "ui_publish"
@@ -71,7 +76,10 @@ class Kind:
     "crash" | "raise" | "delay" | "change_rules" | "cancel" | "hold"); params (the fired
     fault's parameters, e.g. session, rules, permission_version for change_rules; {} when
     nothing fired). ``context`` is the implementation's; criteria read its session_id,
-    tool_call_id and execution_id when present."""
+    tool_call_id and execution_id when present. fault_index (position of the matching fault
+    in the plan) is present when a plan fault matched; a planned ``hold`` that could not
+    hold (no concurrent turn running that instance) is recorded as action "none" with params
+    {planned: "hold", skipped: <why>}. A ``fail_checkpoint`` fault is recorded as "raise"."""
 
     # -- implementation's realtime channel --------------------------------------------
     LIFECYCLE_EVENT = "lifecycle_event"
@@ -88,20 +96,36 @@ class Kind:
     load_checkpoint: session_id, fixture (the declared fixture's name) and expected_messages
     (Message JSON list the fixture holds, from the fixture's manifest; L1.6 looks for them
     in the next model request of the session; without them it only checks that the
-    request carries history from before the turn))."""
+    request carries history from before the turn)); load_checkpoint also carries path (the
+    declared fixture path), size_bytes and sha256 of the bytes passed. Other methods: open
+    (Implementation.open; args {}, the data dir is never recorded; concurrent_with: A's
+    instance number when it opens instance B of a concurrent turn), open_session: config
+    (SessionConfig JSON), close: {}. A concurrent_turn is two calls with method
+    "concurrent_turn": role "A" (instance A) and role "B" (instance B, with held: whether A
+    was held), each ended by its own DRIVER_RETURN/RAISED. Optional keys beside method/args:
+    via_failpoint (a re-entrant update_rules/cancel made by a change_rules/cancel fault from
+    inside the implementation's call at that failpoint), skipped (<why>: no driver call was
+    made, e.g. ``answer`` with no prompt waiting or an undeclared fixture; a DRIVER_RETURN
+    with result null and the same skipped follows at once)."""
     DRIVER_RETURN = "driver_return"
-    """method, result (JSON of the return value: TurnResult for run_turn/answer_approval)."""
+    """method, result (JSON of the return value: TurnResult for run_turn/answer_approval/
+    concurrent_turn, RecoveryReport for recover, null for open/close/...)."""
     DRIVER_RAISED = "driver_raised"
     """method, exception (class name), message, expected (bool: an injected world error
-    propagated as the contract asks)."""
+    propagated as the contract asks: a ModelTransportError, ModelStreamCancelled or
+    InjectedFault the world raised into this instance during this call). Method "inspect"
+    (with label: the observation being read) when Implementation.inspect failed."""
     CRASH = "crash"
-    """failpoint, mode ("in_process" | "process")."""
+    """failpoint, mode ("in_process" | "process"); swallowed: true when the implementation
+    caught the SimulatedCrash and carried on (a defect; the run reports an error). The
+    event's instance is the one that died; nothing it does afterwards is recorded."""
     RESTART = "restart"
     """instance (new instance number)."""
     HANG = "hang"
-    """method, limit_s."""
+    """method, limit_s (wall-clock seconds; method may be "inspect")."""
     OBSERVED = "observed"
-    """label, observation_index."""
+    """label, observation_index (into Trace.observations). Recorded right after the store
+    was read; the ObservationPoint's index is the event just before this one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +142,8 @@ class ObservationPoint:
     index: int
     """Index of the trace event at (just after) which the store was read."""
     label: str
-    """"quiescent", "after_restart", "final", or "probe:<what>" (tool_executed,
-    approval_prompt, ui_publish, failpoint:<name>). "after_restart" is read after
+    """"quiescent", "after_restart", "final", "observe" / "observe:<label>" (an ``observe``
+    step), or "probe:<what>" (tool_executed, approval_prompt, ui_publish, failpoint:<name>). "after_restart" is read after
     ``recover()`` returned; a probe is read while the world handles the event it names
     (its ``index`` is that event's)."""
     observation: Observation
