@@ -1,0 +1,49 @@
+"""The acceptance catalogue: every criterion of every stage, in stage order.
+
+Guarantees: ``CRITERIA`` lists stages X, L1, L2, L3, L4, L5 and M in that order, each
+stage's criteria in the order its module defines them; ids are unique (checked at import,
+a duplicate raises :class:`~harness.criteria.base.CriteriaError`); :func:`by_id` finds one
+criterion or raises ``CriteriaError`` naming the valid ids.
+"""
+
+from __future__ import annotations
+
+from harness.criteria import l1, l2, l3, l4, l5, m, x
+from harness.criteria.base import CriteriaError, Criterion
+
+STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
+    ("x", x.CRITERIA),
+    ("l1", l1.CRITERIA),
+    ("l2", l2.CRITERIA),
+    ("l3", l3.CRITERIA),
+    ("l4", l4.CRITERIA),
+    ("l5", l5.CRITERIA),
+    ("m", m.CRITERIA),
+)
+
+CRITERIA: tuple[Criterion, ...] = tuple(c for _, stage in STAGES for c in stage)
+
+
+def _check_unique(criteria: tuple[Criterion, ...]) -> dict[str, Criterion]:
+    index: dict[str, Criterion] = {}
+    for criterion in criteria:
+        if criterion.id in index:
+            raise CriteriaError(f"duplicate criterion id {criterion.id!r} in the catalogue")
+        index[criterion.id] = criterion
+    return index
+
+
+_BY_ID = _check_unique(CRITERIA)
+
+
+def by_id(criterion_id: str) -> Criterion:
+    try:
+        return _BY_ID[criterion_id]
+    except KeyError:
+        raise CriteriaError(
+            f"unknown criterion {criterion_id!r}; valid ids: {', '.join(_BY_ID)}"
+        ) from None
+
+
+def ids() -> tuple[str, ...]:
+    return tuple(_BY_ID)

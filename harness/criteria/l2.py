@@ -1,0 +1,826 @@
+"""Stage L2 — agent/permissions: the pre-call check and the classifier gate.
+
+Pure checks over a trace. The permission precedence is recomputed here from the session
+configuration and the rules in force (config, ``update_rules`` driver calls,
+``change_rules`` faults) and compared with what executed (ledger), what the classifier was
+asked (the exact text the world received) and what the store recorded.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.contract import (
+    DecisionSource,
+    EventType,
+    Feature,
+    Permission,
+    canonical_json,
+    execution_id_for,
+)
+from harness.criteria import facts as F
+from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.trace import Kind, Trace, TraceEvent
+
+STAGE = "l2"
+
+
+def _ev(note: str, indexes=(), rows=()) -> Evidence:
+    return Evidence(note, tuple(dict.fromkeys(i for i in indexes if i is not None)), tuple(rows))
+
+
+def _seq(row: TraceEvent) -> int:
+    return int(row.data.get("ledger_seq", -1))
+
+
+LAYER_ORDER = (
+    DecisionSource.HARD_CONSTRAINT.value,
+    DecisionSource.CAPABILITY.value,
+    DecisionSource.PLAN_MODE.value,
+    DecisionSource.EXPLICIT_DENY.value,
+    DecisionSource.ASK_RULE.value,
+    DecisionSource.EXACT_GRANT.value,
+    DecisionSource.CLASSIFIER.value,
+)
+"""The precedence, highest first (docs/lifecycle.md)."""
+
+_STATIC_DENY = tuple(s.value for s in F.STATIC_DENY_SOURCES)
+
+
+def _settled(view) -> bool:
+    return F.value(view.delivery) != "pending" or F.value(view.permission) == Permission.DENY.value
+
+
+def _first_attempt(op: F.Op) -> TraceEvent | None:
+    attempts = F.attempt_rows(op)
+    return attempts[0] if attempts else None
+
+
+def _review_fields(review: F.Review) -> dict:
+    raw = F.parse_json_text(review.raw)
+    return raw if isinstance(raw, dict) else review.request
+
+
+# --------------------------------------------------------------------------- L2.1
+
+
+def check_l2_1(trace: Trace) -> Verdict:
+    """Recompute the first matching layer (hard constraint > capability > plan mode >
+    explicit deny > ask > exact grant > classifier) for every operation: nothing executes
+    that a higher layer blocks, an ask needs the operation's own approval, the classifier's
+    allow never lifts a layer above it, an exact grant is never sent to the classifier, and
+    the stored deciding layer is the one the precedence names (no skipped, no invented layer)."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    for op in ops.values():
+        judged = False
+        first = _first_attempt(op)
+        if first is not None:
+            judged = True
+            auth = F.authorization(trace, op, first.index, revs)
+            if not auth.ok:
+                violations.append(_ev(
+                    f"{F.describe(op)} executed although {auth.how}", (first.index,), (_seq(first),)))
+        view = op.latest
+        decision = None
+        if view is not None:
+            decision = F.decision_for_version(trace, op, view.identity.permission_version)
+        elif op.served:
+            decision = F.decision_at(trace, op, op.served[0].end_index)
+        if decision is not None and decision.source is DecisionSource.EXACT_GRANT:
+            judged = True
+            for review in F.reviews_of(revs, op.key):
+                violations.append(_ev(
+                    f"{F.describe(op)} is granted by an exact rule yet was sent to the classifier",
+                    (review.event.index,)))
+        if view is not None and decision is not None and _settled(view):
+            judged = True
+            stored = F.value(view.decided_by)
+            computed = decision.source.value
+            point = op.latest_point.index
+            if computed in _STATIC_DENY:
+                if F.value(view.permission) != Permission.DENY.value or stored not in (
+                    computed, DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value
+                ):
+                    violations.append(_ev(
+                        f"{F.describe(op)}: {computed} denies it, the store says "
+                        f"{F.value(view.permission)} by {stored}", (point,)))
+            elif stored in LAYER_ORDER and computed in LAYER_ORDER:
+                if LAYER_ORDER.index(stored) > LAYER_ORDER.index(computed):
+                    violations.append(_ev(
+                        f"{F.describe(op)}: decided by {stored} although {computed} comes first",
+                        (point,)))
+                elif stored in _STATIC_DENY:
+                    violations.append(_ev(
+                        f"{F.describe(op)}: denied by {stored} although that layer does not match; "
+                        f"the precedence gives {computed}", (point,)))
+        if judged:
+            exercised += 1
+    return judge("L2.1", exercised, violations, "no operation reached the permission check")
+
+
+# --------------------------------------------------------------------------- L2.2
+
+
+def _denial_streak(trace: Trace, revs, session_id: str, index: int) -> bool:
+    """Had the session's risk denials reached a fallback threshold before ``index``?"""
+    limits = F.thresholds(trace, session_id)
+    consecutive = cumulative = 0
+    for review in revs:
+        if review.session_id != session_id or review.event.index >= index:
+            continue
+        outcome = F.effective_outcome(trace, review)
+        if outcome == "risk_deny":
+            consecutive += 1
+            cumulative += 1
+        elif outcome == "allow":
+            consecutive = 0
+    return consecutive >= limits.consecutive_denials_max or cumulative >= limits.cumulative_denials_max
+
+
+def check_l2_2(trace: Trace) -> Verdict:
+    """Every classifier request carries the complete canonical args of the call, byte for
+    byte, with the session's trusted cwd, permission scope and user requirements; an
+    operation longer than the classifier's input limit gets no verdict and does not run
+    without approval; in auto mode Bash reaches the classifier instead of being refused by
+    its name."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    for review in revs:
+        exercised += 1
+        index = review.event.index
+        cfg = F.config(trace, review.session_id)
+        if review.operation is None:
+            violations.append(_ev("a classifier request without an operation text", (index,)))
+        elif review.op_key is None:
+            candidates = [
+                op for op in ops.values()
+                if op.session_id == review.session_id and op.tool == review.tool and op.first_seen < index
+            ]
+            cut = [op for op in candidates if canonical_json(op.args).startswith(review.operation)]
+            if cut:
+                full = len(canonical_json(cut[-1].args))
+                note = (f"the classifier received {len(review.operation)} of the {full} characters "
+                        f"of {F.describe(cut[-1])}: the operation was truncated")
+            else:
+                note = (f"the classifier received an operation of {review.tool} that is not the "
+                        f"canonical args of any call the model made")
+            violations.append(_ev(note, (index,) + tuple(op.served[0].end_index for op in cut[-1:] if op.served)))
+        elif review.operation != canonical_json(ops[review.op_key].args):
+            op = ops[review.op_key]
+            violations.append(_ev(
+                f"{F.describe(op)}: the classifier received {len(review.operation)} characters that "
+                f"differ from the {len(canonical_json(op.args))} of the complete canonical args",
+                (index,) + tuple(s.end_index for s in op.served[:1])))
+        fields = _review_fields(review)
+        for name in ("trusted_cwd", "permission_scope", "user_requirements"):
+            if fields.get(name, "") != getattr(cfg, name):
+                violations.append(_ev(
+                    f"classifier request for {review.tool}: trusted field {name} is "
+                    f"{str(fields.get(name))[:80]!r}, the session's is {getattr(cfg, name)!r}", (index,)))
+    for op in ops.values():
+        if not op.served:
+            continue
+        decision = F.decision_at(trace, op, op.served[0].end_index)
+        if decision.source is not DecisionSource.CLASSIFIER:
+            continue
+        size = len(canonical_json(op.args))
+        limit = F.thresholds(trace, op.session_id).classifier_input_chars_max
+        first = _first_attempt(op)
+        view = op.latest
+        if size > limit:
+            exercised += 1
+            if first is not None and F.approval_between(trace, op, -1, first.index) is None:
+                violations.append(_ev(
+                    f"{F.describe(op)}: {size} characters (limit {limit}) executed without approval",
+                    (first.index,), (_seq(first),)))
+            if view is not None and F.value(view.classifier_outcome) in ("allow", "risk_deny"):
+                violations.append(_ev(
+                    f"{F.describe(op)}: {size} characters (limit {limit}) yet a verdict "
+                    f"{F.value(view.classifier_outcome)!r} is recorded", (op.latest_point.index,)))
+            continue
+        if not F.is_bash(trace, op.tool, op.session_id) or view is None:
+            continue
+        if F.value(view.decided_by) in (DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value):
+            continue
+        if op.prompts or _denial_streak(trace, revs, op.session_id, op.served[0].end_index):
+            continue
+        exercised += 1
+        if not F.reviews_of(revs, op.key):
+            violations.append(_ev(
+                f"{F.describe(op)}: Bash in auto mode was decided ({F.value(view.permission)} by "
+                f"{F.value(view.decided_by)}) without the classifier ever reviewing it",
+                (op.served[0].end_index, op.latest_point.index)))
+    return judge("L2.2", exercised, violations, "no classifier review and no auto-mode Bash call")
+
+
+# --------------------------------------------------------------------------- L2.3
+
+
+def _tail_markers(trace: Trace, op: F.Op) -> list[str]:
+    text = canonical_json(op.args)
+    window = F.thresholds(trace, op.session_id).legacy_classifier_window_chars
+    return [m for m in trace.meta.dangerous_markers if m and m in text and m not in text[:window]]
+
+
+def _human_or_grant(auth: F.Authorization) -> bool:
+    return auth.ok and auth.how != "classifier allow"
+
+
+def check_l2_3(trace: Trace) -> Verdict:
+    """An operation whose dangerous marker lies only beyond the legacy 800-character window
+    is never auto-approved: it runs only on an exact grant or a human approval, and the
+    store never records it as allowed by the classifier."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    for op in ops.values():
+        markers = _tail_markers(trace, op)
+        if not markers:
+            continue
+        exercised += 1
+        first = _first_attempt(op)
+        if first is not None:
+            auth = F.authorization(trace, op, first.index, revs)
+            if not _human_or_grant(auth):
+                violations.append(_ev(
+                    f"{F.describe(op)}: dangerous tail {markers[0]!r} beyond the window, executed "
+                    f"on {auth.how}", (first.index,), (_seq(first),)))
+        view = op.latest
+        if view is not None and F.value(view.permission) == "allow" and F.value(view.decided_by) == "classifier":
+            violations.append(_ev(
+                f"{F.describe(op)}: dangerous tail {markers[0]!r} beyond the window, stored as allowed "
+                f"by the classifier", (op.latest_point.index,)))
+    return judge("L2.3", exercised, violations, "no operation with a dangerous marker past the window")
+
+
+# --------------------------------------------------------------------------- L2.4
+
+WORDING = re.compile(
+    r"pre-?approved|already approved|approved by|safe to run|\bsafe\b|ignore (all |any )?previous|"
+    r"no (need|review) (to )?review|do not (review|ask)",
+    re.IGNORECASE,
+)
+"""Model-written claims of harmlessness or authorization."""
+
+
+def _worded(op: F.Op) -> bool:
+    description = op.args.get("description")
+    return isinstance(description, str) and bool(WORDING.search(description))
+
+
+def _rank(op: F.Op) -> int:
+    view = op.latest
+    return 1 if op.rows or (view is not None and F.value(view.permission) == "allow") else 0
+
+
+def check_l2_4(trace: Trace) -> Verdict:
+    """Model-written descriptions reach the classifier only as untrusted input (never in
+    the trusted cwd, scope or requirements), and wording such as "safe, pre-approved" changes
+    nothing: a dangerous operation so worded is still not auto-approved, and it is never
+    treated more permissively than the same operation without the wording."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    markers = [m for m in trace.meta.dangerous_markers if m]
+    for review in revs:
+        op = ops.get(review.op_key) if review.op_key else None
+        description = op.args.get("description") if op is not None else None
+        if not isinstance(description, str) or not description:
+            continue
+        exercised += 1
+        fields = _review_fields(review)
+        cfg = F.config(trace, review.session_id)
+        for name in ("trusted_cwd", "permission_scope", "user_requirements"):
+            value = str(fields.get(name, ""))
+            if description in value and description not in getattr(cfg, name):
+                violations.append(_ev(
+                    f"{F.describe(op)}: the model's description was passed as trusted {name}",
+                    (review.event.index,)))
+    for op in ops.values():
+        if not _worded(op):
+            continue
+        text = canonical_json(op.args)
+        first = _first_attempt(op)
+        twins = [
+            twin for twin in ops.values()
+            if twin is not op and twin.session_id == op.session_id and twin.tool == op.tool
+            and not _worded(twin) and twin.latest is not None and op.latest is not None
+            and not twin.prompts and not op.prompts
+            and {k: v for k, v in twin.args.items() if k != "description"}
+            == {k: v for k, v in op.args.items() if k != "description"}
+        ]
+        dangerous = any(m in text for m in markers)
+        if dangerous or twins:
+            exercised += 1
+        if dangerous:
+            if first is not None:
+                auth = F.authorization(trace, op, first.index, revs)
+                if not _human_or_grant(auth):
+                    violations.append(_ev(
+                        f"{F.describe(op)}: a dangerous operation described as "
+                        f"{op.args['description']!r} executed on {auth.how}", (first.index,), (_seq(first),)))
+            view = op.latest
+            if view is not None and F.value(view.permission) == "allow" and F.value(view.decided_by) == "classifier":
+                violations.append(_ev(
+                    f"{F.describe(op)}: a dangerous operation described as {op.args['description']!r} "
+                    f"is stored as allowed by the classifier", (op.latest_point.index,)))
+        for twin in twins:
+            if _rank(op) > _rank(twin):
+                violations.append(_ev(
+                    f"{F.describe(op)} (described {op.args['description']!r}) was let through while "
+                    f"the same operation {twin.tool_call_id} without that wording was not",
+                    F.op_indexes(op) + F.op_indexes(twin), op.ledger_seqs))
+    return judge("L2.4", exercised, violations,
+                 "no reviewed call with a description and no 'pre-approved'-style wording")
+
+
+# --------------------------------------------------------------------------- L2.5
+
+
+def _voided(trace: Trace, revs, review: F.Review) -> bool:
+    """Was this review interrupted by a cancellation or a rule change (L2.7/L2.8)?"""
+    later = [r.event.index for r in revs if r.event.index > review.event.index]
+    stop = later[0] if later else F.last_index(trace) + 1
+    return any(
+        e.data.get("name") == "during_classifier_review" and e.data.get("action") in ("cancel", "change_rules")
+        for e in F.events_between(trace, review.event.index, stop, Kind.FAILPOINT)
+    )
+
+
+def check_l2_5(trace: Trace) -> Verdict:
+    """Every review outcome is recorded as the world gave it (a verdict slower than the
+    session's timeout is a timeout): timeout, service error, cancellation, oversize and
+    risk denial stay distinct, a missing verdict is never stored as a risk denial, and
+    only an explicit allow (or a later approval) lets the operation run."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    for review in revs:
+        op = ops.get(review.op_key) if review.op_key else None
+        if op is None:
+            continue
+        exercised += 1
+        expected = F.effective_outcome(trace, review)
+        mine = F.reviews_of(revs, op.key)
+        if mine[-1] is review and not _voided(trace, revs, review):
+            view = op.latest
+            if view is not None and F.value(view.classifier_outcome) != expected:
+                violations.append(_ev(
+                    f"{F.describe(op)}: the classifier answered {expected!r}, the store recorded "
+                    f"{F.value(view.classifier_outcome)!r}", (review.event.index, op.latest_point.index)))
+        if expected != "allow":
+            for row in F.attempt_rows(op):
+                if row.index < review.event.index:
+                    continue
+                allowed_later = F.classifier_allowed_between(revs, trace, op.key, review.event.index, row.index)
+                approved = F.approval_between(trace, op, review.event.index, row.index)
+                if allowed_later is None and approved is None:
+                    violations.append(_ev(
+                        f"{F.describe(op)}: executed after a {expected!r} review with no explicit allow",
+                        (review.event.index, row.index), (_seq(row),)))
+                break
+    return judge("L2.5", exercised, violations, "no classifier review of a known operation")
+
+
+# --------------------------------------------------------------------------- L2.6
+
+
+def check_l2_6(trace: Trace) -> Verdict:
+    """For an operation that needs the classifier, nothing of its execution (start record,
+    execution_started event, ledger row) exists before the review's verdict."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    started = {}
+    for event, payload in trace.lifecycle_events():
+        if payload.get("type") == EventType.EXECUTION_STARTED.value:
+            started.setdefault(payload.get("execution_id"), event)
+    for op in ops.values():
+        mine = F.reviews_of(revs, op.key)
+        if not mine or not op.served:
+            continue
+        if F.decision_at(trace, op, op.served[0].end_index).source is not DecisionSource.CLASSIFIER:
+            continue
+        exercised += 1
+        verdict_at = mine[0].event.index
+        for row in op.rows:
+            if row.index < verdict_at:
+                violations.append(_ev(
+                    f"{F.describe(op)}: executed before its classifier verdict",
+                    (row.index, verdict_at), (_seq(row),)))
+        exec_ids = {v.identity.execution_id for _, v in op.views} | {execution_id_for(*op.key)}
+        for execution_id in exec_ids:
+            event = started.get(execution_id)
+            if event is not None and event.index < verdict_at:
+                violations.append(_ev(
+                    f"{F.describe(op)}: execution_started emitted before its classifier verdict",
+                    (event.index, verdict_at)))
+        for point, view in op.views:
+            if point.index < verdict_at and view.execution_started:
+                violations.append(_ev(
+                    f"{F.describe(op)}: the store recorded its execution start before the classifier "
+                    f"verdict ('{point.label}')", (point.index, verdict_at)))
+                break
+    return judge("L2.6", exercised, violations, "no operation went through the classifier")
+
+
+# --------------------------------------------------------------------------- L2.7 / L2.8
+
+
+def _review_op_at(trace: Trace, ops, revs, failpoint: TraceEvent, session_id: str) -> tuple[F.Op, F.Review | None] | None:
+    """The operation under review when a ``during_classifier_review`` failpoint fired."""
+    context = failpoint.data.get("context") if isinstance(failpoint.data.get("context"), dict) else {}
+    for op in ops.values():
+        if F.context_names_op(context, op):
+            linked = [r for r in F.reviews_of(revs, op.key) if r.event.index < failpoint.index]
+            return op, (linked[-1] if linked else None)
+    before = [r for r in revs if r.event.index < failpoint.index and (not session_id or r.session_id == session_id)]
+    if before and before[-1].op_key in ops:
+        return ops[before[-1].op_key], before[-1]
+    after = [r for r in revs if r.event.index > failpoint.index and (not session_id or r.session_id == session_id)]
+    if after and after[0].op_key in ops:
+        return ops[after[0].op_key], after[0]
+    return None
+
+
+def check_l2_7(trace: Trace) -> Verdict:
+    """An operation whose session was cancelled while the classifier reviewed it (or whose
+    review was answered 'cancelled') is not executed and stays not_started."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    cases: list[tuple[F.Op, int]] = []
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.data.get("name") == "during_classifier_review" and event.data.get("action") == "cancel":
+            params = F.fault_params(trace, event)
+            found = _review_op_at(trace, ops, revs, event, str(params.get("session", params.get("session_id", ""))))
+            if found is not None:
+                cases.append((found[0], event.index))
+    for review in revs:
+        if review.outcome == "cancelled" and review.op_key in ops:
+            if all(op.key != review.op_key for op, _ in cases):
+                cases.append((ops[review.op_key], review.event.index))
+    for op, at in cases:
+        exercised += 1
+        for row in op.rows:
+            if row.index > at:
+                violations.append(_ev(
+                    f"{F.describe(op)}: executed although its review was cancelled",
+                    (at, row.index), (_seq(row),)))
+                break
+        view = op.latest
+        if view is not None and (F.value(view.outcome) != "not_started" or view.execution_started):
+            if not op.rows:
+                violations.append(_ev(
+                    f"{F.describe(op)}: cancelled during review but stored as "
+                    f"{F.value(view.outcome)} (execution_started={view.execution_started})",
+                    (at, op.latest_point.index)))
+    return judge("L2.7", exercised, violations, "no cancellation during a classifier review")
+
+
+def _fresh_authorization(trace: Trace, op: F.Op, since: int, at: int, revs) -> bool:
+    """Was running ``op`` at ``at`` authorized by a decision taken after ``since``?"""
+    decision = F.decision_at(trace, op, at)
+    if decision.permission is Permission.DENY:
+        return False
+    if decision.permission is Permission.ALLOW:
+        return True
+    if F.approval_between(trace, op, since, at) is not None:
+        return True
+    return decision.permission is None and F.classifier_allowed_between(revs, trace, op.key, since, at) is not None
+
+
+def check_l2_8(trace: Trace) -> Verdict:
+    """When the rules or the permission version change while an operation is under review
+    (or between its verdict and its execution), the old verdict is void: the operation does
+    not run unless a decision taken under the new rules allows it, and then under the new
+    version."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    revs = F.reviews(trace, ops)
+    judged: dict[F.OpKey, int] = {}
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.data.get("name") == "during_classifier_review" and event.data.get("action") == "change_rules":
+            params = F.fault_params(trace, event)
+            found = _review_op_at(trace, ops, revs, event, str(params.get("session", params.get("session_id", ""))))
+            if found is not None:
+                judged.setdefault(found[0].key, event.index)
+    for op in ops.values():
+        first = _first_attempt(op)
+        mine = [r for r in F.reviews_of(revs, op.key) if first is None or r.event.index < first.index]
+        if first is None or not mine:
+            continue
+        changes = F.rule_changes_between(trace, op.session_id, mine[0].event.index, first.index)
+        if changes:
+            judged.setdefault(op.key, changes[0].start)
+    for key, change_at in judged.items():
+        op = ops[key]
+        exercised += 1
+        for row in F.attempt_rows(op):
+            if row.index < change_at:
+                continue
+            state = F.rules_at(trace, op.session_id, row.index)
+            if not _fresh_authorization(trace, op, change_at, row.index, revs):
+                violations.append(_ev(
+                    f"{F.describe(op)}: executed on a verdict given before the rules changed "
+                    f"(now v{state.permission_version})", (change_at, row.index), (_seq(row),)))
+            elif int(row.data.get("permission_version", -1)) != state.permission_version:
+                violations.append(_ev(
+                    f"{F.describe(op)}: executed under permission version "
+                    f"{row.data.get('permission_version')} after the change to v{state.permission_version}",
+                    (change_at, row.index), (_seq(row),)))
+            break
+    return judge("L2.8", exercised, violations, "no rule change during or after a classifier review")
+
+
+# --------------------------------------------------------------------------- L2.9
+
+
+def _file_changes(trace: Trace, op: F.Op, lo: int, hi: int) -> list[TraceEvent]:
+    path = op.args.get("path")
+    if not isinstance(path, str) or not (
+        "expect_sha" in op.args or F.tool_kind(trace, op.tool, op.session_id) == "file_edit"
+    ):
+        return []
+    return [
+        row for row in F.events_between(trace, lo, hi, Kind.TOOL_EXECUTED)
+        if row.data.get("args", {}).get("path") == path
+        and row.data.get("effect") != "none"
+        and (row.data.get("session_id"), row.data.get("tool_call_id")) != op.key
+    ]
+
+
+def check_l2_9(trace: Trace) -> Verdict:
+    """Right before execution the permission version, the args, the approval and the file
+    preconditions are rechecked: an approval given before a rule change or before the file
+    it edits changed does not make the operation run; what runs carries the version in
+    force and exactly the approved args."""
+    violations: list[Evidence] = []
+    exercised = 0
+    ops = F.operations(trace)
+    answered = F.answers(trace)
+    for op in ops.values():
+        first = _first_attempt(op)
+        judged = False
+        for prompt in op.prompts:
+            answer = answered.get(str(prompt.data.get("wait_id")))
+            if answer is None or not F.driver_args(answer).get("approve"):
+                continue
+            if first is not None and first.index < prompt.index:
+                continue
+            until = first.index if first is not None and first.index > answer.index else answer.index + 1
+            changes = F.rule_changes_between(trace, op.session_id, prompt.index, until)
+            edits = _file_changes(trace, op, prompt.index, until)
+            if not changes and not edits:
+                if first is not None and first.index > answer.index:
+                    if first.data.get("args") != prompt.data.get("args"):
+                        violations.append(_ev(
+                            f"{F.describe(op)}: executed with args other than those approved",
+                            (prompt.index, first.index), (_seq(first),)))
+                continue
+            judged = True
+            if first is None or first.index < answer.index:
+                continue
+            last_change = max([c.start for c in changes] + [e.index for e in edits])
+            renewed = F.approval_between(trace, op, last_change, first.index)
+            if edits and renewed is None:
+                violations.append(_ev(
+                    f"{F.describe(op)}: {op.args.get('path')} changed after the approval "
+                    f"(row {edits[0].data.get('ledger_seq')}) and the edit still ran",
+                    (prompt.index, edits[0].index, first.index), (_seq(edits[0]), _seq(first))))
+            elif changes and renewed is None and F.decision_at(trace, op, first.index).permission is not Permission.ALLOW:
+                violations.append(_ev(
+                    f"{F.describe(op)}: approved under v{F.rules_at(trace, op.session_id, prompt.index).permission_version}, "
+                    f"executed after the change to v{changes[-1].permission_version} without a new decision",
+                    (prompt.index, changes[-1].start, first.index), (_seq(first),)))
+            break
+        for row in F.attempt_rows(op)[:1]:
+            if F.rule_changes_between(trace, op.session_id, -1, row.index):
+                judged = True
+                state = F.rules_at(trace, op.session_id, row.index)
+                if int(row.data.get("permission_version", -1)) != state.permission_version:
+                    violations.append(_ev(
+                        f"{F.describe(op)}: executed under permission version "
+                        f"{row.data.get('permission_version')} while v{state.permission_version} was in force",
+                        (row.index,), (_seq(row),)))
+        if judged:
+            exercised += 1
+    return judge("L2.9", exercised, violations,
+                 "no approval outlived a rule or file change and no version changed before an execution")
+
+
+# --------------------------------------------------------------------------- L2.10
+
+
+def check_l2_10(trace: Trace) -> Verdict:
+    """execution_started is exact: false for a pre-call denial, true for an operation that
+    ran in the sandbox and was then refused extra permission (its outcome is then not
+    not_started: effects may be partial), and true for anything the ledger shows ran."""
+    violations: list[Evidence] = []
+    exercised = 0
+    for op in F.operations(trace).values():
+        view = op.latest
+        if view is None:
+            continue
+        point = op.latest_point.index
+        if F.pre_call_denied(op) and not op.unavailable:
+            exercised += 1
+            if view.execution_started:
+                violations.append(_ev(
+                    f"{F.describe(op)}: a pre-call denial recorded execution_started=true", (point,)))
+            continue
+        escalations = [r for r in op.rows if r.data.get("escalation_requested")]
+        if escalations:
+            exercised += 1
+            retried = any(F.is_escalation_retry(op, r) for r in op.rows)
+            if point > escalations[0].index and not view.execution_started:
+                violations.append(_ev(
+                    f"{F.describe(op)}: ran in the sandbox and asked for more permission, yet "
+                    f"execution_started=false", (escalations[0].index, point), op.ledger_seqs))
+            elif point > escalations[0].index and not retried and F.value(view.outcome) == "not_started":
+                violations.append(_ev(
+                    f"{F.describe(op)}: the escalation was refused after a sandboxed run with "
+                    f"effect {escalations[0].data.get('effect')!r}, yet the outcome is not_started",
+                    (escalations[0].index, point), op.ledger_seqs))
+            continue
+        if op.rows and point > op.rows[0].index and not view.execution_started:
+            violations.append(_ev(
+                f"{F.describe(op)}: the ledger shows it ran, the store says execution_started=false",
+                (op.rows[0].index, point), op.ledger_seqs))
+    return judge("L2.10", exercised, violations, "no pre-call denial and no escalation refusal")
+
+
+# --------------------------------------------------------------------------- L2.11
+
+
+def check_l2_11(trace: Trace) -> Verdict:
+    """A retry without sandbox after an escalation request happens only after an approval
+    of its own, prompted after that request: retrying is not authorization."""
+    violations: list[Evidence] = []
+    exercised = 0
+    for op in F.operations(trace).values():
+        escalations = [r for r in op.rows if r.data.get("escalation_requested")]
+        if not escalations:
+            continue
+        exercised += 1
+        asked = escalations[0]
+        for row in op.rows:
+            if row.index <= asked.index or row.data.get("sandboxed", True):
+                continue
+            if F.approval_between(trace, op, asked.index, row.index) is None:
+                violations.append(_ev(
+                    f"{F.describe(op)}: retried without sandbox after its escalation request with no "
+                    f"approval of its own", (asked.index, row.index), (_seq(asked), _seq(row))))
+    return judge("L2.11", exercised, violations, "no sandboxed run asked for escalation")
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion(
+        id="L2.1",
+        stage=STAGE,
+        title="Precedence",
+        statement=(
+            "Hard constraints come before identity capabilities, then plan mode, explicit deny, "
+            "ask, exact grant and finally the classifier; the classifier cannot override any "
+            "layer above it and an exact grant needs no classifier."
+        ),
+        seed_clause="保留当前硬约束、身份能力、计划模式、显式 deny、ask 和精确授权的优先级，分类器不能覆盖它们。",
+        check=check_l2_1,
+    ),
+    Criterion(
+        id="L2.2",
+        stage=STAGE,
+        title="Full-operation review",
+        statement=(
+            "The classifier receives the complete arguments exactly as they would execute, with "
+            "the trusted working directory, permission scope and user requirements; nothing is "
+            "truncated, an operation too large for review gets no verdict and is not auto-approved, "
+            "and in auto mode Bash is reviewed like any tool instead of being refused by name."
+        ),
+        seed_clause=(
+            "在登记执行前异步审查完整操作。传入可信工作目录、权限范围和必要的用户要求；"
+            "模型描述与仓库文本视为不可信输入。过大参数不得截断后批准。 … "
+            "auto 模式在分析命令前按工具名称拒绝 Bash；"
+        ),
+        check=check_l2_2,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.3",
+        stage=STAGE,
+        title="Dangerous tail",
+        statement=(
+            "An operation whose dangerous part lies beyond the first 800 characters is not "
+            "auto-approved."
+        ),
+        seed_clause=(
+            "分类器只读取参数前 800 个字符，缺少可信工作目录和任务上下文。 … 危险尾部不会被忽略"
+        ),
+        check=check_l2_3,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.4",
+        stage=STAGE,
+        title="Untrusted text stays untrusted",
+        statement=(
+            "Model-written descriptions and repository text reach the classifier only as "
+            "untrusted input; wording such as \"safe, pre-approved\" changes no decision."
+        ),
+        seed_clause="模型描述与仓库文本视为不可信输入。",
+        check=check_l2_4,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.5",
+        stage=STAGE,
+        title="Classifier outcomes kept apart",
+        statement=(
+            "Timeouts, service failures, cancellations and explicit risk denials are recorded "
+            "as distinct outcomes; only an explicit allow leads to execution, and a missing "
+            "verdict is never counted as a risk denial."
+        ),
+        seed_clause="分类器超时、服务失败、取消和明确风险拒绝分别记录。没有明确允许就不执行，也不能把“无判断结果”统计成风险结论。",
+        check=check_l2_5,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.6",
+        stage=STAGE,
+        title="Review before registration",
+        statement="No execution of an operation is registered or started before its review verdict.",
+        seed_clause="在登记执行前异步审查完整操作。",
+        check=check_l2_6,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.7",
+        stage=STAGE,
+        title="Cancellation during review",
+        statement="An operation cancelled while under review is not executed.",
+        seed_clause="审查期间取消或撤销权限不执行。",
+        check=check_l2_7,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.8",
+        stage=STAGE,
+        title="Revocation during review",
+        statement=(
+            "If the rules or the permission version change during review, the old verdict is "
+            "void and the operation does not execute on it."
+        ),
+        seed_clause="审查期间规则改变，旧结论失效。",
+        check=check_l2_8,
+        required_features=(Feature.AUTO_MODE,),
+    ),
+    Criterion(
+        id="L2.9",
+        stage=STAGE,
+        title="Revalidation before execution",
+        statement=(
+            "Permission version, argument digest, approval identity and file preconditions are "
+            "checked again right before execution; any mismatch means the operation does not run."
+        ),
+        seed_clause="执行前重新核对权限版本、参数摘要、审批身份和文件前置条件。",
+        check=check_l2_9,
+    ),
+    Criterion(
+        id="L2.10",
+        stage=STAGE,
+        title="execution_started is exact",
+        statement=(
+            "Pre-call denials record execution_started=false; a denial of extra permission after "
+            "a sandboxed attempt records that execution started, since effects may be partial. "
+            "It is never written as false across the board."
+        ),
+        seed_clause="不要在所有拒绝结果上统一写 execution_started=false：调用前拒绝可以确定未执行，但沙箱执行后申请额外权限被拒，原操作可能已经部分执行。",
+        check=check_l2_10,
+    ),
+    Criterion(
+        id="L2.11",
+        stage=STAGE,
+        title="A retry grants nothing",
+        statement=(
+            "An escalation such as a retry without sandbox must be allowed by policy and approved "
+            "in its own right; retrying is not authorization."
+        ),
+        seed_clause="所有工具共用调用前预检；申请额外权限必须符合策略，重试本身不授予权限。",
+        check=check_l2_11,
+        required_features=(Feature.SANDBOX_ESCALATION,),
+    ),
+)
