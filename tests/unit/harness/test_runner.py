@@ -397,3 +397,31 @@ def test_the_reference_implementation_recovers_from_a_crash_and_shares_a_store()
     concurrent = run(impl, "runner_concurrent.toml")
     assert concurrent.error == ""
     assert len(concurrent.trace.ledger()) == 1  # two instances, one execution
+
+
+class FixtureImpl(FakeImpl):
+    info = c.ImplementationInfo("fake", "0.1", checkpoint_fixtures=("data/ckpt_v1.json",))
+
+
+def test_every_other_step_is_recorded_as_its_driver_call():
+    result = run(FixtureImpl(), "runner_steps.toml")
+    assert result.error == ""
+    calls = [(e.instance, e.data["method"], e.data["args"]) for e in kinds(result, Kind.DRIVER_CALL)]
+    loaded = calls[2][2]
+    assert calls[2][1] == "load_checkpoint" and loaded["fixture"] == "ckpt"
+    assert loaded["path"] == "data/ckpt_v1.json"
+    assert loaded["expected_messages"] == [{"role": "user", "content": "hello"}]
+    assert loaded["size_bytes"] == (DATA / "ckpt_v1.json").stat().st_size
+    skipped = kinds(result, Kind.DRIVER_CALL)[3]
+    assert "declares no checkpoint fixture 'v9'" in skipped.data["skipped"]
+    assert calls[4][1:] == ("update_rules", {
+        "session_id": "s1", "permission_version": 2,
+        "rules": [{"effect": "deny", "tool": "Bash", "pattern": "*sudo*", "field": "command"}]})
+    assert calls[5][1:] == ("cancel", {"session_id": "s1"})
+    assert [call[:2] for call in calls[6:]] == [(0, "close"), (1, "open"), (1, "recover")]
+    (restart,) = kinds(result, Kind.RESTART)
+    assert restart.data == {"instance": 1} and not result.trace.crashes()
+    labels = [p.label for p in result.trace.observations]
+    assert labels == ["quiescent"] * 4 + ["after_restart", "quiescent", "observe:end",
+                                          "quiescent", "final"]
+    assert result.trace.final_observation().sessions[0].permission_version == 2
