@@ -2,9 +2,10 @@
 
 Guarantees:
 
-* the classifier sees the complete canonical arguments, never truncated, plus the trusted
-  working directory, permission scope and user requirements; for Bash the model-written
-  ``description`` is display-only, so it travels only in ``untrusted_description``;
+* the classifier sees the complete canonical arguments, byte-identical to what would
+  execute and never truncated, plus the trusted working directory, permission scope and
+  user requirements; the model-written Bash ``description`` is also handed over on its own
+  as ``untrusted_description``, and never reaches a trusted field;
 * an operation whose canonical arguments exceed ``classifier_input_chars_max`` is not sent
   and gets ``no_verdict_oversize``; it is not auto-approved;
 * every outcome is reported as itself (allow, risk_deny, timeout, service_error, cancelled,
@@ -46,10 +47,8 @@ _NO_VERDICT = {
 
 def build_request(session: SessionState, tool: str, args: dict[str, Any]) -> ClassifierRequest:
     config = session.config
-    trusted_args = args
     untrusted_description = ""
     if is_bash(tool, session.tool_kind(tool)):
-        trusted_args = {k: v for k, v in args.items() if k != BASH_DISPLAY_ONLY_FIELD}
         description = args.get(BASH_DISPLAY_ONLY_FIELD, "")
         untrusted_description = description if isinstance(description, str) else canonical_json(
             description
@@ -57,7 +56,9 @@ def build_request(session: SessionState, tool: str, args: dict[str, Any]) -> Cla
     return ClassifierRequest(
         session_id=config.session_id,
         tool=tool,
-        operation=canonical_json(trusted_args),
+        # The operation under review is untrusted data as a whole; it is sent complete so
+        # that nothing the tool would receive escapes the review (L2.2, L2.3).
+        operation=canonical_json(args),
         trusted_cwd=config.trusted_cwd,
         permission_scope=config.permission_scope,
         user_requirements=config.user_requirements,

@@ -36,6 +36,7 @@ from harness.contract import (
     Permission,
     ToolCall,
     ToolInvocation,
+    ToolKind,
     ToolUnavailable,
     TurnStatus,
     WaitStatus,
@@ -111,13 +112,16 @@ class OperationPipeline:
         execution_id = execution_id_for(session_id, call.tool_call_id)
         with self._store.transaction() as conn:
             session = records.load_session(conn, session_id)
+            kind = session.tool_kind(call.tool)
             prepared = conn.execute(
                 "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
-                " args_json, args_digest, permission_version, dedup_key, stage, permission,"
-                " decided_by, delivery, prepared_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (execution_id, session_id, call.tool_call_id, call.tool, canonical_json(call.args),
+                " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
+                " permission, decided_by, delivery, prepared_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
+                 canonical_json(call.args),
                  args_digest(call.tool, call.args), session.permission_version,
-                 failure_policy.dedup_key(call.tool, session.tool_kind(call.tool), call.args),
+                 failure_policy.dedup_key(call.tool, kind, call.args),
                  Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
                  Delivery.PENDING.value, self._world.now()),
             ).rowcount
@@ -137,7 +141,8 @@ class OperationPipeline:
         with self._store.transaction() as conn:
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
-                " decided_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?"
+                " decided_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
+                " start_mark = (SELECT COALESCE(MAX(start_order), 0) FROM operations)"
                 " WHERE execution_id = ? AND stage = ?",
                 (Stage.DECIDED.value, decision.permission.value, decision.decided_by.value,
                  session.permission_version,
@@ -248,7 +253,8 @@ class OperationPipeline:
                 refusal = self._revalidation_refusal(conn, current, op)
             if refusal is None:
                 claimed = bool(conn.execute(
-                    "UPDATE operations SET stage = ?, execution_started = 1"
+                    "UPDATE operations SET stage = ?, execution_started = 1,"
+                    " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
                     " WHERE execution_id = ? AND stage = ? AND permission = ?",
                     (Stage.STARTED.value, op.execution_id, op.stage.value,
                      Permission.ALLOW.value),
@@ -302,6 +308,14 @@ class OperationPipeline:
             if wait is None or wait.status is not WaitStatus.APPROVED:
                 return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                                 "no approval is on record for this exact operation")
+        writer = _writer_since_decision(conn, op)
+        if writer is not None:
+            return Decision(
+                Permission.DENY,
+                DecisionSource.REVALIDATION,
+                f"{op.args['path']} may have changed since the decision ({writer} wrote to it): "
+                "the expect_sha precondition no longer holds; not executed",
+            )
         if session.permission_version == op.decided_version:
             return None
         # The rules changed after the decision: the old decision is void. Re-decide with the
@@ -509,3 +523,20 @@ class OperationPipeline:
             raise StoreError(f"operation {execution_id} vanished from the store")
         return op
 
+
+def _writer_since_decision(conn: sqlite3.Connection, op: OperationRecord) -> str | None:
+    """The tool call that may have changed the file ``op`` has a precondition on.
+
+    The host cannot read files through the contract; what it knows is which operations it
+    started. Any non-read operation on the same ``path`` started after ``op`` was decided
+    (e.g. while its approval was pending) voids an ``expect_sha`` precondition (L2.9); the
+    tool's own check of ``expect_sha`` stays the last line of defence."""
+    path = op.args.get("path")
+    if "expect_sha" not in op.args or not isinstance(path, str):
+        return None
+    row = conn.execute(
+        "SELECT tool_call_id FROM operations WHERE execution_id != ? AND start_order > ?"
+        " AND tool_kind != ? AND json_extract(args_json, '$.path') = ? ORDER BY start_order LIMIT 1",
+        (op.execution_id, op.start_mark, ToolKind.READ.value, path),
+    ).fetchone()
+    return row["tool_call_id"] if row else None

@@ -85,6 +85,8 @@ class OperationRecord:
     execution_started: bool
     delivery: Delivery
     checkpoint_sequence: int | None
+    start_mark: int
+    """How many starts the store had recorded when the decision was taken."""
 
     @property
     def execution_id(self) -> str:
@@ -140,6 +142,7 @@ def operation_from_row(row: sqlite3.Row) -> OperationRecord:
         execution_started=bool(row["execution_started"]),
         delivery=Delivery(row["delivery"]),
         checkpoint_sequence=row["checkpoint_sequence"],
+        start_mark=row["start_mark"],
     )
 
 

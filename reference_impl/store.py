@@ -45,6 +45,7 @@ _MIGRATIONS: tuple[str, ...] = (
         session_id          TEXT NOT NULL,
         tool_call_id        TEXT NOT NULL,
         tool                TEXT NOT NULL,
+        tool_kind           TEXT NOT NULL,     -- '' when the session does not know the tool
         args_json           TEXT NOT NULL,
         args_digest         TEXT NOT NULL,
         permission_version  INTEGER NOT NULL,  -- identity: version when prepared
@@ -57,6 +58,8 @@ _MIGRATIONS: tuple[str, ...] = (
         wait_trigger        TEXT NOT NULL DEFAULT '',
         reason              TEXT NOT NULL DEFAULT '',
         execution_started   INTEGER NOT NULL DEFAULT 0,  -- the host's start record
+        start_order         INTEGER,           -- order of start records across the store
+        start_mark          INTEGER NOT NULL DEFAULT 0,  -- last start_order at the decision
         delivery            TEXT NOT NULL,
         checkpoint_sequence INTEGER,           -- first checkpoint that carried the result
         prepared_at         REAL NOT NULL
