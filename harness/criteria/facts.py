@@ -245,7 +245,11 @@ def rule_timeline(trace: Trace, session_id: str) -> tuple[RuleState, ...]:
     states = [RuleState(-1, tuple(cfg.rules), cfg.permission_version, "config")]
     first = default_session(trace)
     for event in trace.events:
-        if event.kind == Kind.DRIVER_CALL and event.data.get("method") == "update_rules":
+        if (
+            event.kind == Kind.DRIVER_CALL
+            and event.data.get("method") == "update_rules"
+            and not event.data.get("skipped")
+        ):
             args = driver_args(event)
             if arg_session(args, first) != session_id:
                 continue
@@ -616,7 +620,7 @@ def answers(trace: Trace) -> dict[str, TraceEvent]:
     """The first answer driver call per wait id."""
     found: dict[str, TraceEvent] = {}
     for event in trace.of_kind(Kind.DRIVER_CALL):
-        if event.data.get("method") in ANSWER_METHODS:
+        if event.data.get("method") in ANSWER_METHODS and not event.data.get("skipped"):
             wait_id = driver_args(event).get("wait_id")
             if wait_id is not None:
                 found.setdefault(str(wait_id), event)

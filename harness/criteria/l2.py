@@ -555,7 +555,7 @@ def _file_changes(trace: Trace, op: F.Op, lo: int, hi: int) -> list[TraceEvent]:
         return []
     return [
         row for row in F.events_between(trace, lo, hi, Kind.TOOL_EXECUTED)
-        if row.data.get("args", {}).get("path") == path
+        if (row.data.get("args") or {}).get("path") == path
         and row.data.get("effect") != "none"
         and (row.data.get("session_id"), row.data.get("tool_call_id")) != op.key
     ]
@@ -594,7 +594,8 @@ def check_l2_9(trace: Trace) -> Verdict:
                 continue
             last_change = max([c.start for c in changes] + [e.index for e in edits])
             renewed = F.approval_between(trace, op, last_change, first.index)
-            if edits and renewed is None:
+            refused = bool(first.data.get("precondition_failed")) and first.data.get("effect") == "none"
+            if edits and renewed is None and not refused:
                 violations.append(_ev(
                     f"{F.describe(op)}: {op.args.get('path')} changed after the approval "
                     f"(row {edits[0].data.get('ledger_seq')}) and the edit still ran",

@@ -203,7 +203,14 @@ def check_x3(trace: Trace) -> Verdict:
         if F.value(view.decided_by) == "cancellation":
             continue
         served_at = op.served[0].end_index
-        request = F.next_model_request(trace, op.session_id, served_at)
+        # the denial is on record once its "not executed" result is saved (a concurrent
+        # instance may send a request between the serving and that save)
+        recorded = [
+            p.index for p, v in op.views
+            if F.value(v.permission) == Permission.DENY.value and F.value(v.delivery) != "pending"
+        ]
+        anchor = max(served_at, recorded[0]) if recorded else served_at
+        request = F.next_model_request(trace, op.session_id, anchor)
         turn_end = next(
             ((e, st) for e, s, st in returns if s == op.session_id and e.index > served_at), None
         )
@@ -236,16 +243,24 @@ def check_x4(trace: Trace) -> Verdict:
     """reconciliation_required (or outcome unknown) only for an operation that may have
     executed and whose result is not known: a crash between its start record and its saved
     result, or a tool answer of kind unknown; never for a pre-call denial nor after its
-    result was seen saved."""
+    result was seen saved. Judged: every flagged operation, and every operation a crash's
+    failpoint context names that the store was read back for after the crash."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
+    crashes = F.crash_points(trace)
     for op in ops.values():
         flagged = [
             (p, v) for p, v in op.views
             if v.reconciliation_required or F.value(v.outcome) == Outcome.UNKNOWN.value
         ]
         if not flagged:
+            # an operation a crash interrupted, read back after it, counts as judged
+            if any(
+                F.context_names_op(context, op) and any(p.index > crash.index for p, _ in op.views)
+                for crash, _, context in crashes
+            ):
+                exercised += 1
             continue
         exercised += 1
         point, view = flagged[0]

@@ -404,3 +404,13 @@ def test_hand_built_traces_round_trip_through_json():
     again = trace_from_json(json.loads(json.dumps(trace_to_json(trace))))
     assert again == trace
     assert [c.check(again).status for c in x.CRITERIA] == [c.check(trace).status for c in x.CRITERIA]
+
+
+def test_x4_counts_an_interrupted_operation_that_stays_honest():
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.crash("after_permission_decision", context={"tool_call_id": "c1", "session_id": "s1"})
+    b.restart()
+    b.observe(op_view("s1", "c1", "charge", CHARGE, permission="deny"), label="after_restart")
+    verdict = v("X4", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
