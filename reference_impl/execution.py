@@ -286,11 +286,12 @@ class OperationPipeline:
                     conn, op, reason="the sandboxed attempt asks to run outside the sandbox",
                     permission_version=current.permission_version, now=self._world.now())
                 records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)
-        if saved:
-            self.announce_result(op.session_id, op.execution_id)
         if escalation is not None:
+            # Not final yet: RESULT_SAVED follows once the owner's answer settles it.
             self._announce_wait(op, escalation)
             return False
+        if saved:
+            self.announce_result(op.session_id, op.execution_id)
         return saved
 
     def _revalidation_refusal(
@@ -356,7 +357,9 @@ class OperationPipeline:
         if refused:
             self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id,
                                passed=False, reason=refusal.reason)
-            if op.stage is Stage.DECIDED:
+            if op.stage is Stage.ESCALATING:
+                self.announce_result(op.session_id, op.execution_id)  # now final
+            else:
                 self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
                                    permission=Permission.DENY.value,
                                    decided_by=refusal.decided_by.value, reason=refusal.reason)
@@ -427,7 +430,7 @@ class OperationPipeline:
             self._write_diagnostics(op)
             self._checkpoint(op)
         else:  # saved earlier (replay, other instance): catch up without redoing anything
-            self.fold(op.session_id, reason="catch_up")
+            self.fold(op.session_id, reason="catch_up", project=True)
         if self._operation(op.execution_id).delivery is Delivery.RECORDED:
             self.project(op.execution_id, with_failpoint=fresh)
 
@@ -459,13 +462,19 @@ class OperationPipeline:
         self._signals.failpoint(Failpoint.AFTER_CHECKPOINT_SAVED, op.session_id,
                                 op.execution_id, op.tool_call_id)
 
-    def fold(self, session_id: str, *, reason: str) -> continuation.Fold:
+    def fold(self, session_id: str, *, reason: str, project: bool = False) -> continuation.Fold:
+        """Checkpoint the saved results of pending calls; with ``project``, also publish
+        those not yet projected (a catch-up must not leave the UI behind)."""
         with self._store.transaction() as conn:
             fold = continuation.fold_results(conn, session_id, reason=reason, now=self._world.now())
         if fold.sequence is not None:
             self._signals.emit(EventType.CHECKPOINT_SAVED, session_id,
                                fold.execution_ids[-1], sequence=fold.sequence,
                                execution_ids=list(fold.execution_ids))
+        if project:
+            for execution_id in fold.execution_ids:
+                if self._operation(execution_id).delivery is Delivery.RECORDED:
+                    self.project(execution_id, with_failpoint=False)
         return fold
 
     def project(self, execution_id: str, *, with_failpoint: bool) -> None:
@@ -487,7 +496,7 @@ class OperationPipeline:
                 (execution_id, op.session_id, canonical_json(to_json(projection)),
                  self._world.now()),
             )
-            if record is not None:
+            if record is not None and op.stage is Stage.RECORDED:  # a final result reached the UI
                 conn.execute(
                     "UPDATE operations SET delivery = ? WHERE execution_id = ? AND delivery = ?",
                     (Delivery.PROJECTED.value, execution_id, Delivery.RECORDED.value),

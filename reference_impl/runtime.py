@@ -11,6 +11,7 @@ transaction is ever open at those moments.
 from __future__ import annotations
 
 from harness.contract import (
+    DecisionSource,
     EventType,
     Message,
     Permission,
@@ -33,7 +34,7 @@ from reference_impl import (
 )
 from reference_impl.errors import RuntimeClosedError, UnknownSessionError, UnknownWaitError
 from reference_impl.events import Signals
-from reference_impl.execution import OperationPipeline
+from reference_impl.execution import OperationPipeline, StepResult
 from reference_impl.model_requests import ModelRequester
 from reference_impl.store import Store
 from reference_impl.turns import TurnLoop
@@ -60,9 +61,12 @@ class ReferenceRuntime:
 
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         self._require_open()
-        self._pipeline.fold(session_id, reason="catch_up")  # results saved after the last one
+        records.load_session(self._store.connection, session_id)
+        # Calls of an earlier turn still pending (interrupted, or held by another instance)
+        # are settled first, so their results reach the model before the new message.
+        if self._turns.settle_pending_calls(session_id) is StepResult.DEFERRED:
+            return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
         with self._store.transaction() as conn:
-            records.load_session(conn, session_id)
             continuation.append(conn, session_id, Message("user", user_text),
                                 reason="user_message", now=self._world.now())
             _start_running(conn, session_id)
@@ -79,10 +83,15 @@ class ReferenceRuntime:
                 _start_running(conn, wait.session_id)
         if applied:
             self._signals.emit(EventType.APPROVAL_ANSWERED, wait.session_id, wait.execution_id,
-                               wait_id=wait_id, approved=approve)
-            self._signals.emit(EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
-                               permission=(Permission.ALLOW if approve else Permission.DENY).value,
-                               decided_by="approval")
+                               wait_id=wait_id, approved=approve, purpose=wait.purpose)
+            if wait.purpose == approvals.ESCALATION:
+                if not approve:  # the sandboxed attempt's result is final now
+                    self._pipeline.announce_result(wait.session_id, wait.execution_id)
+            else:
+                self._signals.emit(
+                    EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
+                    permission=(Permission.ALLOW if approve else Permission.DENY).value,
+                    decided_by=DecisionSource.APPROVAL.value)
         # A repeated answer changes nothing and simply continues wherever the loop stands.
         return self._turns.drive(wait.session_id)
 

@@ -61,29 +61,42 @@ class TurnLoop:
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
-                return self._end(session_id, TurnStatus.CANCELLED)
-            self._pipeline.fold(session_id, reason="catch_up")  # e.g. after a failed checkpoint
+                return self.end(session_id, TurnStatus.CANCELLED)
+            self._pipeline.fold(session_id, reason="catch_up", project=True)  # e.g. after a failed checkpoint
             conversation = continuation.messages(self._store.connection, session_id)
             step = continuation.next_step(conversation)
             if step.kind is StepKind.DONE:
                 status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
-                return self._end(session_id, status, step.final_text)
+                return self.end(session_id, status, step.final_text)
             if step.kind is StepKind.RUN_CALL:
                 assert step.call is not None
                 outcome = self._pipeline.run(session_id, step.call)
                 if outcome is StepResult.AWAITING_APPROVAL:
-                    return self._end(session_id, TurnStatus.AWAITING_APPROVAL)
+                    return self.end(session_id, TurnStatus.AWAITING_APPROVAL)
                 if outcome is StepResult.DEFERRED:
                     # The instance that started the operation owns the turn from here on.
-                    return self._end(session_id, TurnStatus.DEFERRED, persist=False)
+                    return self.end(session_id, TurnStatus.DEFERRED, persist=False)
                 continue
             reply = self._ask_model(session, conversation)
             if reply.error is not None:
-                self._end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
+                self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
                 raise reply.error  # the very exception the stream raised (M3)
             if reply.status is ModelRequestStatus.INCOMPLETE:
-                return self._end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
-        return self._end(session_id, TurnStatus.INCOMPLETE)
+                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+        return self.end(session_id, TurnStatus.INCOMPLETE)
+
+    def settle_pending_calls(self, session_id: str) -> StepResult:
+        """Run the conversation's pending tool calls (no model request); a call that waits
+        for approval stays waiting, one held by another instance defers the caller."""
+        while True:
+            self._pipeline.fold(session_id, reason="catch_up", project=True)
+            step = continuation.next_step(continuation.messages(self._store.connection, session_id))
+            if step.kind is not StepKind.RUN_CALL:
+                return StepResult.DONE
+            assert step.call is not None
+            outcome = self._pipeline.run(session_id, step.call)
+            if outcome is not StepResult.DONE:
+                return outcome
 
     def _ask_model(self, session: SessionState, conversation: tuple[Message, ...]) -> ModelReply:
         session_id = session.session_id
@@ -106,7 +119,7 @@ class TurnLoop:
             session_id, conversation, visible_tools(session.config), on_end
         )
 
-    def _end(
+    def end(
         self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True
     ) -> TurnResult:
         if persist:
