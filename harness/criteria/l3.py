@@ -23,6 +23,7 @@ from harness.contract import (
     Mode,
     Permission,
     WaitStatus,
+    execution_id_for,
 )
 from harness.criteria import lm_support as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -36,6 +37,8 @@ class CounterRules:
     """The counting rules of the lifecycle; a criterion's lens flips one of them."""
 
     dedupe: bool = True
+    count_deliveries: bool = False
+    """Broken rule: every re-delivery or recovery replay of a risk-denied identity counts."""
     faults_count: bool = False
     faults_reset: bool = False
     allow_resets_consecutive: bool = True
@@ -69,7 +72,7 @@ States = frozenset[Counts]
 @dataclass(frozen=True, slots=True)
 class _Step:
     index: int
-    what: str  # review | allowed | prompt | answer | observe
+    what: str  # review | redeliver | allowed | prompt | answer | observe
     session: str = ""
     version: int = 0
     review: s.Review | None = None
@@ -79,6 +82,7 @@ class _Step:
     ask_rule: bool = False
     escalation: bool = False
     tool_call_id: str = ""
+    identity: str = ""
     point: ObservationPoint | None = None
 
 
@@ -131,10 +135,44 @@ def _uncertain(trace: Trace, review: s.Review) -> bool:
     return False
 
 
+def _redeliveries(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s.Review, ...]) -> list[_Step]:
+    """Second deliveries of a call, and recovery replays of a risk-denied operation whose
+    handling a crash cut short (no projection published before the crash)."""
+    steps = []
+    seen: set[s.OpKey] = set()
+    for call in s.emitted_calls(trace):
+        if call.key in seen:
+            version = s.version_at(trace, call.session_id, call.index, changes)
+            steps.append(_Step(call.index, "redeliver", call.session_id, version,
+                               identity=f"{call.tool_call_id}@{version}"))
+        seen.add(call.key)
+    published = [(e.index, (e.data.get("projection") or {}).get("execution_id")) for e in trace.of_kind(Kind.UI_PUBLISH)]
+    epoch_start = -1
+    for event in trace.events:
+        if event.kind != Kind.RESTART:
+            continue
+        crashes = [c.index for c in trace.crashes() if epoch_start < c.index < event.index]
+        if crashes:
+            for review in all_reviews:
+                if not (epoch_start < review.index < crashes[-1]) or review.tool_call_id is None:
+                    continue
+                if review.outcome != ClassifierOutcome.RISK_DENY:
+                    continue
+                execution_id = execution_id_for(review.session_id, review.tool_call_id)
+                if any(review.index < i < crashes[-1] and x == execution_id for i, x in published):
+                    continue
+                steps.append(_Step(event.index, "redeliver", review.session_id, review.permission_version,
+                                   identity=review.identity))
+        epoch_start = event.index
+    return steps
+
+
 def _steps(trace: Trace) -> tuple[_Step, ...]:
     changes = s.rule_changes(trace)
     steps: list[_Step] = []
-    review_at = {r.index: r for r in s.reviews(trace)}
+    all_reviews = s.reviews(trace)
+    review_at = {r.index: r for r in all_reviews}
+    steps += _redeliveries(trace, changes, all_reviews)
     escalated: set[s.OpKey] = set()
     for event in trace.events:
         d = event.data
@@ -238,6 +276,14 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
                 apply(k, deny, st.uncertain)
             elif outcome == ClassifierOutcome.ALLOW or (is_fault and rules.faults_reset):
                 apply(k, lambda c: (reset(c),), st.uncertain)
+        elif st.what == "redeliver":
+            k = key(st.session, st.version)
+            if rules.count_deliveries and k in states:
+                def recount(c: Counts, ident: str = st.identity) -> Iterable[Counts]:
+                    if ident not in c.counted:
+                        return (c,)
+                    return (replace(c, consecutive=c.consecutive + 1, cumulative=c.cumulative + 1),)
+                apply(k, recount)
         elif st.what == "allowed":
             k = key(st.session, st.version)
             if k in states:
@@ -305,25 +351,6 @@ def comparisons(trace: Trace, real: Replay, other: Replay | None = None) -> tupl
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
-class CounterJudgement:
-    judged: tuple[Comparison, ...]
-    wrong: tuple[Comparison, ...]
-
-
-def _lens(trace: Trace, alternatives: tuple[CounterRules, ...]) -> tuple[tuple[Comparison, ...], tuple[Comparison, ...]]:
-    steps = _steps(trace)
-    real = replay(trace, REAL, steps)
-    base = comparisons(trace, real)
-    differs = [False] * len(base)
-    for rules in alternatives:
-        alt = replay(trace, rules, steps)
-        for i, comp in enumerate(comparisons(trace, real, alt)):
-            if comp.expected != base[i].expected:
-                differs[i] = True
-    return base, tuple(c for c, d in zip(base, differs) if d)
-
-
 RESET_LENS = (
     CounterRules(allow_resets_consecutive=False),
     CounterRules(allow_resets_cumulative=True),
@@ -331,9 +358,39 @@ RESET_LENS = (
     CounterRules(cumulative_approval_resets=False),
 )
 ISOLATION_LENS = (CounterRules(per_version=False), CounterRules(per_session=False))
-DEDUPE_LENS = (CounterRules(dedupe=False),)
+DEDUPE_LENS = (CounterRules(dedupe=False), CounterRules(dedupe=False, count_deliveries=True))
 FAULT_LENS = (CounterRules(faults_count=True), CounterRules(faults_reset=True))
 ALL_LENSES = RESET_LENS + ISOLATION_LENS + DEDUPE_LENS + FAULT_LENS
+
+
+@dataclass(frozen=True, slots=True)
+class CounterReplays:
+    """The real replay and its comparisons, and every lens's replay and expectations at the
+    same points (same order)."""
+
+    real: Replay
+    base: tuple[Comparison, ...]
+    alternatives: tuple[tuple[CounterRules, Replay, tuple[Comparison, ...]], ...]
+
+    def _alts(self, lens: Iterable[CounterRules]):
+        wanted = tuple(lens)
+        return [comps for rules, _, comps in self.alternatives if rules in wanted]
+
+    def differs(self, i: int, lens: Iterable[CounterRules]) -> bool:
+        return any(comps[i].expected != self.base[i].expected for comps in self._alts(lens))
+
+    def explains(self, i: int, lens: Iterable[CounterRules]) -> bool:
+        return any(self.base[i].observed in comps[i].expected for comps in self._alts(lens))
+
+
+def counter_replays(trace: Trace) -> CounterReplays:
+    steps = _steps(trace)
+    real = replay(trace, REAL, steps)
+    alternatives = []
+    for rules in ALL_LENSES:
+        alt = replay(trace, rules, steps)
+        alternatives.append((rules, alt, comparisons(trace, real, alt)))
+    return CounterReplays(real, comparisons(trace, real), tuple(alternatives))
 
 
 def _counter_evidence(comp: Comparison, why: str) -> Evidence:
@@ -346,18 +403,19 @@ def _counter_evidence(comp: Comparison, why: str) -> Evidence:
 
 
 def _judge_counters(criterion_id: str, trace: Trace, lens: tuple[CounterRules, ...], why: str,
-                    also_unattributed: bool = False) -> Verdict:
-    base, judged = _lens(trace, lens)
-    violations = [_counter_evidence(c, why) for c in judged if not c.ok]
-    if also_unattributed:
-        # a wrong count no lens explains (plain counting) is reported here, under L3.5
-        _, any_lens = _lens(trace, ALL_LENSES)
-        keyed = {(c.point.index, c.point.label, c.session, c.version) for c in any_lens}
-        violations += [
-            _counter_evidence(c, "denial counters do not follow the counting rules")
-            for c in base
-            if not c.ok and (c.point.index, c.point.label, c.session, c.version) not in keyed
-        ]
+                    general: bool = False) -> Verdict:
+    """Exercised where the lens's rule changes the expected counts. A wrong count fails the
+    criterion whose broken rule explains it; with ``general``, also when no rule does."""
+    replays = counter_replays(trace)
+    judged = [i for i in range(len(replays.base)) if replays.differs(i, lens)]
+    violations = []
+    for i, comp in enumerate(replays.base):
+        if comp.ok:
+            continue
+        if replays.explains(i, lens):
+            violations.append(_counter_evidence(comp, why))
+        elif general and not replays.explains(i, ALL_LENSES):
+            violations.append(_counter_evidence(comp, "denial counters do not follow the counting rules"))
     return judge(criterion_id, len(judged), violations,
                  "no observed counters where this rule changes the expected counts")
 
@@ -367,8 +425,11 @@ def _judge_counters(criterion_id: str, trace: Trace, lens: tuple[CounterRules, .
 
 def check_l3_1(trace: Trace) -> Verdict:
     configs = s.session_configs(trace)
+    replays = counter_replays(trace)
     exercised, violations = 0, []
-    for m in replay(trace).moments:
+    for n, m in enumerate(replays.real.moments):
+        # a prompt some broken counting rule would explain is L3.5-L3.8's to report
+        lens_armed = any(alt.moments[n].armed_any for _, alt, _ in replays.alternatives)
         config = configs.get(m.session)
         if config is None or config.mode is not Mode.AUTO or not s.can_approve(config):
             continue
@@ -379,7 +440,7 @@ def check_l3_1(trace: Trace) -> Verdict:
                 "sent to the classifier instead of a persisted approval wait", m.index))
         elif m.what == "prompt" and m.armed_any:
             exercised += 1
-        elif m.what == "prompt" and not (m.ask_rule or m.escalation):
+        elif m.what == "prompt" and not (m.ask_rule or m.escalation or lens_armed):
             exercised += 1
             violations.append(s.ev(
                 f"session {m.session} fell back to an approval prompt before any denial threshold "
@@ -586,7 +647,7 @@ def check_l3_4(trace: Trace) -> Verdict:
 
 def check_l3_5(trace: Trace) -> Verdict:
     return _judge_counters("L3.5", trace, RESET_LENS, "denial counters do not follow the reset rules",
-                           also_unattributed=True)
+                           general=True)
 
 
 def check_l3_6(trace: Trace) -> Verdict:

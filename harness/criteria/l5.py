@@ -221,11 +221,15 @@ def check_l5_4(trace: Trace) -> Verdict:
 
 def check_l5_5(trace: Trace) -> Verdict:
     exercised, violations = 0, []
-    for event, payload in s.lifecycle_of(trace, "result_saved"):
+    saved = list(s.lifecycle_of(trace, "result_saved"))
+    for n, (event, payload) in enumerate(saved):
         execution_id = str(payload.get("execution_id", ""))
         key = s.key_for_execution_id(trace, execution_id)
         if key is None:
             continue
+        # a later result of the same operation (an approved escalation...) supersedes this one
+        superseded = [e.index for e, p in saved[n + 1:] if p.get("execution_id") == execution_id]
+        horizon = superseded[0] if superseded else len(trace.events)
         exercised += 1
         outcome = (payload.get("data") or {}).get("outcome")
         if outcome is None:
@@ -243,7 +247,7 @@ def check_l5_5(trace: Trace) -> Verdict:
         if world:
             violations.append(s.ev(f"{key[1]}: {world}", event.index, *(r.index for r in rows[-1:]), rows=rows[-1:]))
         for point in trace.observations:
-            if point.index < event.index:
+            if point.index < event.index or point.index >= horizon:
                 continue
             op = s.find_op(point.observation, key)
             if op is None or op.delivery is Delivery.PENDING:
@@ -253,7 +257,7 @@ def check_l5_5(trace: Trace) -> Verdict:
                                        f"{op.outcome.value}", event.index, point.index))
             break
         for request in s.model_requests(trace):
-            if request.index < event.index or request.data.get("session_id") != key[0]:
+            if request.index < event.index or request.index >= horizon or request.data.get("session_id") != key[0]:
                 continue
             message = s.tool_message(request, key[1])
             if message is None or message.get("outcome") is None:

@@ -262,3 +262,15 @@ def test_l5_5_not_exercised_without_result_events():
     tb.respond("s1", (W,))
     tb.executed("s1", W)
     assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l5_5_a_later_result_of_the_same_operation_supersedes_the_event():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="blocked", escalation=True)
+    tb.emit("result_saved", execution_id=xid("c1"), outcome="failed")
+    tb.observe("quiescent", Observation(operations=(op(W, outcome=Outcome.FAILED, status="error", output="blocked"),)))
+    tb.executed("s1", W)
+    tb.emit("result_saved", execution_id=xid("c1"), outcome="succeeded")
+    tb.respond("s1", messages=(USER, tool_msg(W, Outcome.SUCCEEDED)))
+    assert_pass(check("L5.5", tb.build()), exercised=2)

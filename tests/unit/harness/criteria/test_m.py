@@ -243,3 +243,15 @@ def test_m5_not_exercised_with_complete_streams_only():
     tb = TB()
     _request(tb)
     assert check("M5", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_m2_a_response_lost_in_a_crash_may_be_closed_incomplete_by_recovery():
+    tb = TB()
+    rid, _ = _request(tb, ends=0)
+    tb.failpoint("after_model_stream_ended", "crash")
+    tb.crash("after_model_stream_ended")
+    tb.restart()
+    tb.emit("model_request_ended", request_id=rid, status="incomplete", interrupted=True)
+    assert_pass(check("M2", tb.build()))
+    tb.emit("model_request_ended", request_id=rid, status="cancelled")
+    assert check("M2", tb.build()).status is Status.FAIL
