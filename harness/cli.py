@@ -11,6 +11,8 @@ Guarantees of :func:`main` (it never raises, it returns the exit code):
   stderr names the problem and the fix;
 * ``3`` — a harness bug (any other exception), with a short traceback hint.
 
+(130 after Ctrl-C and 141 when stdout's reader goes away, as shells report them.)
+
 Subcommands are registered in :data:`SUBCOMMANDS`; each adds its parser and sets a
 ``handler(args, ctx) -> int``. Shared option groups (``add_impl_option`` …) let later
 commands (``selftest``) and options (``--expectations``, ``--check-determinism``) slot in.
@@ -55,6 +57,8 @@ from harness.tracelines import render_trace
 PROG = "lifecycle-harness"
 DEFAULT_REPORT_DIR = os.path.join("reports", "latest")
 TRACEBACK_ENV = "LIFECYCLE_HARNESS_TRACEBACK"
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE, as a shell reports a command whose reader went away."""
 MAX_VIOLATIONS_PRINTED = 3
 
 
@@ -74,9 +78,11 @@ def _default_discover(paths: Sequence[str]) -> tuple[Any, ...]:
 
 
 def _default_load_scenario(path: str) -> Any:
-    from harness.scenarios import load_scenario
+    from harness import scenarios
 
-    return load_scenario(path)
+    # The agreed name is load_scenario; harness.scenarios currently calls it load.
+    loader = getattr(scenarios, "load_scenario", None) or getattr(scenarios, "load")
+    return loader(path)
 
 
 def _default_scenario_dir() -> str:
@@ -439,6 +445,17 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
 # --------------------------------------------------------------------------- entry point
 
 
+def _silence_stdout(stream: TextIO) -> None:
+    """After the reader went away, point stdout at devnull so the exit flush is quiet."""
+    if stream is not sys.stdout:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def _bug_hint(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)[-3:]
     where = "\n".join(f"  at {f.filename}:{f.lineno} in {f.name}" for f in frames)
@@ -470,6 +487,9 @@ def main(
     except KeyboardInterrupt:
         ctx.err(f"{PROG}: interrupted")
         return 130
+    except BrokenPipeError:  # e.g. `lifecycle-harness list criteria | head`
+        _silence_stdout(ctx.stdout)
+        return EXIT_BROKEN_PIPE
     except Exception as exc:
         ctx.err(_bug_hint(exc))
         if os.environ.get(TRACEBACK_ENV):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 from suite_fakes import FakeImplementation, FakeScenario, criterion, fake_runner, render_faults
@@ -191,3 +193,28 @@ def test_replay_of_a_passing_scenario_exits_0(tmp_path):
 def test_replay_of_a_missing_file_exits_2():
     code, _, err = _main(["replay", "nope.toml"], _deps([GOOD]))
     assert code == 2 and "scenario file 'nope.toml' not found" in err
+
+
+REPO = Path(__file__).resolve().parents[3]
+REAL_SCENARIO = REPO / "scenarios" / "m" / "eof_without_text.toml"
+
+
+@pytest.mark.skipif(not REAL_SCENARIO.is_file(), reason="bundled scenarios not present")
+def test_default_wiring_runs_and_replays_a_bundled_scenario(tmp_path):
+    """The real resolve/discover/load/runner/catalogue, on one scenario (most criteria idle)."""
+    import jsonschema
+
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["run", "--scenarios", str(REAL_SCENARIO), "--report-dir", "r"], stdout=out, stderr=err)
+    assert code == 1, err.getvalue()  # one scenario cannot exercise every criterion
+    assert "NOT EXERCISED" in out.getvalue() and "[1/1] passed m-eof-without-text" in err.getvalue()
+    data = json.loads((tmp_path / "r" / "report.json").read_text())
+    schema = json.loads((REPO / "fixtures" / "report.schema.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(data)
+    replay = data["scenarios"][0]["replay"]
+    assert replay.startswith("lifecycle-harness replay ") and "--impl reference" in replay
+
+    out = io.StringIO()
+    argv = shlex.split(replay)[1:]
+    assert cli.main(argv, stdout=out, stderr=io.StringIO()) == 0
+    assert "scenario passed; trace digest " + data["scenarios"][0]["trace_digest"] in out.getvalue()

@@ -37,3 +37,10 @@ def test_markdown_stays_short_enough_for_a_pr_comment(failing_result):
 
 def test_code_span_survives_backticks():
     assert markdown.code("a ` b") == "``a ` b``"
+
+
+def test_a_long_not_exercised_list_fits_on_one_paragraph(failing_result):
+    idle = failing_result.criteria[3]
+    many = tuple(dataclasses.replace(idle, id=f"L2.{i}") for i in range(30))
+    text = markdown.to_markdown(dataclasses.replace(failing_result, criteria=many))
+    assert "**L2.0**, **L2.1**, **L2.2**" in text and "- **L2.0**" not in text
