@@ -123,6 +123,9 @@ class FakeWorld:
     hooks: dict[str, Callable[[dict[str, Any]], None]] = field(default_factory=dict)
     ledger_path: str = ""
     publish_error: bool = False
+    execute_hook: Callable[[ToolInvocation], None] | None = None
+    """Called before a tool runs (e.g. to read the store at that moment)."""
+    prompt_hook: Callable[[ApprovalPrompt], None] | None = None
 
     def __post_init__(self) -> None:
         self.clock = 0.0
@@ -158,6 +161,8 @@ class FakeWorld:
         return ClassifierVerdict(ClassifierOutcome.ALLOW)
 
     def execute_tool(self, invocation: ToolInvocation) -> ToolResult:
+        if self.execute_hook is not None:
+            self.execute_hook(invocation)
         plan = self.tool_behaviour.get(invocation.identity.tool_call_id, [])
         behaviour = plan.pop(0) if plan else "ok"
         if behaviour == "unavailable":
@@ -183,6 +188,8 @@ class FakeWorld:
 
     def prompt_approval(self, prompt: ApprovalPrompt) -> None:
         self.prompts.append(prompt)
+        if self.prompt_hook is not None:
+            self.prompt_hook(prompt)
 
     def publish(self, projection: Projection) -> None:
         if self.publish_error:

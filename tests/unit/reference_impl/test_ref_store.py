@@ -1,0 +1,79 @@
+"""store: one WAL SQLite file per data dir, durable commits, explicit transactions,
+versioned schema; inspect reads it through a fresh read-only connection."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from harness.contract import Observation
+from reference_impl import store as store_module
+from reference_impl.errors import StoreError
+from reference_impl.store import SCHEMA_VERSION, Store, open_read_only, store_path
+
+
+def test_one_wal_file_per_data_dir_with_full_sync(tmp_path):
+    store = Store.open(str(tmp_path / "d"))
+    conn = store.connection
+    assert os.path.exists(store_path(str(tmp_path / "d")))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == store_module.BUSY_TIMEOUT_MS
+    store.close()
+
+
+def test_reopening_does_not_migrate_twice(tmp_path):
+    Store.open(str(tmp_path)).close()
+    store = Store.open(str(tmp_path))
+    rows = store.connection.execute("SELECT version FROM schema_version").fetchall()
+    assert [tuple(row) for row in rows] == [(SCHEMA_VERSION,)]
+    store.close()
+
+
+def test_a_store_from_a_newer_schema_is_refused(tmp_path):
+    store = Store.open(str(tmp_path))
+    with store.transaction() as conn:
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    store.close()
+    with pytest.raises(StoreError, match="newer than this code"):
+        Store.open(str(tmp_path))
+
+
+def test_an_exception_rolls_the_transaction_back():
+    store = Store.open_file(":memory:")
+    with pytest.raises(RuntimeError):
+        with store.transaction() as conn:
+            conn.execute("INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
+                         " VALUES ('s', 'e', 'here', 'x', 0)")
+            raise RuntimeError("boom")
+    assert store.connection.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 0
+    assert not store.connection.in_transaction
+
+
+def test_a_second_connection_sees_only_committed_writes(tmp_path):
+    first = Store.open(str(tmp_path))
+    second = Store.open(str(tmp_path))
+    first.connection.execute("BEGIN IMMEDIATE")
+    first.connection.execute("INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
+                             " VALUES ('s', 'e', 'here', 'x', 0)")
+    assert second.connection.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 0
+    first.connection.execute("COMMIT")
+    assert second.connection.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 1
+    first.close()
+    second.close()
+
+
+def test_read_only_connection_cannot_write(tmp_path):
+    Store.open(str(tmp_path)).close()
+    conn = open_read_only(str(tmp_path))
+    with pytest.raises(sqlite3.OperationalError):
+        conn.execute("INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
+                     " VALUES ('s', 'e', 'here', 'x', 0)")
+    conn.close()
+
+
+def test_inspect_of_a_dir_without_a_store_is_empty_and_creates_nothing(impl, tmp_path):
+    assert impl.inspect(str(tmp_path / "nothing")) == Observation()
+    assert not os.path.exists(tmp_path / "nothing")
