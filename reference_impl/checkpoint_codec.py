@@ -87,6 +87,8 @@ def decode(data: bytes) -> Continuation:
     reader = _READERS[version]
     try:
         return reader(document)
+    except CheckpointFormatError as exc:
+        raise CheckpointFormatError(f"checkpoint v{version}: {exc}") from None
     except (ContractError, AttributeError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointFormatError(f"checkpoint v{version}: {type(exc).__name__}: {exc}") from None
 
@@ -118,7 +120,7 @@ def _read_v1(document: dict[str, Any]) -> Continuation:
     messages = []
     for index, pair in enumerate(_list(document, "history")):
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
-            raise CheckpointFormatError(f"checkpoint v1: history[{index}] must be [role, text]")
+            raise CheckpointFormatError(f"history[{index}] must be [role, text]")
         role, text = pair
         messages.append(Message(role=_role(role, f"history[{index}]"), content=text))
     return Continuation(
@@ -136,7 +138,7 @@ def _read_v2(document: dict[str, Any]) -> Continuation:
     for index, turn in enumerate(_list(document, "turns")):
         where = f"turns[{index}]"
         if not isinstance(turn, dict):
-            raise CheckpointFormatError(f"checkpoint v2: {where} must be an object")
+            raise CheckpointFormatError(f"{where} must be an object")
         role = _role(_str(turn, "role"), where)
         calls = tuple(
             ToolCall(_str(call, "id"), _str(call, "name"), dict(call.get("arguments", {})))
@@ -195,20 +197,20 @@ _READERS = {1: _read_v1, 2: _read_v2, 3: _read_v3}
 def _list(document: dict[str, Any], key: str) -> list[Any]:
     value = document.get(key, [])
     if not isinstance(value, list):
-        raise CheckpointFormatError(f"checkpoint: {key!r} must be a list")
+        raise CheckpointFormatError(f"{key!r} must be a list")
     return value
 
 
 def _str(document: dict[str, Any], key: str) -> str:
     value = document.get(key)
     if not isinstance(value, str):
-        raise CheckpointFormatError(f"checkpoint: {key!r} must be a string, got {value!r}")
+        raise CheckpointFormatError(f"{key!r} must be a string, got {value!r}")
     return value
 
 
 def _role(role: str, where: str) -> str:
     if role not in ("user", "assistant", "tool"):
         raise CheckpointFormatError(
-            f"checkpoint: {where}: role {role!r} is not one of user, assistant, tool"
+            f"{where}: role {role!r} is not one of user, assistant, tool"
         )
     return role
