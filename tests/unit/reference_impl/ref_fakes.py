@@ -54,6 +54,10 @@ STANDARD_TOOLS = (
 )
 
 
+WRITE_CALL = ToolCall("c1", "write_file", {"path": "/repo/a.txt", "content": "hello"})
+"""The write whose execution the crash tests count."""
+
+
 def config(session_id: str = "s1", **overrides: Any) -> SessionConfig:
     overrides.setdefault("tools", STANDARD_TOOLS)
     return SessionConfig(session_id=session_id, **overrides)

@@ -1,0 +1,87 @@
+"""inspection: the Observation is read from the durable store alone (fresh read-only
+connection, nothing written, works after close), every field filled, rows in insertion
+order (X1, X2 identity, L4.10 result records); and the implementation's declared info."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from importlib import resources
+
+from harness.contract import (
+    Delivery,
+    Feature,
+    Implementation,
+    Mode,
+    Outcome,
+    Permission,
+    Runtime,
+    WaitStatus,
+    args_digest,
+    execution_id_for,
+)
+from ref_fakes import FakeWorld, Reply, allow, ask, call, config, deny
+from reference_impl import implementation
+from reference_impl.store import store_path
+
+
+def _digest(path):
+    return hashlib.sha256(open(path, "rb").read()).hexdigest()
+
+
+def test_the_implementation_satisfies_the_contract_protocols(impl, data_dir):
+    assert isinstance(impl, Implementation)
+    assert (impl.info.name, impl.info.version) == ("reference", "0.1.0")
+    assert set(impl.info.features) == set(Feature)
+    for relative in impl.info.checkpoint_fixtures:
+        assert resources.files("reference_impl").joinpath(relative).is_file()
+    runtime = impl.open(data_dir, FakeWorld())
+    assert isinstance(runtime, Runtime)
+    runtime.close()
+    assert implementation().info == impl.info
+
+
+def test_the_observation_reads_the_store_alone_and_changes_nothing(start, impl, data_dir):
+    calls = (call("a", "read_file", path="/a"), call("b", "write_file", path="/b"),
+             call("c", "delete_branch", branch="x"))
+    world = FakeWorld(replies={"s1": [Reply("", calls)], "s2": [Reply("partial", end="eof")]},
+                      tool_behaviour={"a": ["fail"]})
+    runtime = start(world, config(rules=(allow("read_file"), deny("write_file"), ask("delete_branch"))),
+                    config("s2", mode=Mode.PLAN, interactive=False))
+    runtime.run_turn("s1", "go")
+    runtime.run_turn("s2", "think")
+    runtime.close()
+    before = _digest(store_path(data_dir))
+    obs = impl.inspect(data_dir)
+    assert obs == impl.inspect(data_dir)  # deterministic
+    assert _digest(store_path(data_dir)) == before
+
+    assert [(s.session_id, s.mode, s.interactive) for s in obs.sessions] == [
+        ("s1", Mode.DEFAULT, True), ("s2", Mode.PLAN, False)]
+    assert [op.identity.tool_call_id for op in obs.operations] == ["a", "b", "c"]  # rowid order
+    a, b, c = obs.operations
+    assert a.identity.execution_id == execution_id_for("s1", "a")
+    assert a.identity.args_digest == args_digest("read_file", {"path": "/a"})
+    assert a.identity.permission_version == 1
+    assert (a.permission, a.outcome, a.delivery, a.attempts, a.failure_kind.value) == (
+        Permission.ALLOW, Outcome.FAILED, Delivery.PROJECTED, 1, "failed")
+    assert a.result_digest.startswith("sha256:") and a.dedup_key
+    assert (b.permission, b.outcome, b.execution_started, b.result_digest, b.attempts) == (
+        Permission.DENY, Outcome.NOT_STARTED, False, None, 0)
+    assert (c.permission, c.delivery, c.recovery_actions[0].value) == (Permission.ASK, Delivery.PENDING, "approve")
+    (wait,) = obs.approval_waits
+    assert (wait.execution_id, wait.status, wait.applied) == (c.identity.execution_id, WaitStatus.PENDING, False)
+    assert [f.dedup_key for f in obs.failure_table] == [a.dedup_key, b.dedup_key]
+    assert obs.failure_events_logged == 2 and obs.result_records == 2
+    assert {p.tool_call_id for p in obs.projections} == {"a", "b", "c"}
+    assert [cp.sequence for cp in obs.checkpoints if cp.session_id == "s1"] == list(
+        range(1, 1 + sum(cp.session_id == "s1" for cp in obs.checkpoints)))
+    partial = obs.model_requests[-1]
+    assert (partial.session_id, partial.partial_text, partial.incomplete) == ("s2", "partial", True)
+
+
+def test_inspect_works_while_an_instance_holds_the_store_open(start, impl, data_dir):
+    runtime = start(FakeWorld(replies={"s1": [Reply("hi")]}), config())
+    runtime.run_turn("s1", "hello")
+    assert impl.inspect(data_dir).model_requests[0].end_events == 1
+    assert os.path.exists(store_path(data_dir))
