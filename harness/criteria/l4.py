@@ -452,7 +452,8 @@ def check_l4_9(trace: Trace) -> Verdict:
         for point in trace.observations:
             if point.index > crash.index:
                 op = s.find_op(point.observation, key)
-                if op is not None and (crash.restart_index is None or point.index > crash.restart_index):
+                # without a restart nothing recovered the operation: its in-flight record claims nothing
+                if op is not None and crash.restart_index is not None and point.index > crash.restart_index:
                     reports.append((point.index, op.outcome.value))
         for event in trace.of_kind(Kind.UI_PUBLISH):
             projection = event.data.get("projection") or {}

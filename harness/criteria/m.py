@@ -36,6 +36,13 @@ def _interrupted(trace: Trace, start: int, ends: list[TraceEvent]) -> bool:
     return any(c.index > start and (first_end is None or c.index < first_end) for c in trace.crashes())
 
 
+def _lost_in_crash(trace: Trace, stream: TraceEvent, ends: list[TraceEvent]) -> bool:
+    """A crash between the stream's end and its recorded end: the reply never reached the
+    store (recovery may only close the request, without its text)."""
+    first_end = min((e.index for e in ends), default=len(trace.events))
+    return any(stream.index < c.index < first_end for c in trace.crashes())
+
+
 def _views(trace: Trace):
     final = s.final_point(trace)
     if final is None or not trace.completed:
@@ -99,8 +106,7 @@ def check_m2(trace: Trace) -> Verdict:
         # a crash between the stream's end and its recorded end lost the response: recovery
         # may only close the request as incomplete (or failed), never as something else
         allowed = {wanted.value}
-        if any(stream.index < c.index < min((e.index for e in mine), default=len(trace.events))
-               for c in trace.crashes()):
+        if _lost_in_crash(trace, stream, mine):
             allowed |= {ModelRequestStatus.INCOMPLETE.value, ModelRequestStatus.FAILED.value}
         for event in mine:
             status = ((event.data.get("event") or {}).get("data") or {}).get("status")
@@ -183,6 +189,7 @@ def check_m5(trace: Trace) -> Verdict:
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)
+    ends = _events_by_request(trace, "model_request_ended")
     final, views = _views(trace)
     exercised, violations = 0, []
     for stream in s.stream_ends(trace):
@@ -194,8 +201,10 @@ def check_m5(trace: Trace) -> Verdict:
         text = str(stream.data.get("text", ""))
         exercised += 1
         view = views.get(rid)
+        keeps_text = bool(text) and not _lost_in_crash(trace, stream, ends.get(rid, []))
         if how == "eof" and view is not None and final is not None:
-            if view.status is not ModelRequestStatus.INCOMPLETE or not view.incomplete or (text and view.partial_text != text):
+            if view.status is not ModelRequestStatus.INCOMPLETE or not view.incomplete or (
+                    keeps_text and view.partial_text != text):
                 violations.append(s.ev(f"request {rid} ended by EOF is stored as {view.status} (incomplete="
                                        f"{view.incomplete}, partial text {'kept' if view.partial_text == text else 'lost'})",
                                        stream.index, final.index))

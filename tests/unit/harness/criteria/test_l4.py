@@ -445,3 +445,13 @@ def test_l4_10_not_applicable_for_single_instance_implementations():
     tb = TB(S1, features=(Feature.APPROVALS,))
     _concurrent(tb)
     assert check("L4.10", tb.build()).status is Status.NOT_APPLICABLE
+
+
+def test_l4_9_an_unrecovered_in_flight_record_claims_nothing():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.failpoint("after_start_recorded", "crash", CTX)
+    tb.crash("after_start_recorded")
+    tb.observe("final", Observation(operations=(
+        op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True, digest=None),)))
+    assert check("L4.9", tb.build()).status is Status.NOT_EXERCISED

@@ -255,3 +255,15 @@ def test_m2_a_response_lost_in_a_crash_may_be_closed_incomplete_by_recovery():
     assert_pass(check("M2", tb.build()))
     tb.emit("model_request_ended", request_id=rid, status="cancelled")
     assert check("M2", tb.build()).status is Status.FAIL
+
+
+def test_m5_partial_text_lost_in_a_crash_before_its_end_was_recorded_is_not_required():
+    tb = TB()
+    rid, _ = _request(tb, how="eof", text="partial", ends=0)
+    tb.failpoint("after_model_stream_ended", "crash")
+    tb.crash("after_model_stream_ended")
+    tb.restart()
+    tb.emit("model_request_ended", request_id=rid, status="incomplete", interrupted=True)
+    tb.observe("final", Observation(model_requests=(
+        request_view(rid, status=ModelRequestStatus.INCOMPLETE, partial="", incomplete=True),)))
+    assert_pass(check("M5", tb.build()))
