@@ -61,7 +61,9 @@ def create(conn: sqlite3.Connection, op: OperationRecord, *, now: float) -> Wait
     ).rowcount
     if not moved:
         return None
-    version = op.decided_version if op.decided_version is not None else op.identity.permission_version
+    version = op.decided_version
+    if version is None:
+        version = op.identity.permission_version
     return _insert(conn, op, PERMISSION, op.reason, op.wait_trigger or op.decided_by.value,
                    version, now)
 

@@ -119,7 +119,8 @@ def _format_version(document: dict[str, Any]) -> int:
 def _read_v1(document: dict[str, Any]) -> Continuation:
     messages = []
     for index, pair in enumerate(_list(document, "history")):
-        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(p, str) for p in pair)):
+        well_formed = isinstance(pair, list) and len(pair) == 2
+        if not (well_formed and all(isinstance(part, str) for part in pair)):
             raise CheckpointFormatError(f"history[{index}] must be [role, text]")
         role, text = pair
         messages.append(Message(role=_role(role, f"history[{index}]"), content=text))

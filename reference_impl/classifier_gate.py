@@ -125,8 +125,10 @@ class ClassifierGate:
         try:
             verdict = self._world.review(request)
         except Exception as exc:  # the classifier service broke; SimulatedCrash passes
-            return ClassifierVerdict(ClassifierOutcome.SERVICE_ERROR, f"{type(exc).__name__}: {exc}")
-        if self._world.now() - started > timeout_s and verdict.outcome is not ClassifierOutcome.TIMEOUT:
+            return ClassifierVerdict(ClassifierOutcome.SERVICE_ERROR,
+                                     f"{type(exc).__name__}: {exc}")
+        too_slow = self._world.now() - started > timeout_s
+        if too_slow and verdict.outcome is not ClassifierOutcome.TIMEOUT:
             return ClassifierVerdict(
                 ClassifierOutcome.TIMEOUT, f"no verdict within {timeout_s:g}s of world time"
             )

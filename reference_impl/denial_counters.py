@@ -80,14 +80,16 @@ def record_risk_denial(
 
 def reset_consecutive(conn: sqlite3.Connection, session_id: str, permission_version: int) -> None:
     conn.execute(
-        "UPDATE denial_counters SET consecutive = 0 WHERE session_id = ? AND permission_version = ?",
+        "UPDATE denial_counters SET consecutive = 0"
+        " WHERE session_id = ? AND permission_version = ?",
         (session_id, permission_version),
     )
 
 
 def reset_cumulative(conn: sqlite3.Connection, session_id: str, permission_version: int) -> None:
     conn.execute(
-        "UPDATE denial_counters SET cumulative = 0 WHERE session_id = ? AND permission_version = ?",
+        "UPDATE denial_counters SET cumulative = 0"
+        " WHERE session_id = ? AND permission_version = ?",
         (session_id, permission_version),
     )
 

@@ -47,7 +47,14 @@ from harness.contract import (
     result_digest,
     to_json,
 )
-from reference_impl import approvals, continuation, denial_counters, failure_policy, records, results
+from reference_impl import (
+    approvals,
+    continuation,
+    denial_counters,
+    failure_policy,
+    records,
+    results,
+)
 from reference_impl.approvals import WaitRecord
 from reference_impl.classifier_gate import ClassifierGate
 from reference_impl.errors import StoreError
@@ -340,7 +347,8 @@ class OperationPipeline:
             if op.stage is Stage.ESCALATING:
                 # The sandboxed attempt's saved result stands; only the escalation is refused.
                 refused = conn.execute(
-                    "UPDATE operations SET stage = ?, reason = ? WHERE execution_id = ? AND stage = ?",
+                    "UPDATE operations SET stage = ?, reason = ?"
+                    " WHERE execution_id = ? AND stage = ?",
                     (Stage.RECORDED.value, refusal.reason, op.execution_id, op.stage.value),
                 ).rowcount
                 conn.execute(
@@ -503,7 +511,7 @@ class OperationPipeline:
                 )
         self._signals.emit(EventType.PROJECTED, op.session_id, execution_id,
                            status=projection.status,
-                           recovery_actions=[action.value for action in projection.recovery_actions])
+                           recovery_actions=[a.value for a in projection.recovery_actions])
         if with_failpoint:
             self._signals.failpoint(Failpoint.AFTER_PROJECTION, op.session_id, execution_id,
                                     op.tool_call_id)
@@ -545,7 +553,8 @@ def _writer_since_decision(conn: sqlite3.Connection, op: OperationRecord) -> str
         return None
     row = conn.execute(
         "SELECT tool_call_id FROM operations WHERE execution_id != ? AND start_order > ?"
-        " AND tool_kind != ? AND json_extract(args_json, '$.path') = ? ORDER BY start_order LIMIT 1",
+        " AND tool_kind != ? AND json_extract(args_json, '$.path') = ?"
+        " ORDER BY start_order LIMIT 1",
         (op.execution_id, op.start_mark, ToolKind.READ.value, path),
     ).fetchone()
     return row["tool_call_id"] if row else None

@@ -90,7 +90,8 @@ def consumes_repeat_budget(
     outcome: Outcome, failure_kind: FailureKind | None, decided_by: DecisionSource
 ) -> bool:
     if outcome is Outcome.NOT_STARTED:
-        return failure_kind is FailureKind.PERMISSION_DENIED and decided_by not in _BUDGET_FREE_DENIALS
+        return (failure_kind is FailureKind.PERMISSION_DENIED
+                and decided_by not in _BUDGET_FREE_DENIALS)
     return outcome is Outcome.FAILED and failure_kind in _BUDGET_CONSUMING_FAILURES
 
 
@@ -248,7 +249,9 @@ def invocation_error_outcome(error: Exception) -> ToolOutcome:
     )
 
 
-def may_retry_result(result: ToolResult, idempotent: bool, retries_done: int, retries_max: int) -> bool:
+def may_retry_result(
+    result: ToolResult, idempotent: bool, retries_done: int, retries_max: int
+) -> bool:
     return (
         result.status is ToolStatus.ERROR
         and result.error_kind is FailureKind.TRANSIENT

@@ -76,7 +76,8 @@ class ModelRequester:
             Failpoint.AFTER_MODEL_STREAM_ENDED, session_id, request_id=request_id
         )
         with self._store.transaction() as conn:
-            ended = _record_end(conn, request_id, reply.status, _kept_text(reply), self._world.now())
+            ended = _record_end(conn, request_id, reply.status, _kept_text(reply),
+                                self._world.now())
             if ended:
                 on_end(conn, reply)
         if ended:

@@ -35,7 +35,8 @@ class ResultRecord:
 
 def not_executed(op: OperationRecord) -> ToolOutcome:
     """The outcome of an operation that was refused before it could start."""
-    failure = None if op.decided_by is DecisionSource.CANCELLATION else FailureKind.PERMISSION_DENIED
+    cancelled = op.decided_by is DecisionSource.CANCELLATION
+    failure = None if cancelled else FailureKind.PERMISSION_DENIED
     return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)
 
 

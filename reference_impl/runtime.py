@@ -18,6 +18,7 @@ from harness.contract import (
     RecoveryReport,
     Rule,
     SessionConfig,
+    ToolCall,
     TurnResult,
     TurnStatus,
     World,
@@ -92,10 +93,17 @@ class ReferenceRuntime:
                     EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
                     permission=(Permission.ALLOW if approve else Permission.DENY).value,
                     decided_by=DecisionSource.APPROVAL.value)
-        # A repeated answer changes nothing and simply continues wherever the loop stands.
+        # The answered operation is carried to its result first, even if the conversation
+        # has moved on since; a repeated answer finds it settled and changes nothing.
+        op = records.load_operation(self._store.connection, wait.execution_id)
+        call = ToolCall(op.tool_call_id, op.tool, op.args)
+        if self._pipeline.run(wait.session_id, call) is StepResult.DEFERRED:
+            return self._turns.end(wait.session_id, TurnStatus.DEFERRED, persist=False)
         return self._turns.drive(wait.session_id)
 
-    def update_rules(self, session_id: str, rules: tuple[Rule, ...], permission_version: int) -> None:
+    def update_rules(
+        self, session_id: str, rules: tuple[Rule, ...], permission_version: int
+    ) -> None:
         self._require_open()
         with self._store.transaction() as conn:
             session = records.load_session(conn, session_id)

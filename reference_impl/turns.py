@@ -62,7 +62,8 @@ class TurnLoop:
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
                 return self.end(session_id, TurnStatus.CANCELLED)
-            self._pipeline.fold(session_id, reason="catch_up", project=True)  # e.g. after a failed checkpoint
+            # catch up, e.g. with a result whose own checkpoint failed to build
+            self._pipeline.fold(session_id, reason="catch_up", project=True)
             conversation = continuation.messages(self._store.connection, session_id)
             step = continuation.next_step(conversation)
             if step.kind is StepKind.DONE:

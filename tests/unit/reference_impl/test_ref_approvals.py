@@ -189,3 +189,15 @@ def test_without_an_owner_an_escalation_request_just_fails(start, impl, data_dir
     op = impl.inspect(data_dir).operation("c1")
     assert (op.outcome, op.execution_started, len(world.ledger), world.prompts) == (
         Outcome.FAILED, True, 1, [])
+
+
+def test_an_approval_answered_after_the_conversation_moved_on_still_applies(start, impl, data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (call("c1", "delete_branch", branch="old"),)),
+                                      Reply("something else then.")]})
+    runtime = start(world, config(rules=(ask("delete_branch"),)))
+    runtime.run_turn("s1", "delete")
+    assert runtime.run_turn("s1", "never mind, something else").status is TurnStatus.COMPLETED
+    runtime.answer_approval(world.prompts[0].wait_id, True)
+    op = impl.inspect(data_dir).operation("c1")
+    assert (op.outcome, world.executed("c1")) == (Outcome.SUCCEEDED, 1)
+    assert world.ui[-1].status == "succeeded"
