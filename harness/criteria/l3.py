@@ -123,7 +123,7 @@ def _uncertain(trace: Trace, review: s.Review) -> bool:
             return True
         if kind == Kind.FAILPOINT:
             if data.get("name") == "during_classifier_review" and data.get("action") in (
-                "change_rules", "cancel", "crash"
+                "change_rules", "cancel", "crash", "raise"
             ):
                 return True
             if data.get("name") == "after_permission_decision":
@@ -562,7 +562,9 @@ def check_l3_3(trace: Trace) -> Verdict:
             if op.permission is Permission.DENY:
                 first = emitted[key].index if key in emitted else point.index
                 denials.setdefault(key, first)
-            if op.permission is Permission.ASK and op.delivery is Delivery.PENDING and key not in asking:
+            if (op.permission is Permission.ASK and op.delivery is Delivery.PENDING and key not in asking
+                    and not s.interrupted_between(trace, emitted[key].index if key in emitted else -1,
+                                                  point.index + 1, op.session_id)):
                 asking.add(key)
                 exercised += 1
                 violations.append(s.ev(f"{op.identity.tool_call_id} of non-interactive session {op.session_id} "
@@ -575,7 +577,8 @@ def check_l3_3(trace: Trace) -> Verdict:
 
     for (session, tool_call_id), index in sorted(denials.items(), key=lambda kv: kv[1]):
         exercised += 1
-        if not trace.completed or cancelled_after(session, index):
+        if not trace.completed or cancelled_after(session, index) or s.interrupted_between(
+                trace, index, None, session):
             continue
         carried = [r for r in requests if r.index > index and r.data.get("session_id") == session
                    and s.tool_message(r, tool_call_id) is not None]
@@ -584,7 +587,8 @@ def check_l3_3(trace: Trace) -> Verdict:
                                    "no model request carried the denial: the loop did not go on", index))
     for session, index in loose:
         exercised += 1
-        if trace.completed and not cancelled_after(session, index) and s.first_request_after(
+        if trace.completed and not cancelled_after(session, index) and not s.interrupted_between(
+                trace, index, None, session) and s.first_request_after(
                 trace, session, index) is None:
             violations.append(s.ev(f"after a classifier denial in non-interactive session {session}, "
                                    "no further model request: the loop did not go on", index))
@@ -674,6 +678,7 @@ def check_l3_9(trace: Trace) -> Verdict:
     all_reviews = s.reviews(trace)
     reviewed = {(r.session_id, r.tool_call_id) for r in all_reviews if r.tool_call_id}
     prompted = {(p.data.get("session_id"), p.data.get("tool_call_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
+    prompted |= {(w.session_id, w.tool_call_id) for p in trace.observations for w in p.observation.approval_waits}
     exercised, violations = 0, []
     emitted = s.first_emissions(trace)
     for key, call in sorted(emitted.items(), key=lambda kv: kv[1].index):

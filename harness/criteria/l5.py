@@ -196,11 +196,20 @@ def check_l5_4(trace: Trace) -> Verdict:
         if problems:
             violations.append(s.ev(f"UI shows {key[1]} unlike the backend: " + "; ".join(problems),
                                    event.index, *((point.index,) if point is not None else ()), rows=rows[-1:]))
+    cuts = s.interruptions(trace)
+    restarts = [e.index for e in trace.of_kind(Kind.RESTART)]
     for point in s.durable_points_after(trace, 0, ("quiescent", "final")):
         latest: dict[str, Any] = {}
         for projection in point.observation.projections:
             latest[projection.execution_id] = projection
         for projection in latest.values():
+            published = [e.index for e in publishes if e.index <= point.index
+                         and (e.data.get("projection") or {}).get("execution_id") == projection.execution_id]
+            since = published[-1] if published else -1
+            cut = [c.index for c in cuts if since < c.index < point.index
+                   and c.session_id in ("", projection.session_id)]
+            if cut and not any(cut[-1] < r < point.index for r in restarts):
+                continue  # its pipeline was cut short and nothing has recovered it yet
             exercised += 1
             data = {
                 "session_id": projection.session_id, "tool_call_id": projection.tool_call_id,

@@ -650,6 +650,56 @@ def crash_between(trace: Trace, start: int, stop: int) -> bool:
     return any(start < e.index < stop for e in trace.of_kind(Kind.CRASH, Kind.RESTART))
 
 
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A crash, or an injected exception that escaped the driver call: the harness, not the
+    implementation, cut the work short at ``index``."""
+
+    index: int
+    session_id: str
+    """The session the failpoint context names ("" when unknown)."""
+    tool_call_id: str
+    execution_id: str
+    kind: str  # "crash" | "raise"
+
+
+def interruptions(trace: Trace) -> tuple[Interruption, ...]:
+    out = []
+    events = trace.events
+    pending_hit: TraceEvent | None = None
+    for pos, event in enumerate(events):
+        if event.kind == Kind.FAILPOINT and event.data.get("action") == "crash":
+            pending_hit = event
+        elif event.kind == Kind.CRASH:
+            source = pending_hit if pending_hit is not None else event
+            context = source.data.get("context") or {} if source is pending_hit else {}
+            out.append(Interruption(source.index, str(context.get("session_id", "")),
+                                    str(context.get("tool_call_id", "")), str(context.get("execution_id", "")),
+                                    "crash"))
+            pending_hit = None
+        elif event.kind == Kind.FAILPOINT and event.data.get("action") == "raise":
+            for later in events[pos + 1:]:
+                if later.kind == Kind.DRIVER_CALL:
+                    break
+                if later.kind == Kind.DRIVER_RAISED and later.data.get("exception") == "InjectedFault":
+                    context = event.data.get("context") or {}
+                    out.append(Interruption(event.index, str(context.get("session_id", "")),
+                                            str(context.get("tool_call_id", "")),
+                                            str(context.get("execution_id", "")), "raise"))
+                    break
+    return tuple(sorted(out, key=lambda i: i.index))
+
+
+def interrupted_between(trace: Trace, start: int, stop: int | None, session_id: str | None = None) -> bool:
+    """Was work cut short (crash or escaped injected exception) after ``start`` and before
+    ``stop``, in ``session_id`` when given (an interruption naming no session counts)?"""
+    return any(
+        start < i.index and (stop is None or i.index < stop)
+        and (session_id is None or i.session_id in ("", session_id))
+        for i in interruptions(trace)
+    )
+
+
 # --------------------------------------------------------------------------- evidence
 
 

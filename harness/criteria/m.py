@@ -31,16 +31,17 @@ def _events_by_request(trace: Trace, type_: str) -> dict[str, list[TraceEvent]]:
 
 
 def _interrupted(trace: Trace, start: int, ends: list[TraceEvent]) -> bool:
-    """A crash cut the request off before any end was recorded."""
+    """A crash (or an injected exception that escaped) cut the request off before any end
+    was recorded."""
     first_end = min((e.index for e in ends), default=None)
-    return any(c.index > start and (first_end is None or c.index < first_end) for c in trace.crashes())
+    return s.interrupted_between(trace, start, first_end)
 
 
 def _lost_in_crash(trace: Trace, stream: TraceEvent, ends: list[TraceEvent]) -> bool:
-    """A crash between the stream's end and its recorded end: the reply never reached the
+    """Cut off between the stream's end and its recorded end: the reply never reached the
     store (recovery may only close the request, without its text)."""
-    first_end = min((e.index for e in ends), default=len(trace.events))
-    return any(stream.index < c.index < first_end for c in trace.crashes())
+    first_end = min((e.index for e in ends), default=None)
+    return s.interrupted_between(trace, stream.index, first_end)
 
 
 def _views(trace: Trace):
@@ -132,6 +133,8 @@ def check_m3(trace: Trace) -> Verdict:
         span = s.innermost_span(spans, stream.index, s.TURN_METHODS)
         if span is None or span.end_kind not in ("return", "raised"):
             continue
+        if s.interrupted_between(trace, stream.index, span.end_index):
+            continue  # an injected fault, not the stream's error, ended the call
         exercised += 1
         if span.end_kind == "return":
             violations.append(s.ev(f"the {how} of request {stream.data.get('request_id')} was swallowed: "
@@ -201,8 +204,9 @@ def check_m5(trace: Trace) -> Verdict:
         text = str(stream.data.get("text", ""))
         exercised += 1
         view = views.get(rid)
-        keeps_text = bool(text) and not _lost_in_crash(trace, stream, ends.get(rid, []))
-        if how == "eof" and view is not None and final is not None:
+        lost = _lost_in_crash(trace, stream, ends.get(rid, []))
+        keeps_text = bool(text) and not lost
+        if how == "eof" and view is not None and final is not None and not (lost and view.status is None):
             if view.status is not ModelRequestStatus.INCOMPLETE or not view.incomplete or (
                     keeps_text and view.partial_text != text):
                 violations.append(s.ev(f"request {rid} ended by EOF is stored as {view.status} (incomplete="
