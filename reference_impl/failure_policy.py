@@ -3,7 +3,7 @@
 Guarantees:
 
 * the dedup key of a Bash call is its canonical arguments without ``description`` and
-  without nothing else; any other tool keeps every field (a user tool's own
+  nothing else removed; any other tool keeps every field (a user tool's own
   ``description`` included); command text is never normalised (L1.3-L1.5);
 * every failure of an operation is logged once (one row per identity) in the durable
   failure history, and the per-session recent-failure table keeps at most
@@ -11,9 +11,9 @@ Guarantees:
   eviction deletes a table row and nothing else (L1.2);
 * the repeat guard keeps its own counts per (session, dedup key, permission version), apart
   from the table, so eviction cannot reset them; only definite failures (``failed``,
-  ``param_error``) and denials by a rule, the default, an owner or the guard itself consume
-  the budget, not classifier denials or faults, cancellations or voided decisions (L3.9);
-  a success of the key starts its count again;
+  ``param_error``), unknown outcomes and denials by a rule, the default, an owner or the
+  guard itself consume the budget, not classifier denials or faults, cancellations or
+  voided decisions (L3.9); a success of the key starts its count again;
 * a tool result's text never changes the recorded outcome: only the host's status and the
   structured error kind do (X5);
 * automatic retries happen only when the tool certainly did not run (``ToolUnavailable``)
@@ -83,7 +83,9 @@ _BUDGET_FREE_DENIALS = (
     DecisionSource.CANCELLATION,
     DecisionSource.REVALIDATION,
 )
-_BUDGET_CONSUMING_FAILURES = (FailureKind.FAILED, FailureKind.PARAM_ERROR)
+_BUDGET_CONSUMING_FAILURES = (FailureKind.FAILED, FailureKind.PARAM_ERROR, FailureKind.UNKNOWN)
+"""Results that say the call itself did not work (or may not have): repeating it verbatim
+is refused past the limit. An unknown outcome counts because it must not be retried blindly."""
 
 
 def consumes_repeat_budget(
@@ -92,7 +94,8 @@ def consumes_repeat_budget(
     if outcome is Outcome.NOT_STARTED:
         return (failure_kind is FailureKind.PERMISSION_DENIED
                 and decided_by not in _BUDGET_FREE_DENIALS)
-    return outcome is Outcome.FAILED and failure_kind in _BUDGET_CONSUMING_FAILURES
+    return (outcome in (Outcome.FAILED, Outcome.UNKNOWN)
+            and failure_kind in _BUDGET_CONSUMING_FAILURES)
 
 
 def record_failure(

@@ -232,3 +232,12 @@ def test_mode_is_irrelevant_to_the_key():
     assert failure_policy.dedup_key("Bash", ToolKind.BASH, {"command": "x"}) == \
         failure_policy.dedup_key("Bash", None, {"command": "x", "description": "y"})
     assert Mode.AUTO  # (the key depends on the call only)
+
+
+def test_unknown_outcomes_count_toward_the_repeat_guard(start, impl, data_dir):
+    calls = [call(f"c{i}", "Bash", command="make release") for i in range(3)]
+    world = FakeWorld(replies={"s1": [Reply("", (c,)) for c in calls]},
+                      tool_behaviour={"c0": ["unknown"], "c1": ["unknown"]})
+    start(world, config(rules=(allow("Bash"),))).run_turn("s1", "release")
+    assert [world.executed(c.tool_call_id) for c in calls] == [1, 1, 0]
+    assert impl.inspect(data_dir).operation("c2").decided_by is DecisionSource.REPEAT_GUARD
