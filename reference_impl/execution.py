@@ -26,6 +26,7 @@ import enum
 import sqlite3
 
 from harness.contract import (
+    ClassifierOutcome,
     DecisionSource,
     Delivery,
     EventType,
@@ -160,7 +161,7 @@ class OperationPipeline:
                 denial_counters.record_risk_denial(
                     conn, op.session_id, session.permission_version, op.execution_id
                 )
-            if decided and decision.permission is Permission.ALLOW:
+            if decided and decision.classifier_outcome is ClassifierOutcome.ALLOW:
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
         if not decided:
             return  # another instance decided first; the caller reloads its decision
@@ -266,6 +267,9 @@ class OperationPipeline:
                     (Stage.STARTED.value, op.execution_id, op.stage.value,
                      Permission.ALLOW.value),
                 ).rowcount)
+                if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
+                    denial_counters.reset_consecutive(conn, op.session_id,
+                                                      current.permission_version)
         if refusal is not None:
             self._refuse(op, refusal)
             return False
@@ -443,9 +447,10 @@ class OperationPipeline:
             self.project(op.execution_id, with_failpoint=fresh)
 
     def _write_diagnostics(self, op: OperationRecord) -> None:
+        if self._signals.failpoint(Failpoint.DURING_DIAGNOSTICS_WRITE, op.session_id,
+                                   op.execution_id, op.tool_call_id) is not None:
+            return  # reported as a runtime fault; the result record is untouched (L4.7)
         try:
-            self._signals.failpoint(Failpoint.DURING_DIAGNOSTICS_WRITE, op.session_id,
-                                    op.execution_id, op.tool_call_id)
             record = results.load(self._store.connection, op.execution_id)
             display = {"tool": op.tool, "outcome": record.outcome.value,
                        "summary": (record.output or record.reason)[:200]}
@@ -456,12 +461,12 @@ class OperationPipeline:
                     (op.execution_id, op.session_id, canonical_json(display), self._world.now()),
                 )
         except Exception as exc:  # optional state: report it, never touch the result
-            self.report_runtime_fault(op.session_id, op.execution_id, "diagnostics", exc)
+            self._signals.runtime_fault(op.session_id, op.execution_id, "diagnostics", exc)
 
     def _checkpoint(self, op: OperationRecord) -> None:
         try:
             self._signals.failpoint(Failpoint.DURING_CHECKPOINT_BUILD, op.session_id,
-                                    op.execution_id, op.tool_call_id)
+                                    op.execution_id, op.tool_call_id, contain=False)
             self.fold(op.session_id, reason="operation")
         except Exception as exc:  # the result stays saved and deliverable (L4.4)
             self._signals.emit(EventType.CHECKPOINT_FAILED, op.session_id, op.execution_id,
@@ -494,7 +499,7 @@ class OperationPipeline:
         try:
             self._world.publish(projection)
         except Exception as exc:  # the UI is display state: the record stands
-            self.report_runtime_fault(op.session_id, execution_id, "projection", exc)
+            self._signals.runtime_fault(op.session_id, execution_id, "projection", exc)
             return
         with self._store.transaction() as conn:
             conn.execute(
@@ -515,19 +520,6 @@ class OperationPipeline:
         if with_failpoint:
             self._signals.failpoint(Failpoint.AFTER_PROJECTION, op.session_id, execution_id,
                                     op.tool_call_id)
-
-    def report_runtime_fault(
-        self, session_id: str, execution_id: str, location: str, error: Exception
-    ) -> None:
-        message = f"{type(error).__name__}: {error}"
-        with self._store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (session_id, execution_id, location, message, self._world.now()),
-            )
-        self._signals.emit(EventType.RUNTIME_FAULT, session_id, execution_id,
-                           location=location, error=message)
 
     # ------------------------------------------------------------------ reads
 

@@ -45,7 +45,7 @@ class ReferenceRuntime:
     def __init__(self, data_dir: str, world: World) -> None:
         self._store = Store.open(data_dir)
         self._world = world
-        self._signals = Signals(world)
+        self._signals = Signals(world, self._store)
         self._pipeline = OperationPipeline(self._store, world, self._signals)
         self._turns = TurnLoop(
             self._store, world, self._signals, self._pipeline,

@@ -116,7 +116,7 @@ def test_a_diagnostics_failure_is_a_runtime_fault_that_changes_no_result(start, 
     world = _write_world(raise_at={"during_diagnostics_write": 1})
     start(world, config(rules=(allow("write_file"),))).run_turn("s1", "write")
     fault = next(e for e in world.events if e.type is EventType.RUNTIME_FAULT)
-    assert fault.data["location"] == "diagnostics"
+    assert fault.data["location"] == "during_diagnostics_write"
     op = impl.inspect(data_dir).operation("c1")
     assert (op.outcome, op.failure_kind, op.reconciliation_required) == (Outcome.SUCCEEDED, None, False)
 
@@ -219,3 +219,17 @@ def test_failpoints_are_called_outside_transactions(impl, data_dir):
     runtime.close()
     probe.close()
     assert len(checked) == len(world.failpoints) >= 12
+
+
+@pytest.mark.parametrize("failpoint", [f for f in OPERATION_FAILPOINTS if f != "during_checkpoint_build"]
+                         + ["before_model_request", "after_model_request_started",
+                            "after_model_stream_ended"])
+def test_an_ordinary_fault_at_a_lifecycle_point_is_reported_and_the_lifecycle_goes_on(
+        start, impl, data_dir, failpoint):
+    world = _write_world(raise_at={failpoint: 1})
+    result = start(world, config(rules=(allow("write_file"),))).run_turn("s1", "write")
+    faults = [e for e in world.events if e.type is EventType.RUNTIME_FAULT]
+    assert [f.data["location"] for f in faults] == [failpoint]
+    op = impl.inspect(data_dir).operation("c1")
+    assert (op.outcome, op.delivery, world.executed("c1")) == (Outcome.SUCCEEDED, Delivery.PROJECTED, 1)
+    assert result.status is TurnStatus.COMPLETED
