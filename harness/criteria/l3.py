@@ -194,6 +194,11 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
                 escalation=(session, d.get("tool_call_id", "")) in escalated,
                 tool_call_id=str(d.get("tool_call_id", "")),
             ))
+        elif event.kind == Kind.LIFECYCLE_EVENT and (d.get("event") or {}).get("type") == "permission_decided" and (
+                (d.get("event") or {}).get("data") or {}).get("permission") == "allow":
+            # an allowed decision the world never sees run (cancelled, revalidation failed)
+            session = str((d.get("event") or {}).get("session_id", ""))
+            steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes)))
         elif event.kind == Kind.DRIVER_CALL and d.get("method") == "answer_approval":
             wait_id, approve = s.answer_args(event)
             steps.append(_Step(event.index, "answer", wait_id=wait_id, approve=approve))

@@ -136,7 +136,7 @@ def check_l4_1(trace: Trace) -> Verdict:
                 violations.append(s.ev(f"the continuation carries another output for {key[1]} than the saved one",
                                        following.index, rows=[row]))
         elif trace.completed and crash.restart_index is not None and not s.interrupted_between(
-                trace, crash.restart_index, None, key[0]):
+                trace, crash.restart_index, None, key[0]) and not s.cancelled(trace, key[0]):
             final = s.final_point(trace)
             waiting = final is not None and any(
                 w.session_id == key[0] and w.status.value == "pending" for w in final.observation.approval_waits)

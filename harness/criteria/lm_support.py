@@ -589,6 +589,15 @@ def innermost_span(spans: Iterable[DriverSpan], index: int, methods: Iterable[st
     return best
 
 
+def cancelled(trace: Trace, session_id: str, after: int = -1) -> bool:
+    """Did the harness cancel the session (driver ``cancel`` call) after event ``after``?"""
+    return any(
+        e.index > after and e.data.get("method") == "cancel"
+        and (e.data.get("args") or {}).get("session_id", session_id) == session_id
+        for e in trace.of_kind(Kind.DRIVER_CALL)
+    )
+
+
 def answers(trace: Trace) -> tuple[TraceEvent, ...]:
     return tuple(e for e in trace.of_kind(Kind.DRIVER_CALL) if e.data.get("method") == "answer_approval")
 
