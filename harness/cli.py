@@ -21,6 +21,7 @@ commands (``selftest``) and options (``--expectations``, ``--check-determinism``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
@@ -40,7 +41,14 @@ from harness.errors import (
     UsageError,
 )
 from harness.report._text import evidence_line, gate_line
-from harness.result import CriterionStatus, RunResult, ScenarioStatus
+from harness.determinism import RecordingRunner, check_determinism
+from harness.result import (
+    CriterionStatus,
+    DeterminismCheck,
+    DivergenceRecord,
+    RunResult,
+    ScenarioStatus,
+)
 from harness.suite import (
     DEFAULT_IMPL_SPEC,
     DEFAULT_SEED,
@@ -216,6 +224,12 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         f"(default: {DEFAULT_REPORT_DIR})",
     )
     add_time_limit_option(parser)
+    parser.add_argument(
+        "--expectations", metavar="FILE",
+        help="TOML file of criteria this implementation is expected to fail "
+        "([[expected_fail]] criterion, reason, link); they are reported expected_fail "
+        "and do not fail the gate, and an unexpected pass is reported",
+    )
 
 
 def _add_run(sub: Any) -> None:
@@ -226,6 +240,11 @@ def _add_run(sub: Any) -> None:
         "3 = harness bug.",
     )
     add_run_options(parser)
+    parser.add_argument(
+        "--check-determinism", action="store_true",
+        help="run every scenario a second time and compare trace digests; a mismatch fails "
+        "the run and prints the first diverging trace event",
+    )
     parser.set_defaults(handler=cmd_run)
 
 
@@ -309,12 +328,13 @@ def _discover(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
 
 
 def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
-    """Criterion id → reason for criteria expected to fail (``--expectations FILE``).
+    """Criterion id → reason for criteria expected to fail (``--expectations FILE``)."""
+    path = getattr(args, "expectations", None)
+    if not path:
+        return None
+    from harness.expectations import load_expectations as load
 
-    Extension point: returns None until an ``--expectations`` option is added to
-    :func:`add_run_options`; its loader should raise ``ExpectationsError`` on a bad file.
-    """
-    return None
+    return load(path)
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
@@ -322,26 +342,52 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     scenarios = _discover(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
     renderer = ctx.deps.fault_renderer()
+    expectations = load_expectations(args)
     ctx.err(f"fault plans ({len(scenarios)} scenarios, seed {args.seed}):")
     for scenario in scenarios:
         ctx.err(_fault_plan_line(renderer, scenario))
+    runner = ctx.deps.runner()
+    recording = RecordingRunner(runner) if getattr(args, "check_determinism", False) else None
     result = run_suite(
         implementation,
         scenarios,
         args.seed,
         criteria=criteria,
-        runner=ctx.deps.runner(),
-        expectations=load_expectations(args),
+        runner=recording or runner,
+        expectations=expectations,
         progress=_progress_printer(ctx),
         time_limit_s=args.time_limit_s,
         impl_spec=args.impl,
         fault_renderer=renderer,
         command=shlex.join((PROG, *ctx.argv)),
     )
+    if recording is not None:
+        result = _with_determinism(ctx, result, implementation, scenarios, args, runner, recording)
     written = _write_reports(result, args.report_dir)
     _print_summary(ctx, result)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
     return EXIT_OK if result.gate_passed else EXIT_CONFORMANCE_FAILURE
+
+
+def _with_determinism(
+    ctx: Context, result: RunResult, implementation: Implementation, scenarios: Sequence[Any],
+    args: argparse.Namespace, runner: Callable[..., Any], recording: RecordingRunner,
+) -> RunResult:
+    ctx.err(f"determinism: running each of the {len(scenarios)} scenarios a second time")
+    divergences = check_determinism(
+        implementation, scenarios, args.seed, runner=runner,
+        first_traces=recording.traces, time_limit_s=args.time_limit_s,
+    )
+    for divergence in divergences:
+        for line in divergence.lines():
+            ctx.out(line)
+    if not divergences:
+        ctx.out(f"determinism: all {len(scenarios)} scenarios gave identical trace digests")
+    records = tuple(
+        DivergenceRecord(d.scenario_id, display_path(d.file), d.where, d.first, d.second)
+        for d in divergences
+    )
+    return dataclasses.replace(result, determinism=DeterminismCheck(len(scenarios), records))
 
 
 def _write_reports(result: RunResult, report_dir: str) -> dict[str, Path]:

@@ -119,6 +119,52 @@ class Summary:
 
 
 @dataclass(frozen=True, slots=True)
+class DivergenceRecord:
+    """Where a scenario's second run first differed from its first (same seed)."""
+
+    scenario: str
+    file: str
+    where: str
+    first: str
+    second: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeterminismCheck:
+    scenarios: int
+    divergences: tuple[DivergenceRecord, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MutantResult:
+    name: str
+    defect: str
+    expected: tuple[str, ...]
+    """Criterion ids expected to catch this mutant."""
+    killed_by: tuple[str, ...]
+    """Criterion ids that failed (or errored) on this mutant's traces."""
+    caught: bool
+    """True when at least one expected criterion is among ``killed_by``."""
+    scenarios_run: tuple[str, ...] = ()
+    scenario_errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestResult:
+    reference_passed: bool
+    mutants: tuple[MutantResult, ...]
+    mutation_score: float
+    """Share of mutants caught by an expected criterion (0..1)."""
+    kills_per_criterion: dict[str, int]
+    blind_criteria: tuple[str, ...]
+    """Criteria that kill no mutant (flagged: such a criterion may be unable to fail)."""
+
+    @property
+    def passed(self) -> bool:
+        return self.reference_passed and all(m.caught for m in self.mutants)
+
+
+@dataclass(frozen=True, slots=True)
 class RunResult:
     schema_version: int
     implementation: ImplementationInfo
@@ -129,11 +175,16 @@ class RunResult:
     coverage: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """criterion id -> failpoints reached by the scenarios that exercised it."""
     failpoints_unreached: tuple[str, ...] = ()
-    selftest: dict[str, Any] | None = None
+    selftest: SelftestResult | None = None
     """Mutation kill matrix when the run is a selftest (see harness.selftest)."""
+    determinism: DeterminismCheck | None = None
+    """Set by ``run --check-determinism``: every scenario run twice, digests compared."""
 
     @property
     def gate_passed(self) -> bool:
-        return all(c.status not in GATE_FAILING for c in self.criteria) and all(
+        conformant = all(c.status not in GATE_FAILING for c in self.criteria) and all(
             s.status is not ScenarioStatus.ERROR for s in self.scenarios
         )
+        deterministic = self.determinism is None or not self.determinism.divergences
+        selftest_ok = self.selftest is None or self.selftest.passed
+        return conformant and deterministic and selftest_ok

@@ -47,7 +47,7 @@ blockquote{border-left:4px solid #ccc;margin:.4em 0;padding:.2em .8em;color:#444
 .sc-passed{background:#b7e4c7}.sc-failed{background:#f4a6a6}.sc-error{background:#e76f51;color:#fff}
 .legend .chip{cursor:default}
 .cov td{text-align:center;padding:.1em .3em}.cov th.fp{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal;font-size:12px}
-.cov td.hit{background:#b7e4c7}.cov th.unreached{background:#ffd166}
+.cov td.hit{background:#b7e4c7}.cov td.miss{background:#f4a6a6}.cov th.unreached{background:#ffd166}
 .muted{color:#666}
 """
 
@@ -182,6 +182,54 @@ def _coverage(result: RunResult) -> list[str]:
     return out
 
 
+def _determinism(result: RunResult) -> list[str]:
+    check = result.determinism
+    assert check is not None
+    if not check.divergences:
+        return [f"<p>All {check.scenarios} scenarios gave identical traces when run twice.</p>"]
+    out = [f"<p>{len(check.divergences)} of {check.scenarios} scenarios diverged between two runs "
+           "under the same seed; first diverging event of each:</p>"]
+    for d in check.divergences:
+        out.append(f"<h3>{e(d.scenario)} <span class=\"muted\">{e(d.file)}</span> at {e(d.where)}</h3>")
+        out.append(_pre([f"run 1: {d.first}", f"run 2: {d.second}"]))
+    return out
+
+
+def _selftest(result: RunResult) -> list[str]:
+    selftest = result.selftest
+    assert selftest is not None
+    columns = [c.id for c in result.criteria]
+    out = [
+        f'<p>Reference {"passed" if selftest.reference_passed else "<b>did not pass</b>"}; '
+        f"mutation score {selftest.mutation_score:.0%} "
+        f"({sum(m.caught for m in selftest.mutants)}/{len(selftest.mutants)} mutants caught by an "
+        "expected criterion). ■ = expected criterion that killed the mutant, "
+        "□ = expected criterion that did not, ● = another criterion that also killed it.</p>",
+    ]
+    if selftest.blind_criteria:
+        out.append(
+            "<p><b>Criteria that kill no mutant</b> (may be unable to fail): "
+            + ", ".join(f"<code>{e(c)}</code>" for c in selftest.blind_criteria) + "</p>"
+        )
+    head = "".join(f'<th class="fp">{e(c)}</th>' for c in columns)
+    out.append(f'<table class="cov"><tr><th>mutant</th><th>caught</th>{head}</tr>')
+    for m in selftest.mutants:
+        cells = []
+        for c in columns:
+            if c in m.expected:
+                cells.append('<td class="hit">■</td>' if c in m.killed_by else '<td class="miss">□</td>')
+            else:
+                cells.append("<td>●</td>" if c in m.killed_by else "<td></td>")
+        verdict = '<td class="sc-passed">yes</td>' if m.caught else '<td class="sc-failed">NO</td>'
+        out.append(f'<tr><th title="{e(m.defect)}">{e(m.name)}</th>{verdict}{"".join(cells)}</tr>')
+    kills = "".join(f"<td>{selftest.kills_per_criterion.get(c, 0)}</td>" for c in columns)
+    out.append(f"<tr><th>kills</th><td></td>{kills}</tr></table>")
+    out.append("<ul>" + "".join(
+        f"<li><code>{e(m.name)}</code>: {e(m.defect)} — expected {e(', '.join(m.expected))}</li>"
+        for m in selftest.mutants) + "</ul>")
+    return out
+
+
 def _run_info(result: RunResult) -> list[str]:
     info, run = result.implementation, result.run
     rows = [
@@ -230,8 +278,10 @@ def to_html(result: RunResult) -> str:
         "<h2>Run</h2>",
         *_run_info(result),
     ]
+    if result.determinism is not None:
+        parts += ["<h2>Determinism</h2>", *_determinism(result)]
     if result.selftest is not None:
-        parts += ["<h2>Self-test</h2>", _pre([json.dumps(result.selftest, indent=2, sort_keys=True)])]
+        parts += ["<h2>Self-test: mutant × criterion kill matrix</h2>", *_selftest(result)]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

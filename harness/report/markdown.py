@@ -102,6 +102,25 @@ def to_markdown(result: RunResult) -> str:
             f"- **{text(c.id)}** {c.status.value.replace('_', ' ')}: {text(c.expectation_reason)}"
             for c in expected
         ]
+    if result.determinism is not None:
+        check = result.determinism
+        body += ["", "### Determinism", ""]
+        if not check.divergences:
+            body.append(f"All {check.scenarios} scenarios gave identical traces when run twice.")
+        for d in check.divergences:
+            body.append(f"- {code(d.scenario)} diverged at {text(d.where)}: "
+                        f"{code(text(d.first, 160))} vs {code(text(d.second, 160))}")
+    if result.selftest is not None:
+        st = result.selftest
+        missed = [m for m in st.mutants if not m.caught]
+        body += ["", "### Self-test", "",
+                 f"Mutation score {st.mutation_score:.0%}: "
+                 f"{len(st.mutants) - len(missed)}/{len(st.mutants)} mutants caught by an expected "
+                 f"criterion; reference {'passed' if st.reference_passed else 'FAILED'}."]
+        body += [f"- survived: {code(m.name)} ({text(m.defect)}), expected {', '.join(m.expected)}"
+                 for m in missed]
+        if st.blind_criteria:
+            body.append("Criteria that kill no mutant: " + ", ".join(code(c) for c in st.blind_criteria))
     if result.failpoints_unreached:
         body += [
             "",

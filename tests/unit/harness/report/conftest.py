@@ -12,6 +12,10 @@ from harness.result import (
     REPORT_SCHEMA_VERSION,
     CriterionResult,
     CriterionStatus,
+    DeterminismCheck,
+    DivergenceRecord,
+    MutantResult,
+    SelftestResult,
     EvidenceItem,
     RunInfo,
     RunResult,
@@ -61,7 +65,7 @@ def _scenario(sid, status, error=""):
     )
 
 
-def build(criteria, scenarios, unreached=("after_projection",), selftest=None) -> RunResult:
+def build(criteria, scenarios, unreached=("after_projection",), selftest=None, determinism=None) -> RunResult:
     counts = {s: sum(1 for c in criteria if c.status is s) for s in CriterionStatus}
     return RunResult(
         schema_version=REPORT_SCHEMA_VERSION,
@@ -79,6 +83,7 @@ def build(criteria, scenarios, unreached=("after_projection",), selftest=None) -
         coverage={c.id: ("after_result_saved",) if c.exercised else () for c in criteria},
         failpoints_unreached=tuple(unreached),
         selftest=selftest,
+        determinism=determinism,
     )
 
 
@@ -99,7 +104,17 @@ def failing_result() -> RunResult:
             _scenario("l4-hang", ScenarioStatus.ERROR, error="hung in run_turn after 20.0s"),
             _scenario("x-ok", ScenarioStatus.PASSED),
         ],
-        selftest={"mutants": [{"name": "m1", "killed_by": ["L4.1"]}]},
+        selftest=SelftestResult(
+            reference_passed=True,
+            mutants=(
+                MutantResult("m1", "re-executes <writes>", ("L4.1",), ("L4.1", "X4"), True, ("l4-crash",)),
+                MutantResult("m2", "blind spot", ("L2.3",), (), False, ("l2-tail",)),
+            ),
+            mutation_score=0.5,
+            kills_per_criterion={"L4.1": 1, "X4": 1, "L2.3": 0},
+            blind_criteria=("L2.3",),
+        ),
+        determinism=DeterminismCheck(3, (DivergenceRecord("x-ok", "scenarios/x/ok.toml", "event 4", "a", "b"),)),
     )
 
 
