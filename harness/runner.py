@@ -629,8 +629,10 @@ def _fixture_matches(name: str, declared: str) -> bool:
 
 def _find_fixture(implementation: Any, relative: str) -> Path | None:
     """``relative`` below the implementation's package (its module's folder, then parents
-    that are still packages)."""
-    module = sys.modules.get(type(implementation).__module__)
+    that are still packages). A wrapper implementation names the package it wraps in a
+    ``fixture_module`` attribute."""
+    module_name = getattr(implementation, "fixture_module", None) or type(implementation).__module__
+    module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None)
     if not file:
         return None

@@ -1,0 +1,152 @@
+"""Run the suite on the reference and on every mutant; build the kill matrix.
+
+Guarantees of :func:`run_selftest`:
+
+* the reference runs the whole given suite first; its per-scenario verdicts tell which
+  scenarios exercise which criterion;
+* each mutant runs (with its defect applied) on the scenarios that exercise its expected
+  criteria on the reference — or on the whole suite with ``full=True`` — and every
+  criterion is judged on those traces;
+* a mutant is *caught* only when one of its expected criteria fails on it; other criteria
+  that fail are recorded too (``killed_by``); a checker error or a scenario error is never
+  counted as a kill (a crash is not a detection by the criterion);
+* ``kills_per_criterion`` counts, for every criterion of the catalogue, the mutants it
+  failed on; criteria with no kill are listed as blind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from harness.criteria.base import Criterion
+from harness.result import (
+    CriterionStatus,
+    MutantResult,
+    RunResult,
+    ScenarioStatus,
+    SelftestResult,
+)
+from harness.selftest.mutant import Mutant, MutantImplementation
+from harness.suite import run_suite
+
+
+@dataclass(frozen=True, slots=True)
+class SelftestProgress:
+    phase: str
+    """"reference" or "mutant"."""
+    index: int
+    total: int
+    name: str
+    caught: bool | None = None
+    killed_by: tuple[str, ...] = ()
+
+
+def exercising_scenarios(result: RunResult) -> dict[str, set[str]]:
+    """criterion id → ids of the scenarios whose trace exercised it (and passed it)."""
+    found: dict[str, set[str]] = {}
+    for scenario in result.scenarios:
+        for verdict in scenario.verdicts:
+            if verdict.exercised > 0:
+                found.setdefault(verdict.criterion_id, set()).add(scenario.id)
+    return found
+
+
+def run_selftest(
+    reference: Any,
+    scenarios: Sequence[Any],
+    mutants: Sequence[Mutant],
+    seed: int = 0,
+    *,
+    criteria: Sequence[Criterion] | None = None,
+    runner: Callable[..., Any] | None = None,
+    full: bool = False,
+    time_limit_s: float = 20.0,
+    progress: Callable[[SelftestProgress], None] | None = None,
+) -> tuple[RunResult, SelftestResult]:
+    """The reference's RunResult and the kill matrix over ``mutants``."""
+    reference_result = run_suite(
+        reference, scenarios, seed, criteria=criteria, runner=runner, time_limit_s=time_limit_s
+    )
+    if progress:
+        progress(SelftestProgress("reference", 0, len(mutants), reference.info.name,
+                                  reference_result.gate_passed))
+    criterion_ids = [c.id for c in reference_result.criteria]
+    exercising = exercising_scenarios(reference_result)
+    outcomes = []
+    for position, mutant in enumerate(mutants, start=1):
+        chosen = _scenarios_for(mutant, scenarios, exercising, full)
+        mutated = run_suite(
+            MutantImplementation(reference, mutant), chosen, seed, criteria=criteria,
+            runner=runner, time_limit_s=time_limit_s, impl_spec=f"mutant:{mutant.name}",
+        )
+        killed_by = tuple(
+            c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED
+        )
+        outcome = MutantResult(
+            name=mutant.name,
+            defect=mutant.defect,
+            expected=mutant.expected,
+            killed_by=killed_by,
+            caught=any(c in killed_by for c in mutant.expected),
+            scenarios_run=tuple(s.id for s in chosen),
+            scenario_errors=tuple(
+                f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
+                for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
+            ),
+        )
+        outcomes.append(outcome)
+        if progress:
+            progress(SelftestProgress("mutant", position, len(mutants), mutant.name,
+                                      outcome.caught, killed_by))
+    kills = {cid: sum(1 for m in outcomes if cid in m.killed_by) for cid in criterion_ids}
+    caught = sum(1 for m in outcomes if m.caught)
+    selftest = SelftestResult(
+        reference_passed=reference_result.gate_passed,
+        mutants=tuple(outcomes),
+        mutation_score=round(caught / len(outcomes), 4) if outcomes else 0.0,
+        kills_per_criterion=kills,
+        blind_criteria=tuple(cid for cid in criterion_ids if kills[cid] == 0),
+    )
+    return reference_result, selftest
+
+
+def _scenarios_for(
+    mutant: Mutant, scenarios: Sequence[Any], exercising: dict[str, set[str]], full: bool
+) -> tuple[Any, ...]:
+    if full:
+        return tuple(scenarios)
+    wanted = set().union(*(exercising.get(c, set()) for c in mutant.expected))
+    chosen = tuple(s for s in scenarios if s.id in wanted)
+    # An expected criterion nobody exercises cannot catch anything: run everything so the
+    # matrix shows what does catch the mutant, instead of an empty row.
+    return chosen or tuple(scenarios)
+
+
+def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[str]:
+    """The kill matrix as text: one row per mutant, one column per criterion.
+
+    ``#`` expected criterion that killed it, ``o`` expected criterion that did not, ``+``
+    another criterion that killed it, ``.`` none.
+    """
+    name_width = max([len(m.name) for m in result.mutants] + [6])
+    header_rows = []
+    width = max(len(c) for c in criterion_ids)
+    for row in range(width):
+        cells = "".join((c.rjust(width)[row]) for c in criterion_ids)
+        header_rows.append(" " * (name_width + 8) + cells)
+    lines = header_rows
+    for m in result.mutants:
+        cells = []
+        for c in criterion_ids:
+            if c in m.expected:
+                cells.append("#" if c in m.killed_by else "o")
+            else:
+                cells.append("+" if c in m.killed_by else ".")
+        lines.append(f"{m.name:<{name_width}} {'caught ' if m.caught else 'MISSED '}{''.join(cells)}")
+    kills = "".join(
+        (str(result.kills_per_criterion.get(c, 0)) if result.kills_per_criterion.get(c, 0) < 10 else "*")
+        for c in criterion_ids
+    )
+    lines.append(f"{'kills':<{name_width}}        {kills}")
+    return lines

@@ -1,0 +1,96 @@
+"""What a mutant is, and how it becomes an implementation the harness can drive.
+
+Guarantees: a :class:`Mutant` is frozen data plus a ``patches`` factory returning a context
+manager that applies its defect to ``reference_impl`` in this process and undoes it on exit.
+:class:`MutantImplementation` satisfies ``contract.Implementation``: every driver call of
+every runtime it opens, and every ``inspect``, runs with the defect applied, so a mutant can
+be run, replayed and gated exactly like any implementation (``--impl mutant:NAME``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Iterator
+from unittest import mock
+
+from harness.contract import ImplementationInfo, Observation, Runtime, World
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    name: str
+    """Named after the defect, kebab-case: ``reexecute-after-result-saved``."""
+    defect: str
+    """One sentence: what the mutated implementation does wrong."""
+    expected: tuple[str, ...]
+    """Criterion ids expected to catch it (at least one of them must)."""
+    patches: Callable[[], ContextManager[Any]] = dataclasses.field(repr=False, compare=False)
+    seed_defect: bool = False
+    """True for the defects the lifecycle design lists under its current problems."""
+
+
+def patched(*replacements: tuple[Any, str, Any]) -> Callable[[], ContextManager[Any]]:
+    """A ``patches`` factory replacing ``(owner, attribute, new_value)`` triples."""
+
+    @contextlib.contextmanager
+    def apply() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for owner, attribute, value in replacements:
+                if not hasattr(owner, attribute):  # a renamed target must not pass silently
+                    raise AttributeError(f"mutant patch target {owner!r}.{attribute} does not exist")
+                stack.enter_context(mock.patch.object(owner, attribute, value))
+            yield
+
+    return apply
+
+
+class _PatchedRuntime:
+    """Proxies a runtime; each call runs inside the mutant's patches."""
+
+    def __init__(self, runtime: Runtime, patches: Callable[[], ContextManager[Any]]) -> None:
+        self._runtime = runtime
+        self._patches = patches
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._runtime, name)
+        if not callable(attribute):
+            return attribute
+
+        @functools.wraps(attribute)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self._patches():
+                return attribute(*args, **kwargs)
+
+        return call
+
+
+class MutantImplementation:
+    """The reference implementation with one mutant's defect applied."""
+
+    def __init__(self, base: Any, mutant: Mutant) -> None:
+        self._base = base
+        self.mutant = mutant
+        info = base.info
+        self.info = ImplementationInfo(
+            name=f"{info.name}+{mutant.name}",
+            version=info.version,
+            features=info.features,
+            checkpoint_fixtures=info.checkpoint_fixtures,
+        )
+
+    @property
+    def fixture_module(self) -> str:
+        """Checkpoint fixtures are the base implementation's files."""
+        return type(self._base).__module__
+
+    def open(self, data_dir: str, world: World) -> Runtime:
+        with self.mutant.patches():
+            runtime = self._base.open(data_dir, world)
+        return _PatchedRuntime(runtime, self.mutant.patches)  # type: ignore[return-value]
+
+    def inspect(self, data_dir: str) -> Observation:
+        with self.mutant.patches():
+            return self._base.inspect(data_dir)
