@@ -8,14 +8,21 @@ Guarantees:
   so a replayed delivery, a restarted instance or a concurrent second instance continues
   from the stored stage instead of redoing it (X2, L4.10); only the instance whose start
   claim succeeded ever calls the tool;
+* revalidation right before the start rechecks cancellation, the argument digest, the
+  approval of this very operation, an ``expect_sha`` file precondition and the permission
+  version; after a rule change only the deterministic layers re-decide (a deny refuses, an
+  exact grant may still allow, anything else voids the old decision) (L2.8, L2.9, L5.2);
 * the durable start record (``execution_started``) is committed before ``execute_tool``
-  (L4.6, X5) and re-checks, atomically, that the session was not cancelled and the
-  permission version did not change since revalidation (L2.8, L2.9, L5.2);
+  (L4.6, X5) and re-checks, atomically, that nothing changed since revalidation;
+* a sandboxed run that asks to escalate keeps its result (failed, started: effects may be
+  partial); an owner who can answer gets an approval wait of its own, and only an approved
+  escalation runs again, outside the sandbox, once (L2.10, L2.11);
 * a decision that is not ``allow`` never reaches the tool; a refusal is saved as a result
   record with ``execution_started=false`` and goes back to the model (X3);
 * the result record is committed before the checkpoint; ``RESULT_SAVED`` is emitted after
-  that commit; a failure writing diagnostics is a ``runtime_fault`` and a failing checkpoint
-  build is ``checkpoint_failed``: neither changes the saved result (L4.4, L4.7);
+  that commit; a failure writing diagnostics or publishing to the UI is a
+  ``runtime_fault`` and a failing checkpoint build is ``checkpoint_failed``: neither changes
+  the saved result, and the result still reaches the model and the UI (L4.4, L4.7);
 * no transaction is open across a world call or a failpoint, and every failpoint of the
   catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught.
 """
