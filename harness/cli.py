@@ -64,6 +64,7 @@ from harness.tracelines import render_trace
 
 PROG = "lifecycle-harness"
 DEFAULT_REPORT_DIR = os.path.join("reports", "latest")
+DEFAULT_SELFTEST_REPORT_DIR = os.path.join("reports", "selftest")
 TRACEBACK_ENV = "LIFECYCLE_HARNESS_TRACEBACK"
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, as a shell reports a command whose reader went away."""
@@ -170,6 +171,16 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -250,7 +261,7 @@ def _add_run(sub: Any) -> None:
 
 def _add_list(sub: Any) -> None:
     parser = sub.add_parser("list", help="list criteria, scenarios or failpoints")
-    parser.add_argument("what", choices=("criteria", "scenarios", "failpoints"))
+    parser.add_argument("what", choices=("criteria", "scenarios", "failpoints", "mutants"))
     add_scenarios_option(parser)
     parser.set_defaults(handler=cmd_list)
 
@@ -272,7 +283,38 @@ def _add_replay(sub: Any) -> None:
     parser.set_defaults(handler=cmd_replay)
 
 
-SUBCOMMANDS: list[Callable[[Any], None]] = [_add_run, _add_list, _add_replay]
+def _add_selftest(sub: Any) -> None:
+    parser = sub.add_parser(
+        "selftest", help="prove the suite catches known defects: kill matrix over mutants",
+        description="Run the suite on the reference implementation and on every mutant of it "
+        "(each reintroduces one defect) and print the kill matrix mutant x criterion. Exit 0 "
+        "only when the reference passes everything and every mutant is caught by one of its "
+        "expected criteria; criteria that kill no mutant are flagged.",
+    )
+    add_scenarios_option(parser)
+    add_seed_option(parser)
+    add_time_limit_option(parser)
+    parser.add_argument(
+        "--report-dir", default=DEFAULT_SELFTEST_REPORT_DIR, metavar="DIR",
+        help=f"where to write the reports (default: {DEFAULT_SELFTEST_REPORT_DIR})",
+    )
+    parser.add_argument(
+        "--mutants", nargs="+", metavar="NAME",
+        help="only these mutants (default: all; `lifecycle-harness list mutants`)",
+    )
+    parser.add_argument(
+        "--full", action="store_true",
+        help="run every scenario for every mutant (default: the scenarios that exercise the "
+        "mutant's expected criteria on the reference)",
+    )
+    parser.add_argument(
+        "--jobs", type=_positive_int, default=None, metavar="N",
+        help="mutants run in N forked processes (default: the number of cores, at most 4)",
+    )
+    parser.set_defaults(handler=cmd_selftest)
+
+
+SUBCOMMANDS: list[Callable[[Any], None]] = [_add_run, _add_list, _add_replay, _add_selftest]
 """Each adds one subcommand to the subparsers action (append to add a command)."""
 
 
@@ -442,6 +484,9 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     elif args.what == "scenarios":
         for s in _discover(ctx, args.scenarios):
             ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
+    elif args.what == "mutants":
+        for mutant in _mutants():
+            ctx.out(f"{mutant.name}  [{', '.join(mutant.expected)}]  {mutant.defect}")
     else:
         width = max(len(fp.value) for fp in Failpoint)
         for fp in Failpoint:
@@ -486,6 +531,69 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out(f"scenario {status}; trace digest {trace_digest(trace)}; "
             f"failpoints reached: {', '.join(run.failpoints_reached) or 'none'}")
     return EXIT_CONFORMANCE_FAILURE if (run.error or failing) else EXIT_OK
+
+
+def _mutants() -> tuple[Any, ...]:
+    from harness.selftest.mutants import MUTANTS
+
+    return MUTANTS
+
+
+def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
+    from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest
+
+    mutants = _mutants()
+    if args.mutants:
+        known = {m.name: m for m in mutants}
+        unknown = [name for name in args.mutants if name not in known]
+        if unknown:
+            raise UsageError(
+                f"--mutants: unknown mutant(s) {', '.join(unknown)}; "
+                "`lifecycle-harness list mutants` names them"
+            )
+        mutants = tuple(known[name] for name in args.mutants)
+    reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
+    scenarios = _discover(ctx, args.scenarios)
+    criteria = ctx.deps.criteria()
+    jobs = args.jobs or default_jobs()
+    ctx.err(f"selftest: reference + {len(mutants)} mutants over {len(scenarios)} scenarios, "
+            f"seed {args.seed}, {jobs} job(s)")
+
+    def show(event: Any) -> None:
+        if event.phase == "reference":
+            ctx.err(f"reference: gate {'passed' if event.caught else 'FAILED'}")
+        else:
+            verdict = "caught" if event.caught else "MISSED"
+            ctx.err(f"[{event.index}/{event.total}] {verdict:<6} {event.name} "
+                    f"(killed by {', '.join(event.killed_by) or 'nothing'})")
+
+    reference_result, selftest = run_selftest(
+        reference, scenarios, mutants, args.seed, criteria=criteria,
+        runner=ctx.deps.runner(), full=args.full, time_limit_s=args.time_limit_s,
+        progress=show, jobs=jobs,
+    )
+    result = dataclasses.replace(
+        reference_result, selftest=selftest,
+        run=dataclasses.replace(reference_result.run, command=shlex.join((PROG, *ctx.argv))),
+    )
+    ctx.out("kill matrix (# expected criterion killed it, o expected did not, "
+            "+ another criterion killed it):")
+    for line in matrix_lines(selftest, [c.id for c in result.criteria]):
+        ctx.out(line)
+    ctx.out(f"mutation score {selftest.mutation_score:.0%}: "
+            f"{sum(m.caught for m in selftest.mutants)}/{len(selftest.mutants)} mutants caught by "
+            f"an expected criterion; reference {'passed' if selftest.reference_passed else 'FAILED'}")
+    for mutant in selftest.mutants:
+        if not mutant.caught:
+            ctx.out(f"MISSED {mutant.name}: {mutant.defect} (expected {', '.join(mutant.expected)})")
+            ctx.out(f"    replay a scenario: lifecycle-harness replay FILE --impl mutant:{mutant.name}")
+    if selftest.blind_criteria:
+        ctx.out("criteria that kill no mutant (flagged): " + ", ".join(selftest.blind_criteria))
+    if not selftest.reference_passed:
+        _print_summary(ctx, reference_result)
+    written = _write_reports(result, args.report_dir)
+    ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
+    return EXIT_OK if selftest.passed else EXIT_CONFORMANCE_FAILURE
 
 
 # --------------------------------------------------------------------------- entry point

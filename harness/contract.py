@@ -687,17 +687,32 @@ class Implementation(Protocol):
 # --------------------------------------------------------------------------- JSON round trip
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def to_json(value: Any) -> Any:
     """Convert a contract value (dataclass, enum, tuple, dict...) to plain JSON data."""
+    kind = type(value)
+    if kind in _PLAIN:  # exact types: a StrEnum member is not a plain str here
+        return value
+    if kind is dict:
+        return {str(key): to_json(item) for key, item in value.items()}
+    if kind is tuple or kind is list:
+        return [to_json(item) for item in value]
+    names = _FIELD_NAMES.get(kind)
+    if names is not None:
+        return {name: to_json(getattr(value, name)) for name in names}
     if isinstance(value, enum.Enum):
         return value.value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
+        _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
+        return to_json(value)
     if isinstance(value, dict):
         return {str(key): to_json(item) for key, item in value.items()}
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if isinstance(value, (list, tuple)):
+        return [to_json(item) for item in value]
+    if isinstance(value, (str, int, float, bool)):
         return value
     raise ContractError(f"cannot encode {type(value).__name__} as contract JSON")
 

@@ -9,6 +9,7 @@ constructed before the spec has been parsed.
 Forms (more may be registered, e.g. out-of-process launchers, with :func:`register`):
 
 * ``reference`` — the embedded reference implementation, ``reference_impl.implementation()``;
+* ``mutant:NAME`` — the reference with one self-test mutant applied (see harness.selftest);
 * ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments).
 """
 
@@ -137,3 +138,21 @@ def _checked(spec: str, implementation: object) -> Implementation:
 
 
 register("python", _load_python, "python:MODULE:FACTORY")
+
+
+def _load_mutant(name: str) -> Implementation:
+    """The reference with one self-test mutant's defect applied (replays kill-matrix rows)."""
+    from harness.selftest.mutant import MutantImplementation
+    from harness.selftest.mutants import MUTANTS
+
+    for mutant in MUTANTS:
+        if mutant.name == name:
+            return MutantImplementation(_load_reference(), mutant)
+    known = ", ".join(m.name for m in MUTANTS)
+    raise ImplementationLoadError(
+        f"--impl mutant:{name}: no such mutant; `lifecycle-harness list mutants` names them "
+        f"({known})"
+    )
+
+
+register("mutant", _load_mutant, "mutant:NAME")

@@ -90,21 +90,43 @@ class ScenarioRun:
     """Wall clock, for reports only; never inside the trace."""
 
 
+DATA_ROOT_ENV = "LIFECYCLE_HARNESS_DATA_ROOT"
+
+
+def default_data_root() -> str | None:
+    """Where data dirs go when the caller names no folder: ``$LIFECYCLE_HARNESS_DATA_ROOT``,
+    else a RAM-backed ``/dev/shm`` when writable (in-process crashes do not lose the page
+    cache, so real fsyncs only slow the suite down), else the system temp folder."""
+    configured = os.environ.get(DATA_ROOT_ENV)
+    if configured:
+        return configured
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK):
+        return shm
+    return None
+
+
 def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, *,
                  time_limit_s: float = 20.0, data_root: str | None = None) -> ScenarioRun:
     """Run ``scenario`` against ``implementation`` under ``seed`` (see the module doc)."""
     started = time.monotonic()
     for line in render(scenario.faults):
         log.info("%s: %s", scenario.id, line)
+    data_root = default_data_root() if data_root is None else data_root
     if data_root is not None:
         os.makedirs(data_root, exist_ok=True)
     data_dir = tempfile.mkdtemp(prefix="lh-run-", dir=data_root)
     run = _Run(implementation, scenario, seed, float(time_limit_s), data_dir)
+    # Dropping a crashed instance needs a full collection (its unclosed connections must
+    # roll back before the restart); freezing what existed before this run keeps that
+    # collection proportional to this run, not to every trace the suite already holds.
+    gc.freeze()
     try:
         run.execute()
         trace, reached = run.result()
     finally:
         run.shutdown()
+        gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
     return ScenarioRun(trace, reached, trace.error, time.monotonic() - started)

@@ -16,6 +16,9 @@ Guarantees of :func:`run_selftest`:
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -42,6 +45,16 @@ class SelftestProgress:
     killed_by: tuple[str, ...] = ()
 
 
+def reference_clean(result: RunResult) -> bool:
+    """No criterion failed or errored and every scenario completed on the reference.
+
+    (A criterion a subset of scenarios leaves unexercised is reported by the run itself;
+    over the bundled suite every criterion is exercised.)"""
+    return all(
+        c.status not in (CriterionStatus.FAILED, CriterionStatus.ERROR) for c in result.criteria
+    ) and all(s.status is not ScenarioStatus.ERROR for s in result.scenarios)
+
+
 def exercising_scenarios(result: RunResult) -> dict[str, set[str]]:
     """criterion id → ids of the scenarios whose trace exercised it (and passed it)."""
     found: dict[str, set[str]] = {}
@@ -63,27 +76,76 @@ def run_selftest(
     full: bool = False,
     time_limit_s: float = 20.0,
     progress: Callable[[SelftestProgress], None] | None = None,
+    jobs: int = 1,
 ) -> tuple[RunResult, SelftestResult]:
-    """The reference's RunResult and the kill matrix over ``mutants``."""
+    """The reference's RunResult and the kill matrix over ``mutants``.
+
+    ``jobs`` > 1 runs mutants in forked worker processes (each mutant's patches then live in
+    its own process); the result does not depend on the number of jobs.
+    """
     reference_result = run_suite(
         reference, scenarios, seed, criteria=criteria, runner=runner, time_limit_s=time_limit_s
     )
     if progress:
         progress(SelftestProgress("reference", 0, len(mutants), reference.info.name,
-                                  reference_result.gate_passed))
+                                  reference_clean(reference_result)))
     criterion_ids = [c.id for c in reference_result.criteria]
     exercising = exercising_scenarios(reference_result)
-    outcomes = []
-    for position, mutant in enumerate(mutants, start=1):
-        chosen = _scenarios_for(mutant, scenarios, exercising, full)
+    plans = [
+        (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
+    ]
+    job = _Job(reference, tuple(plans), seed, criteria, runner, time_limit_s)
+    outcomes: list[MutantResult] = []
+
+    def done(position: int, outcome: MutantResult) -> None:
+        outcomes.append(outcome)
+        if progress:
+            progress(SelftestProgress("mutant", position, len(mutants), outcome.name,
+                                      outcome.caught, outcome.killed_by))
+
+    if jobs > 1 and len(plans) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        global _FORKED_JOB
+        _FORKED_JOB = job  # inherited by the forked workers: mutants hold closures, not picklable
+        try:
+            context = multiprocessing.get_context("fork")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+                for position, outcome in enumerate(pool.map(_run_forked, range(len(plans))), 1):
+                    done(position, outcome)
+        finally:
+            _FORKED_JOB = None
+    else:
+        for position in range(len(plans)):
+            done(position + 1, job.run(position))
+    kills = {cid: sum(1 for m in outcomes if cid in m.killed_by) for cid in criterion_ids}
+    caught = sum(1 for m in outcomes if m.caught)
+    selftest = SelftestResult(
+        reference_passed=reference_clean(reference_result),
+        mutants=tuple(outcomes),
+        mutation_score=round(caught / len(outcomes), 4) if outcomes else 0.0,
+        kills_per_criterion=kills,
+        blind_criteria=tuple(cid for cid in criterion_ids if kills[cid] == 0),
+    )
+    return reference_result, selftest
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    reference: Any
+    plans: tuple[tuple[Mutant, tuple[Any, ...]], ...]
+    seed: int
+    criteria: Sequence[Criterion] | None
+    runner: Callable[..., Any] | None
+    time_limit_s: float
+
+    def run(self, position: int) -> MutantResult:
+        mutant, chosen = self.plans[position]
         mutated = run_suite(
-            MutantImplementation(reference, mutant), chosen, seed, criteria=criteria,
-            runner=runner, time_limit_s=time_limit_s, impl_spec=f"mutant:{mutant.name}",
+            MutantImplementation(self.reference, mutant), chosen, self.seed,
+            criteria=self.criteria, runner=self.runner, time_limit_s=self.time_limit_s,
+            impl_spec=f"mutant:{mutant.name}",
         )
-        killed_by = tuple(
-            c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED
-        )
-        outcome = MutantResult(
+        killed_by = tuple(c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED)
+        return MutantResult(
             name=mutant.name,
             defect=mutant.defect,
             expected=mutant.expected,
@@ -95,20 +157,18 @@ def run_selftest(
                 for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
             ),
         )
-        outcomes.append(outcome)
-        if progress:
-            progress(SelftestProgress("mutant", position, len(mutants), mutant.name,
-                                      outcome.caught, killed_by))
-    kills = {cid: sum(1 for m in outcomes if cid in m.killed_by) for cid in criterion_ids}
-    caught = sum(1 for m in outcomes if m.caught)
-    selftest = SelftestResult(
-        reference_passed=reference_result.gate_passed,
-        mutants=tuple(outcomes),
-        mutation_score=round(caught / len(outcomes), 4) if outcomes else 0.0,
-        kills_per_criterion=kills,
-        blind_criteria=tuple(cid for cid in criterion_ids if kills[cid] == 0),
-    )
-    return reference_result, selftest
+
+
+_FORKED_JOB: _Job | None = None
+
+
+def _run_forked(position: int) -> MutantResult:
+    assert _FORKED_JOB is not None, "worker forked without a self-test job"
+    return _FORKED_JOB.run(position)
+
+
+def default_jobs() -> int:
+    return max(1, min(os.cpu_count() or 1, 4))
 
 
 def _scenarios_for(
