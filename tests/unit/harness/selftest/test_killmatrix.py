@@ -1,0 +1,92 @@
+"""The kill matrix counts a mutant as caught only by an expected criterion's failure."""
+
+import contextlib
+import io
+
+import pytest
+
+import reference_impl
+from harness import cli
+from harness.scenarios import discover
+from harness.selftest.killmatrix import matrix_lines, run_selftest
+from harness.selftest.mutant import Mutant, MutantImplementation
+from harness.selftest.mutants import MUTANTS, by_name
+
+L1 = "scenarios/l1"
+
+INERT = Mutant("inert", "changes nothing at all", ("L1.1",), contextlib.nullcontext)
+
+
+def test_a_real_defect_is_caught_and_an_inert_mutant_is_not():
+    overflow = by_name("failure-table-overflows")
+    reference_result, selftest = run_selftest(
+        reference_impl.implementation(), discover([L1]), [overflow, INERT], 0
+    )
+    assert selftest.reference_passed
+    caught, inert = selftest.mutants
+    assert caught.caught and "L1.1" in caught.killed_by
+    assert caught.scenarios_run  # only the scenarios exercising L1.1 on the reference
+    assert set(caught.scenarios_run) <= {s.id for s in reference_result.scenarios}
+    assert not inert.caught and inert.killed_by == ()
+    assert selftest.mutation_score == 0.5
+    assert not selftest.passed
+    assert selftest.kills_per_criterion["L1.1"] == 1
+    assert "L1.2" in selftest.blind_criteria and "L1.1" not in selftest.blind_criteria
+    lines = matrix_lines(selftest, [c.id for c in reference_result.criteria])
+    assert any(line.startswith("failure-table-overflows") and "caught" in line for line in lines)
+    assert any(line.startswith("inert") and "MISSED" in line for line in lines)
+
+
+def test_forked_jobs_give_the_same_matrix_as_one_process():
+    mutants = [by_name("failure-table-overflows"), by_name("bash-key-keeps-description")]
+    scenarios = discover([L1])
+    _, serial = run_selftest(reference_impl.implementation(), scenarios, mutants, 0, jobs=1)
+    _, forked = run_selftest(reference_impl.implementation(), scenarios, mutants, 0, jobs=2)
+    assert serial == forked
+
+
+def test_a_mutant_implementation_is_named_after_its_mutant_and_reads_the_base_fixtures():
+    implementation = MutantImplementation(reference_impl.implementation(), INERT)
+    assert implementation.info.name == "reference+inert"
+    assert implementation.fixture_module == "reference_impl"
+
+
+def _selftest_cli(monkeypatch, mutants, *extra):
+    monkeypatch.setattr(cli, "_mutants", lambda: tuple(mutants))
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["selftest", "--scenarios", L1, "--jobs", "1", *extra], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_selftest_exits_0_when_every_mutant_is_caught(monkeypatch, tmp_path):
+    code, out, _ = _selftest_cli(
+        monkeypatch, [by_name("failure-table-overflows")], "--report-dir", str(tmp_path)
+    )
+    assert code == 0, out
+    assert "mutation score 100%" in out
+    assert (tmp_path / "report.json").is_file() and (tmp_path / "report.html").is_file()
+
+
+def test_selftest_exits_1_and_names_the_survivor(monkeypatch, tmp_path):
+    code, out, _ = _selftest_cli(
+        monkeypatch, [by_name("failure-table-overflows"), INERT], "--report-dir", str(tmp_path)
+    )
+    assert code == 1
+    assert "MISSED inert: changes nothing at all (expected L1.1)" in out
+    assert "--impl mutant:inert" in out
+
+
+def test_unknown_mutant_name_is_a_usage_error(monkeypatch, tmp_path):
+    code, _, err = _selftest_cli(monkeypatch, MUTANTS, "--mutants", "nope", "--report-dir", str(tmp_path))
+    assert code == 2
+    assert "unknown mutant(s) nope" in err
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_every_catalogued_mutant_applies_and_names_known_criteria(mutant):
+    from harness.criteria.catalogue import CRITERIA
+
+    ids = {c.id for c in CRITERIA}
+    assert mutant.expected and set(mutant.expected) <= ids
+    with mutant.patches():  # every find text still matches the current reference
+        pass
