@@ -61,11 +61,8 @@ def create(conn: sqlite3.Connection, op: OperationRecord, *, now: float) -> Wait
     ).rowcount
     if not moved:
         return None
-    version = op.decided_version
-    if version is None:
-        version = op.identity.permission_version
     return _insert(conn, op, PERMISSION, op.reason, op.wait_trigger or op.decided_by.value,
-                   version, now)
+                   op.identity.permission_version, now)
 
 
 def create_escalation(
@@ -163,7 +160,7 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
         permission, reason = Permission.DENY, "rejected by the owner; not executed"
     conn.execute(
         "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?,"
-        " decided_version = ? WHERE execution_id = ? AND stage = ?",
+        " permission_version = ? WHERE execution_id = ? AND stage = ?",
         (Stage.DECIDED.value, permission.value, DecisionSource.APPROVAL.value, reason,
          wait.permission_version, wait.execution_id, Stage.WAITING.value),
     )
@@ -177,7 +174,7 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
 def _apply_escalation_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool) -> None:
     if approve:  # the unsandboxed run still has to pass revalidation and its start claim
         conn.execute(
-            "UPDATE operations SET stage = ?, decided_by = ?, decided_version = ?, reason = ?"
+            "UPDATE operations SET stage = ?, decided_by = ?, permission_version = ?, reason = ?"
             " WHERE execution_id = ? AND stage = ?",
             (Stage.ESCALATING.value, DecisionSource.APPROVAL.value, wait.permission_version,
              "running outside the sandbox was approved by the owner", wait.execution_id,

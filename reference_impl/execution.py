@@ -156,7 +156,7 @@ class OperationPipeline:
         with self._store.transaction() as conn:
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
-                " decided_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
+                " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
                 " start_mark = (SELECT COALESCE(MAX(start_order), 0) FROM operations)"
                 " WHERE execution_id = ? AND stage = ?",
                 (Stage.DECIDED.value, decision.permission.value, decision.decided_by.value,
@@ -253,30 +253,26 @@ class OperationPipeline:
     def _execute(self, op: OperationRecord) -> bool:
         """Revalidate, claim the start, run the tool, save the result; True when this call
         saved the final result (False: refused, lost the claim, or waiting to escalate)."""
-        session = self._session(op.session_id)
-        refusal = self._revalidation_refusal(self._store.connection, session, op)
+        refusal = self._revalidation_refusal(self._store.connection,
+                                             self._session(op.session_id), op)
         if refusal is not None:
             self._refuse(op, refusal)
             return False
         self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id, passed=True)
         self._signals.failpoint(Failpoint.AFTER_REVALIDATION, op.session_id, op.execution_id,
                                 op.tool_call_id)
-        claimed = False
         with self._store.transaction() as conn:
-            current = records.load_session(conn, op.session_id)
-            if current.cancelled or current.permission_version != session.permission_version:
-                refusal = self._revalidation_refusal(conn, current, op)
-            if refusal is None:
-                claimed = bool(conn.execute(
-                    "UPDATE operations SET stage = ?, execution_started = 1,"
-                    " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
-                    " WHERE execution_id = ? AND stage = ? AND permission = ?",
-                    (Stage.STARTED.value, op.execution_id, op.stage.value,
-                     Permission.ALLOW.value),
-                ).rowcount)
-                if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
-                    denial_counters.reset_consecutive(conn, op.session_id,
-                                                      current.permission_version)
+            # Rechecked inside the claim: the rules may have changed at the failpoint above.
+            refusal = self._bind_to_current_rules(conn, op)
+            claimed = refusal is None and bool(conn.execute(
+                "UPDATE operations SET stage = ?, execution_started = 1,"
+                " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
+                " WHERE execution_id = ? AND stage = ? AND permission = ?",
+                (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),
+            ).rowcount)
+            if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
+                version = records.load_session(conn, op.session_id).permission_version
+                denial_counters.reset_consecutive(conn, op.session_id, version)
         if refusal is not None:
             self._refuse(op, refusal)
             return False
@@ -285,9 +281,18 @@ class OperationPipeline:
         self._signals.emit(EventType.EXECUTION_STARTED, op.session_id, op.execution_id)
         self._signals.failpoint(Failpoint.AFTER_START_RECORDED, op.session_id, op.execution_id,
                                 op.tool_call_id)
+        started = self._operation(op.execution_id)
+        with self._store.transaction() as conn:
+            # Last look before the tool: a change at the failpoint above still stops it, and
+            # the host knows for certain that the tool was not called.
+            refusal = self._bind_to_current_rules(conn, started)
+        if refusal is not None:
+            self._refuse(started, refusal)
+            return False
+        started = self._operation(op.execution_id)
         # Only an approved escalation runs outside the sandbox, and only once.
         sandboxed = op.stage is not Stage.ESCALATING
-        outcome, output, digest, attempts = self._invoke(session, op, sandboxed)
+        outcome, output, digest, attempts = self._invoke(started, sandboxed)
         self._signals.failpoint(Failpoint.AFTER_TOOL_RETURNED, op.session_id, op.execution_id,
                                 op.tool_call_id)
         escalation = None
@@ -295,22 +300,40 @@ class OperationPipeline:
             current = records.load_session(conn, op.session_id)
             asks_owner = sandboxed and outcome.escalation_requested and owner_can_answer(
                 current.config)
-            saved = results.save(conn, current, op, outcome, from_stage=Stage.STARTED,
+            saved = results.save(conn, current, started, outcome, from_stage=Stage.STARTED,
                                  to_stage=Stage.WAITING if asks_owner else Stage.RECORDED,
                                  output=output, result_digest=digest, attempts=attempts,
                                  now=self._world.now())
             if saved and asks_owner:
                 escalation = approvals.create_escalation(
-                    conn, op, reason="the sandboxed attempt asks to run outside the sandbox",
+                    conn, started, reason="the sandboxed attempt asks to run outside the sandbox",
                     permission_version=current.permission_version, now=self._world.now())
                 records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)
         if escalation is not None:
             # Not final yet: RESULT_SAVED follows once the owner's answer settles it.
-            self._announce_wait(op, escalation)
+            self._announce_wait(started, escalation)
             return False
         if saved:
             self.announce_result(op.session_id, op.execution_id)
         return saved
+
+    def _bind_to_current_rules(
+        self, conn: sqlite3.Connection, op: OperationRecord
+    ) -> Decision | None:
+        """Inside a transaction: the refusal under the rules in force now, or None; when the
+        rules changed and an exact grant still allows the call, its identity is re-bound to
+        the version in force, so that what runs carries that version (L2.8, L2.9)."""
+        current = records.load_session(conn, op.session_id)
+        refusal = self._revalidation_refusal(conn, current, op)
+        if refusal is None and current.permission_version != op.identity.permission_version:
+            grant = rule_layer_decision(current.config, op.tool, op.args)
+            conn.execute(
+                "UPDATE operations SET permission_version = ?, decided_by = ?, reason = ?"
+                " WHERE execution_id = ?",
+                (current.permission_version, DecisionSource.EXACT_GRANT.value,
+                 grant.reason if grant else op.reason, op.execution_id),
+            )
+        return refusal
 
     def _revalidation_refusal(
         self, conn: sqlite3.Connection, session: SessionState, op: OperationRecord
@@ -322,7 +345,7 @@ class OperationPipeline:
             return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                             "the arguments no longer match the digest bound to this operation")
         if op.decided_by is DecisionSource.APPROVAL:
-            purpose = approvals.ESCALATION if op.stage is Stage.ESCALATING else approvals.PERMISSION
+            purpose = approvals.ESCALATION if _escalating(conn, op) else approvals.PERMISSION
             wait = approvals.for_operation(conn, op.execution_id, purpose)
             if wait is None or wait.status is not WaitStatus.APPROVED:
                 return Decision(Permission.DENY, DecisionSource.REVALIDATION,
@@ -335,7 +358,7 @@ class OperationPipeline:
                 f"{op.args['path']} may have changed since the decision ({writer} wrote to it): "
                 "the expect_sha precondition no longer holds; not executed",
             )
-        if session.permission_version == op.decided_version:
+        if session.permission_version == op.identity.permission_version:
             return None
         # The rules changed after the decision: the old decision is void. Re-decide with the
         # layers that need no one: a deny layer refuses, an exact grant may still allow.
@@ -348,14 +371,18 @@ class OperationPipeline:
         return Decision(
             Permission.DENY,
             DecisionSource.REVALIDATION,
-            f"the permission version changed from {op.decided_version} to "
+            f"the permission version changed from {op.identity.permission_version} to "
             f"{session.permission_version} after the decision, which is therefore void; "
             "not executed",
         )
 
     def _refuse(self, op: OperationRecord, refusal: Decision) -> None:
+        """Record that revalidation refused ``op`` (decided, escalating, or claimed but not
+        yet run), bound to the version in force; the tool was certainly not called."""
+        escalating = _escalating(self._store.connection, op)
         with self._store.transaction() as conn:
-            if op.stage is Stage.ESCALATING:
+            version = records.load_session(conn, op.session_id).permission_version
+            if escalating:
                 # The sandboxed attempt's saved result stands; only the escalation is refused.
                 refused = conn.execute(
                     "UPDATE operations SET stage = ?, reason = ?"
@@ -368,26 +395,29 @@ class OperationPipeline:
                 )
             else:
                 refused = conn.execute(
-                    "UPDATE operations SET permission = ?, decided_by = ?, reason = ?"
-                    " WHERE execution_id = ? AND stage = ? AND permission = ?",
-                    (Permission.DENY.value, refusal.decided_by.value, refusal.reason,
-                     op.execution_id, Stage.DECIDED.value, Permission.ALLOW.value),
+                    "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?,"
+                    " permission_version = ?, start_order = NULL"
+                    " WHERE execution_id = ? AND stage = ?",
+                    (Stage.DECIDED.value, Permission.DENY.value, refusal.decided_by.value,
+                     refusal.reason, version, op.execution_id, op.stage.value),
                 ).rowcount
-        if refused:
-            self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id,
-                               passed=False, reason=refusal.reason)
-            if op.stage is Stage.ESCALATING:
-                self.announce_result(op.session_id, op.execution_id)  # now final
-            else:
-                self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
-                                   permission=Permission.DENY.value,
-                                   decided_by=refusal.decided_by.value, reason=refusal.reason)
+        if not refused:
+            return
+        self._signals.emit(EventType.REVALIDATED, op.session_id, op.execution_id,
+                           passed=False, reason=refusal.reason)
+        if escalating:
+            self.announce_result(op.session_id, op.execution_id)  # now final
+        else:
+            self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
+                               permission=Permission.DENY.value,
+                               decided_by=refusal.decided_by.value, reason=refusal.reason)
 
     def _invoke(
-        self, session: SessionState, op: OperationRecord, sandboxed: bool
+        self, op: OperationRecord, sandboxed: bool
     ) -> tuple[ToolOutcome, str, str | None, int]:
         """Call the tool, retrying only where failure_policy allows; (outcome, output,
         result digest, attempts)."""
+        session = self._session(op.session_id)
         invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed)
         retries_max = session.config.thresholds.auto_retries_max
         idempotent = session.tool_is_idempotent(op.tool)
@@ -557,3 +587,11 @@ def _writer_since_decision(conn: sqlite3.Connection, op: OperationRecord) -> str
         (op.execution_id, op.start_mark, ToolKind.READ.value, path),
     ).fetchone()
     return row["tool_call_id"] if row else None
+
+
+def _escalating(conn: sqlite3.Connection, op: OperationRecord) -> bool:
+    """Is ``op`` the approved run outside the sandbox (about to start, or started)?"""
+    if op.stage is Stage.ESCALATING:
+        return True
+    return op.stage is Stage.STARTED and approvals.for_operation(
+        conn, op.execution_id, approvals.ESCALATION) is not None

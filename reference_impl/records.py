@@ -78,7 +78,6 @@ class OperationRecord:
     stage: Stage
     permission: Permission
     decided_by: DecisionSource
-    decided_version: int | None
     classifier_outcome: ClassifierOutcome | None
     wait_trigger: str
     reason: str
@@ -135,7 +134,6 @@ def operation_from_row(row: sqlite3.Row) -> OperationRecord:
         stage=Stage(row["stage"]),
         permission=Permission(row["permission"]),
         decided_by=DecisionSource(row["decided_by"]),
-        decided_version=row["decided_version"],
         classifier_outcome=_optional(ClassifierOutcome, row["classifier_outcome"]),
         wait_trigger=row["wait_trigger"],
         reason=row["reason"],

@@ -106,12 +106,12 @@ class ReferenceRuntime:
     ) -> None:
         self._require_open()
         with self._store.transaction() as conn:
-            session = records.load_session(conn, session_id)
-            # Changing the rules always bumps the version, whatever the caller passed.
-            version = max(permission_version, session.permission_version + 1)
+            records.load_session(conn, session_id)
+            # The caller numbers the versions; any decision bound to another version is
+            # re-checked before its operation runs.
             conn.execute(
                 "UPDATE sessions SET rules_json = ?, permission_version = ? WHERE session_id = ?",
-                (canonical_json(to_json(tuple(rules))), version, session_id),
+                (canonical_json(to_json(tuple(rules))), permission_version, session_id),
             )
 
     def cancel(self, session_id: str) -> None:

@@ -48,12 +48,11 @@ _MIGRATIONS: tuple[str, ...] = (
         tool_kind           TEXT NOT NULL,     -- '' when the session does not know the tool
         args_json           TEXT NOT NULL,
         args_digest         TEXT NOT NULL,
-        permission_version  INTEGER NOT NULL,  -- identity: version when prepared
+        permission_version  INTEGER NOT NULL,  -- identity: version of the decision in force
         dedup_key           TEXT NOT NULL,
         stage               TEXT NOT NULL,     -- see records.Stage
         permission          TEXT NOT NULL,
         decided_by          TEXT NOT NULL,
-        decided_version     INTEGER,           -- version the current decision is bound to
         classifier_outcome  TEXT,
         wait_trigger        TEXT NOT NULL DEFAULT '',
         reason              TEXT NOT NULL DEFAULT '',

@@ -61,6 +61,8 @@ class TurnLoop:
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
+                # Calls already emitted are recorded as cancelled (not executed), not lost.
+                self.settle_pending_calls(session_id)
                 return self.end(session_id, TurnStatus.CANCELLED)
             # catch up, e.g. with a result whose own checkpoint failed to build
             self._pipeline.fold(session_id, reason="catch_up", project=True)

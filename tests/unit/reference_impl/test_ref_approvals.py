@@ -146,7 +146,9 @@ def test_a_grant_under_the_new_rules_still_lets_the_approved_call_run(start, imp
     runtime.update_rules("s1", (allow("delete_branch"),), 2)
     runtime.answer_approval(world.prompts[0].wait_id, True)
     assert world.executed("c1") == 1
-    assert world.ledger[0].identity.permission_version == 1  # the identity it was prepared under
+    assert world.ledger[0].identity.permission_version == 2  # bound to the rules it ran under
+    op = impl.inspect(data_dir).operation("c1")
+    assert (op.identity.permission_version, op.decided_by) == (2, DecisionSource.EXACT_GRANT)
 
 
 def test_a_file_written_while_the_approval_was_pending_voids_its_precondition(start, impl, data_dir):

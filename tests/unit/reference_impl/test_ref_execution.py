@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.contract import (
+    DecisionSource,
     Delivery,
     EventType,
     Failpoint,
@@ -167,11 +168,34 @@ def test_every_entry_point_uses_the_same_pipeline(start, impl, data_dir, spec):
     assert impl.inspect(data_dir).operation("c1").permission is Permission.ASK
 
 
-def test_update_rules_always_bumps_the_version(start, impl, data_dir):
+def test_update_rules_stores_the_callers_version(start, impl, data_dir):
     runtime = start(FakeWorld(), config())
-    runtime.update_rules("s1", (allow("Bash"),), 1)
     runtime.update_rules("s1", (allow("Bash"),), 7)
     assert impl.inspect(data_dir).sessions[0].permission_version == 7
+
+
+@pytest.mark.parametrize("failpoint", ["after_prepare", "after_permission_decision",
+                                       "after_revalidation", "after_start_recorded"])
+def test_a_revocation_at_any_point_before_the_tool_stops_it(start, impl, data_dir, failpoint):
+    world = _write_world()
+    runtime = start(world, config(rules=(allow("write_file"),)))
+    world.hooks[failpoint] = lambda _ctx: runtime.update_rules("s1", (deny("write_file"),), 2)
+    runtime.run_turn("s1", "write")
+    op = impl.inspect(data_dir).operation("c1")
+    assert world.executed("c1") == 0
+    assert (op.permission, op.decided_by, op.outcome, op.execution_started) == (
+        Permission.DENY, DecisionSource.EXPLICIT_DENY, Outcome.NOT_STARTED, False)
+    assert op.identity.permission_version == 2  # the decision that stands was taken under v2
+
+
+def test_a_cancel_during_a_model_request_records_the_emitted_calls_as_cancelled(start, impl, data_dir):
+    world = _write_world()
+    runtime = start(world, config(rules=(allow("write_file"),)))
+    world.hooks["after_model_request_started"] = lambda _ctx: runtime.cancel("s1")
+    assert runtime.run_turn("s1", "write").status is TurnStatus.CANCELLED
+    op = impl.inspect(data_dir).operation("c1")
+    assert (op.decided_by, op.outcome, world.executed("c1")) == (
+        DecisionSource.CANCELLATION, Outcome.NOT_STARTED, 0)
 
 
 def test_a_new_turn_after_a_cancel_runs_normally(start, impl, data_dir):
