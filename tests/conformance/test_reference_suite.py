@@ -1,0 +1,124 @@
+"""The whole bundled suite end to end, through the command line, against the reference.
+
+What a user gating on this tool relies on: the reference comes out fully green and fully
+exercised, deterministically; a broken copy of one reference module turns the run red with
+the matching criterion and a replay command that reproduces it; expectation files work
+both ways.
+"""
+
+import io
+import json
+import shlex
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from harness import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((ROOT / "fixtures" / "report.schema.json").read_text(encoding="utf-8"))
+
+# The acceptance catalogue's IDs, spelled out: a criterion silently dropped from the
+# harness must fail this test, not disappear from the report.
+ACCEPTANCE_IDS = (
+    ["X1", "X2", "X3", "X4", "X5", "X6"]
+    + [f"L1.{n}" for n in range(1, 9)]
+    + [f"L2.{n}" for n in range(1, 12)]
+    + [f"L3.{n}" for n in range(1, 11)]
+    + [f"L4.{n}" for n in range(1, 11)]
+    + [f"L5.{n}" for n in range(1, 6)]
+    + [f"M{n}" for n in range(1, 6)]
+)
+
+
+def _cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _report(report_dir):
+    data = json.loads((Path(report_dir) / "report.json").read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    return data
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    report_dir = tmp_path_factory.mktemp("reference")
+    code, out, err = _cli("run", "--check-determinism", "--report-dir", str(report_dir))
+    return code, out, err, _report(report_dir), report_dir
+
+
+def test_reference_passes_every_acceptance_criterion_and_exercises_it(reference_run):
+    code, out, err, report, _ = reference_run
+    assert code == 0, out + err
+    statuses = {c["id"]: (c["status"], c["exercised"]) for c in report["criteria"]}
+    assert sorted(statuses) == sorted(ACCEPTANCE_IDS)
+    not_green = {cid: s for cid, s in statuses.items() if s[0] != "passed" or s[1] < 1}
+    assert not not_green
+    assert report["gate_passed"] is True
+    assert all(s["status"] == "passed" for s in report["scenarios"])
+    assert report["failpoints_unreached"] == []
+
+
+def test_same_seed_gives_identical_traces_for_every_scenario(reference_run):
+    _, out, _, report, _ = reference_run
+    assert report["determinism"] == {"scenarios": len(report["scenarios"]), "divergences": []}
+    assert "all %d scenarios gave identical trace digests" % len(report["scenarios"]) in out
+
+
+def test_every_report_format_is_written(reference_run):
+    *_, report_dir = reference_run
+    for name in ("report.json", "junit.xml", "report.md", "report.html"):
+        assert (report_dir / name).stat().st_size > 0
+
+
+def test_a_broken_reference_module_fails_the_gate_with_a_working_replay(tmp_path):
+    # reference_impl/execution.py with one defect: a checkpoint failure sends the saved
+    # result to reconciliation (the seed design's "dispatched" bug).
+    code, out, err = _cli(
+        "run", "--impl", "mutant:checkpoint-failure-leaves-dispatched",
+        "--scenarios", "scenarios/l4", "--report-dir", str(tmp_path),
+    )
+    assert code == 1, out + err
+    report = _report(tmp_path)
+    l44 = next(c for c in report["criteria"] if c["id"] == "L4.4")
+    assert l44["status"] == "failed" and l44["violations"]
+    replay = l44["violations"][0]["replay"]
+    assert replay.startswith("lifecycle-harness replay ") and "--impl mutant:" in replay
+    replay_code, replay_out, _ = _cli(*shlex.split(replay)[1:])
+    assert replay_code == 1
+    assert any(line.strip().startswith("FAIL") and "L4.4" in line for line in replay_out.splitlines())
+
+
+def test_expectations_turn_a_known_failure_into_expected_fail(tmp_path):
+    expectations = tmp_path / "expect.toml"
+    expectations.write_text(
+        '[[expected_fail]]\ncriterion = "L1.1"\nreason = "table never evicts"\n'
+        'link = "https://tracker.example/1"\n', encoding="utf-8")
+    code, out, err = _cli(
+        "run", "--impl", "mutant:failure-table-overflows", "--scenarios", "scenarios/l1",
+        "--expectations", str(expectations), "--report-dir", str(tmp_path / "r"),
+    )
+    report = _report(tmp_path / "r")
+    l11 = next(c for c in report["criteria"] if c["id"] == "L1.1")
+    assert l11["status"] == "expected_fail"
+    assert "table never evicts" in l11["expectation_reason"]
+    failing = [c["id"] for c in report["criteria"] if c["status"] in ("failed", "error")]
+    assert failing == [], failing
+    assert "expected fail" in out
+
+
+def test_expectations_report_an_unexpected_pass(tmp_path):
+    expectations = tmp_path / "expect.toml"
+    expectations.write_text('[[expected_fail]]\ncriterion = "M2"\nreason = "EOF bug"\n', encoding="utf-8")
+    code, out, err = _cli(
+        "run", "--scenarios", "scenarios/m", "--expectations", str(expectations),
+        "--report-dir", str(tmp_path / "r"),
+    )
+    report = _report(tmp_path / "r")
+    m2 = next(c for c in report["criteria"] if c["id"] == "M2")
+    assert m2["status"] == "unexpected_pass"
+    assert "UNEXPECTED PASS" in out
