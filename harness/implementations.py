@@ -10,7 +10,11 @@ Forms (more may be registered, e.g. out-of-process launchers, with :func:`regist
 
 * ``reference`` — the embedded reference implementation, ``reference_impl.implementation()``;
 * ``mutant:NAME`` — the reference with one self-test mutant applied (see harness.selftest);
-* ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments).
+* ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments);
+* ``process:COMMAND`` — run ``COMMAND`` (split with shlex) as a child process speaking the
+  wire protocol of ``docs/protocol.md`` (:mod:`harness.remote.launcher`);
+* ``docker:IMAGE`` — run the image with ``docker run`` speaking the same protocol
+  (:mod:`harness.remote.docker`; needs a reachable Docker engine).
 """
 
 from __future__ import annotations
@@ -156,3 +160,38 @@ def _load_mutant(name: str) -> Implementation:
 
 
 register("mutant", _load_mutant, "mutant:NAME")
+
+
+def _load_process(command: str) -> Implementation:
+    """A child process speaking the wire protocol; loading it runs its handshake once."""
+    import shlex
+
+    from harness.remote.launcher import ProcessImplementation
+
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise ImplementationLoadError(
+            f"--impl process:{command}: cannot split the command ({exc}); quote it as a shell "
+            "would, e.g. --impl \"process:python -m reference_impl.remote\""
+        ) from exc
+    if not argv:
+        raise ImplementationLoadError(
+            "--impl process: needs a command, e.g. "
+            "--impl \"process:python -m reference_impl.remote\"; see docs/protocol.md"
+        )
+    implementation = ProcessImplementation(argv)
+    implementation.info  # noqa: B018 - the handshake: fails here, not in the middle of a run
+    return implementation
+
+
+def _load_docker(image: str) -> Implementation:
+    from harness.remote.docker import DockerImplementation
+
+    implementation = DockerImplementation(image.strip())
+    implementation.info  # noqa: B018 - the handshake (after the engine check)
+    return implementation
+
+
+register("process", _load_process, "process:COMMAND")
+register("docker", _load_docker, "docker:IMAGE")

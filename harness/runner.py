@@ -126,6 +126,7 @@ def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, 
         trace, reached = run.result()
     finally:
         run.shutdown()
+        _release(implementation, data_dir)
         gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -215,6 +216,8 @@ class _Run:
     def __init__(self, implementation: Implementation, scenario: Scenario, seed: int,
                  limit: float, data_dir: str) -> None:
         self.impl = implementation
+        self.crash_mode = str(getattr(implementation, "crash_mode", CRASH_MODE))
+        """"in_process", or "process" for an implementation whose crashes are real kills."""
         self.scenario = scenario
         self.seed = seed
         self.limit = limit
@@ -389,7 +392,7 @@ class _Run:
         value, exc = call.take()
         try:
             if isinstance(exc, SimulatedCrash) or crash_point is not None:
-                data: dict[str, Any] = {"failpoint": crash_point or "", "mode": CRASH_MODE}
+                data: dict[str, Any] = {"failpoint": crash_point or "", "mode": self.crash_mode}
                 if fired is not None and exc is not fired:
                     # What came out is not the crash the world raised: the implementation
                     # caught it (maybe dying later on a dead-instance call).
@@ -610,7 +613,7 @@ class _Run:
             sessions=sessions,
             tools=self.scenario.tools,
             faults=tuple(fault.spec() for fault in self.scenario.faults),
-            crash_mode=CRASH_MODE,
+            crash_mode=self.crash_mode,
             dangerous_markers=self.scenario.classifier.dangerous,
             tags=self.scenario.tags,
         )
@@ -640,6 +643,17 @@ class _Run:
 # --------------------------------------------------------------------------- helpers
 
 
+def _release(implementation: Any, data_dir: str) -> None:
+    """Let an implementation free what it still runs on ``data_dir`` (an out-of-process one
+    kills children left behind, e.g. after a hang). Optional: ``release(data_dir)``."""
+    release = getattr(implementation, "release", None)
+    if callable(release):
+        try:
+            release(data_dir)
+        except Exception:  # noqa: BLE001 - cleanup only; the run's result stands
+            log.exception("releasing %s failed", data_dir)
+
+
 def _fixture_matches(name: str, declared: str) -> bool:
     """Does a step's ``fixture`` name this declared fixture? By path, file name, stem, or
     a stem prefix ending at a separator ("v1" names "fixtures/checkpoints/v1_basic.json")."""
@@ -652,7 +666,11 @@ def _fixture_matches(name: str, declared: str) -> bool:
 def _find_fixture(implementation: Any, relative: str) -> Path | None:
     """``relative`` below the implementation's package (its module's folder, then parents
     that are still packages). A wrapper implementation names the package it wraps in a
-    ``fixture_module`` attribute."""
+    ``fixture_module`` attribute; an out-of-process one gives the folder in ``fixture_root``."""
+    root = getattr(implementation, "fixture_root", None)
+    if isinstance(root, str) and root:
+        candidate = Path(root) / relative
+        return candidate if candidate.is_file() else None
     module_name = getattr(implementation, "fixture_module", None) or type(implementation).__module__
     module = sys.modules.get(module_name)
     file = getattr(module, "__file__", None)
