@@ -164,10 +164,35 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
         (Stage.DECIDED.value, permission.value, DecisionSource.APPROVAL.value, reason,
          wait.permission_version, wait.execution_id, Stage.WAITING.value),
     )
-    if approve:
-        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)
-    if denial_counters.trigger_resets_cumulative(wait.trigger):
-        denial_counters.reset_cumulative(conn, wait.session_id, wait.permission_version)
+    (current_version,) = conn.execute(
+        "SELECT permission_version FROM sessions WHERE session_id = ?", (wait.session_id,)
+    ).fetchone()
+    if wait.permission_version == current_version:  # a closed period's counts stay as they were
+        if approve:
+            denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)
+        if denial_counters.trigger_resets_cumulative(wait.trigger):
+            denial_counters.reset_cumulative(conn, wait.session_id, wait.permission_version)
+    return True
+
+
+def withdraw(conn: sqlite3.Connection, wait: WaitRecord, reason: str, *, now: float) -> bool:
+    """Close a pending wait that the rules in force no longer allow anyone to approve (a
+    deny rule or hard constraint added meanwhile): nobody is asked, nothing is reset."""
+    closed = conn.execute(
+        "UPDATE approval_waits SET status = ?, answered_at = ? WHERE wait_id = ? AND status = ?",
+        (WaitStatus.REJECTED.value, now, wait.wait_id, WaitStatus.PENDING.value),
+    ).rowcount
+    if not closed:
+        return False
+    if wait.purpose == ESCALATION:
+        _apply_escalation_answer(conn, wait, approve=False)
+        return True
+    conn.execute(
+        "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?"
+        " WHERE execution_id = ? AND stage = ?",
+        (Stage.DECIDED.value, Permission.DENY.value, DecisionSource.REVALIDATION.value, reason,
+         wait.execution_id, Stage.WAITING.value),
+    )
     return True
 
 

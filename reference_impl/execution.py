@@ -236,8 +236,21 @@ class OperationPipeline:
         self.prompt(wait, with_failpoint=True)
 
     def prompt(self, wait: WaitRecord, *, with_failpoint: bool) -> None:
-        """Show a committed wait to the owner (also used by recovery for unshown waits)."""
+        """Show a committed wait to the owner (also used by recovery for unshown waits),
+        unless the rules changed meanwhile so that no approval could lift them (L3.4)."""
         op = self._operation(wait.execution_id)
+        with self._store.transaction() as conn:
+            session = records.load_session(conn, op.session_id)
+            blocked = fixed_layer_decision(session.config, op.tool, op.args)
+            withdrawn = blocked is not None and approvals.withdraw(
+                conn, wait, f"the rules changed while the approval was pending: {blocked.reason}",
+                now=self._world.now())
+        if withdrawn:
+            self._signals.emit(EventType.APPROVAL_ANSWERED, op.session_id, op.execution_id,
+                               wait_id=wait.wait_id, approved=False, withdrawn=True)
+            if wait.purpose == approvals.ESCALATION:
+                self.announce_result(op.session_id, op.execution_id)  # now final
+            return
         self._world.prompt_approval(approvals.prompt_for(wait, op))
         with self._store.transaction() as conn:
             approvals.mark_prompted(conn, wait.wait_id)
@@ -382,6 +395,13 @@ class OperationPipeline:
         escalating = _escalating(self._store.connection, op)
         with self._store.transaction() as conn:
             version = records.load_session(conn, op.session_id).permission_version
+            decided_by = refusal.decided_by
+            if op.decided_by is DecisionSource.APPROVAL:
+                # An approval is bound to the version it was given under: once that version
+                # is gone the approval is void (revalidation), and the record stays bound to it.
+                version = op.identity.permission_version
+                if decided_by is not DecisionSource.CANCELLATION:
+                    decided_by = DecisionSource.REVALIDATION
             if escalating:
                 # The sandboxed attempt's saved result stands; only the escalation is refused.
                 refused = conn.execute(
@@ -398,7 +418,7 @@ class OperationPipeline:
                     "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?,"
                     " permission_version = ?, start_order = NULL"
                     " WHERE execution_id = ? AND stage = ?",
-                    (Stage.DECIDED.value, Permission.DENY.value, refusal.decided_by.value,
+                    (Stage.DECIDED.value, Permission.DENY.value, decided_by.value,
                      refusal.reason, version, op.execution_id, op.stage.value),
                 ).rowcount
         if not refused:
@@ -410,7 +430,7 @@ class OperationPipeline:
         else:
             self._signals.emit(EventType.PERMISSION_DECIDED, op.session_id, op.execution_id,
                                permission=Permission.DENY.value,
-                               decided_by=refusal.decided_by.value, reason=refusal.reason)
+                               decided_by=decided_by.value, reason=refusal.reason)
 
     def _invoke(
         self, op: OperationRecord, sandboxed: bool

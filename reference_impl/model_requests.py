@@ -63,15 +63,23 @@ class ModelRequester:
         conversation: tuple[Message, ...],
         tools: tuple[str, ...],
         on_end: OnEnd,
-    ) -> ModelReply:
+        cancelled: Callable[[], bool],
+    ) -> ModelReply | None:
+        """One request; None when the session was cancelled before anything was recorded.
+        A cancellation after the start is recorded ends the request ``cancelled`` unsent."""
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
+        if cancelled():
+            return None
         with self._store.transaction() as conn:
             request_id = _record_start(conn, session_id, self._world.now())
         self._signals.emit(EventType.MODEL_REQUEST_STARTED, session_id, request_id=request_id)
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_REQUEST_STARTED, session_id, request_id=request_id
         )
-        reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))
+        if cancelled():
+            reply = ModelReply(request_id, ModelRequestStatus.CANCELLED, "")
+        else:
+            reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_STREAM_ENDED, session_id, request_id=request_id
         )

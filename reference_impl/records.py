@@ -72,6 +72,8 @@ class SessionState:
 class OperationRecord:
     session_id: str
     identity: OperationIdentity
+    """Its ``permission_version`` is the version of the decision in force: the version at
+    prepare time until decided, then the version each (re)decision was taken under."""
     tool: str
     args: dict[str, Any]
     dedup_key: str

@@ -81,6 +81,9 @@ class TurnLoop:
                     return self.end(session_id, TurnStatus.DEFERRED, persist=False)
                 continue
             reply = self._ask_model(session, conversation)
+            if reply is None or (reply.error is None
+                                 and reply.status is ModelRequestStatus.CANCELLED):
+                return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
             if reply.error is not None:
                 self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
                 raise reply.error  # the very exception the stream raised (M3)
@@ -101,7 +104,9 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(self, session: SessionState, conversation: tuple[Message, ...]) -> ModelReply:
+    def _ask_model(
+        self, session: SessionState, conversation: tuple[Message, ...]
+    ) -> ModelReply | None:
         session_id = session.session_id
 
         def on_end(conn, reply: ModelReply) -> None:  # inside the end-record transaction
@@ -118,8 +123,11 @@ class TurnLoop:
                 return
             records.set_turn_status(conn, session_id, _STATUS_OF_FAILED_REQUEST[reply.status])
 
+        def cancelled() -> bool:  # a cancel may arrive re-entrantly at a failpoint
+            return records.load_session(self._store.connection, session_id).cancelled
+
         return self._requester.request(
-            session_id, conversation, visible_tools(session.config), on_end
+            session_id, conversation, visible_tools(session.config), on_end, cancelled
         )
 
     def end(

@@ -203,3 +203,17 @@ def test_an_approval_answered_after_the_conversation_moved_on_still_applies(star
     op = impl.inspect(data_dir).operation("c1")
     assert (op.outcome, world.executed("c1")) == (Outcome.SUCCEEDED, 1)
     assert world.ui[-1].status == "succeeded"
+
+
+def test_a_wait_the_new_rules_forbid_is_withdrawn_not_shown(start, impl, data_dir):
+    world = _ask_world()
+    runtime = start(world, config(rules=(ask("delete_branch"),)))
+    world.hooks["after_wait_persisted"] = lambda _ctx: runtime.update_rules(
+        "s1", (deny("delete_branch"),), 2)
+    runtime.run_turn("s1", "delete")
+    obs = impl.inspect(data_dir)
+    assert world.prompts == [] and world.executed("c1") == 0
+    assert obs.approval_waits[0].status is WaitStatus.REJECTED
+    op = obs.operation("c1")
+    assert (op.permission, op.decided_by, op.identity.permission_version) == (
+        Permission.DENY, DecisionSource.REVALIDATION, 1)

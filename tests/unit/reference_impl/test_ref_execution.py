@@ -13,6 +13,7 @@ from harness.contract import (
     EventType,
     Failpoint,
     FailureKind,
+    ModelRequestStatus,
     Outcome,
     Permission,
     TurnStatus,
@@ -188,10 +189,20 @@ def test_a_revocation_at_any_point_before_the_tool_stops_it(start, impl, data_di
     assert op.identity.permission_version == 2  # the decision that stands was taken under v2
 
 
-def test_a_cancel_during_a_model_request_records_the_emitted_calls_as_cancelled(start, impl, data_dir):
+def test_a_cancel_before_the_request_is_sent_ends_it_cancelled_unsent(start, impl, data_dir):
     world = _write_world()
     runtime = start(world, config(rules=(allow("write_file"),)))
     world.hooks["after_model_request_started"] = lambda _ctx: runtime.cancel("s1")
+    assert runtime.run_turn("s1", "write").status is TurnStatus.CANCELLED
+    (request,) = impl.inspect(data_dir).model_requests
+    assert (request.status, request.end_events, world.requests) == (
+        ModelRequestStatus.CANCELLED, 1, [])
+
+
+def test_calls_emitted_before_a_cancel_are_recorded_as_cancelled(start, impl, data_dir):
+    world = _write_world()
+    runtime = start(world, config(rules=(allow("write_file"),)))
+    world.hooks["after_model_stream_ended"] = lambda _ctx: runtime.cancel("s1")
     assert runtime.run_turn("s1", "write").status is TurnStatus.CANCELLED
     op = impl.inspect(data_dir).operation("c1")
     assert (op.decided_by, op.outcome, world.executed("c1")) == (
