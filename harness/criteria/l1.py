@@ -172,14 +172,36 @@ def _disturbed(trace: Trace, lo: int, hi: int) -> bool:
     return False
 
 
+def _strict_repeats(trace: Trace, prior: list[F.Op], op: F.Op) -> list[F.Op]:
+    """The earlier operations that count toward ``op``'s repeat limit: same session, tool and
+    policy key, a strict failure or denial under ``op``'s permission version, since the last
+    success of the key."""
+    my_key = F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
+    counted: list[F.Op] = []
+    for p in prior:
+        if (p.session_id != op.session_id or p.tool != op.tool or p.first_seen >= op.first_seen
+                or p.latest is None
+                or F.expected_dedup_key(trace, p.session_id, p.tool, p.args) != my_key):
+            continue
+        if _succeeded(p):
+            counted = []
+        elif (p.latest.identity.permission_version == op.latest.identity.permission_version
+              and _failure_strict(p)):
+            counted.append(p)
+    return counted
+
+
 def check_l1_2(trace: Trace) -> Verdict:
     """Across every eviction from a full failure table (an entry present in one observation
     and gone in the next while the table is at capacity): no denial count drops without an
-    allowed operation or approval to explain it, and every settled operation keeps its
-    record, permission and deciding layer."""
+    allowed operation or approval to explain it, every settled operation keeps its record,
+    permission and deciding layer, and the repeat judgement survives: a call whose key had
+    already failed up to the repeat limit before its entry was evicted is not executed."""
     violations: list[Evidence] = []
     exercised = 0
     pts = F.points(trace)
+    # (index, label, session, evicted keys) of every observed eviction at capacity
+    evictions: list[tuple[int, str, str, frozenset[str]]] = []
     for a, b in zip(pts, pts[1:]):
         sessions = {e.session_id for e in a.observation.failure_table}
         for session_id in sorted(sessions):
@@ -190,6 +212,7 @@ def check_l1_2(trace: Trace) -> Verdict:
             if not evicted or max(len(keys_b), len(b.observation.failure_table)) < cap:
                 continue
             exercised += 1
+            evictions.append((b.index, b.label, session_id, frozenset(evicted)))
             between = F.events_between(trace, a.index, b.index + 1)
             approved = any(
                 e.kind == Kind.DRIVER_CALL and e.data.get("method") in F.ANSWER_METHODS
@@ -240,6 +263,32 @@ def check_l1_2(trace: Trace) -> Verdict:
                         f"{F.value(view.decided_by)} -> {F.value(now.permission)}/"
                         f"{F.value(now.decided_by)} across a failure-table eviction",
                         (a.index, b.index)))
+    if evictions:
+        listed = list(F.operations(trace).values())
+        for position, op in enumerate(listed):
+            if op.latest is None or not op.served:
+                continue
+            counted = _strict_repeats(trace, listed[:position], op)
+            limit = F.thresholds(trace, op.session_id).failure_repeat_limit
+            if len(counted) < limit:
+                continue
+            keys = {v.dedup_key for p in counted[-1:] + [op] for _, v in p.views}
+            gone = [
+                e for e in evictions
+                if e[2] == op.session_id and e[3] & keys
+                and counted[-1].first_seen < e[0] < op.served[0].end_index
+            ]
+            if not gone:
+                continue
+            exercised += 1
+            attempts = F.attempt_rows(op)
+            if attempts:
+                violations.append(_ev(
+                    f"{F.describe(op)}: executed although its key already failed {len(counted)} "
+                    f"times (limit {limit}) under this permission version; the eviction of its "
+                    f"failure-table entry at '{gone[0][1]}' reset the repeat judgement",
+                    (counted[-1].first_seen, gone[0][0], attempts[0].index),
+                    tuple(_seq(r) for r in attempts[:1])))
     return judge("L1.2", exercised, violations, "no eviction from a full failure table was observed")
 
 
@@ -754,7 +803,8 @@ CRITERIA: tuple[Criterion, ...] = (
         title="Eviction changes nothing else",
         statement=(
             "Evicting entries from the recent-failure table resets no denial count and "
-            "changes no stored operation or permission."
+            "changes no stored operation or permission; a call refused as a repeat before "
+            "the eviction is still refused after it."
         ),
         seed_clause="存储淘汰不重置累计拒绝计数，也不改变权限。",
         check=check_l1_2,

@@ -69,12 +69,9 @@ def check_x1(trace: Trace) -> Verdict:
                     f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
                     f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
                     (point.index,)))
-            elif (
-                outcome in ("succeeded", "failed")
-                and not ran_before
-                and not op.unavailable
-                and op.served
-            ):
+            elif outcome in ("succeeded", "failed") and not ran_before and op.served:
+                # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
+                # either: failed would claim a run with possible partial effects
                 violations.append(_ev(
                     f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
                     f"no execution before this observation; outcome must answer 'did it run'",

@@ -14,6 +14,7 @@ CC = "reference_impl.checkpoint_codec"
 CG = "reference_impl.classifier_gate"
 EX = "reference_impl.execution"
 FP = "reference_impl.failure_policy"
+MR = "reference_impl.model_requests"
 RC = "reference_impl.recovery"
 RS = "reference_impl.results"
 TU = "reference_impl.turns"
@@ -27,6 +28,14 @@ X_MUTANTS: tuple[Mutant, ...] = (
         ("X1",),
         edits(edit(RS, find="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)",
                    replace="    return ToolOutcome(Outcome.FAILED, failure, False, False, op.reason)")),
+    ),
+    Mutant(
+        "unavailable-recorded-as-failed",
+        "a tool that could not be started (ToolUnavailable) is recorded as failed, as if it had "
+        "run, instead of not_started",
+        ("X1",),
+        edits(edit(FP, find="    return ToolOutcome(\n        Outcome.NOT_STARTED,\n        FailureKind.TRANSIENT,",
+                   replace="    return ToolOutcome(\n        Outcome.FAILED,\n        FailureKind.TRANSIENT,")),
     ),
     Mutant(
         "identity-digest-is-repeat-key",
@@ -49,6 +58,16 @@ X_MUTANTS: tuple[Mutant, ...] = (
                            "                if outcome is StepResult.AWAITING_APPROVAL:\n")),
     ),
     Mutant(
+        "denied-call-hidden-from-model",
+        "tool results of denied calls are filtered out of the conversation sent to the model, "
+        "so the model never learns its call was not executed",
+        ("X3",),
+        edits(edit(MR, find="        reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))",
+                   replace="        conversation = tuple(m for m in conversation"
+                           " if m.failure_kind != 'permission_denied')\n"
+                           "        reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))")),
+    ),
+    Mutant(
         "recovery-marks-unstarted-unknown",
         "recovery marks every operation without a saved result as unknown/reconciliation_required, "
         "including ones decided (even denied) but never started",
@@ -61,6 +80,13 @@ X_MUTANTS: tuple[Mutant, ...] = (
             edit(RC, find="                                 from_stage=Stage.STARTED, attempts=1,",
                  replace="                                 from_stage=op.stage, attempts=1,"),
         ),
+    ),
+    Mutant(
+        "reconciliation-for-denials",
+        "a pre-call denial is saved with reconciliation_required, as if it might have run",
+        ("X4",),
+        edits(edit(RS, find="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)",
+                   replace="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, True, op.reason)")),
     ),
     Mutant(
         "start-recorded-with-result",
@@ -118,6 +144,17 @@ L1_MUTANTS: tuple[Mutant, ...] = (
                            '            " WHERE session_id = ?", (session_id,))\n')),
     ),
     Mutant(
+        "repeat-guard-reads-failure-table",
+        "the repeat guard counts a key's failures from the bounded recent-failure table, so "
+        "evicting the entry resets the repeat judgement",
+        ("L1.2",),
+        edits(edit(FP, find='        "SELECT failures FROM repeat_budget WHERE session_id = ? AND dedup_key = ?"\n'
+                            '        " AND permission_version = ?",\n'
+                            "        (session_id, dedup_key, permission_version),",
+                   replace='        "SELECT count AS failures FROM failure_table WHERE session_id = ? AND dedup_key = ?",\n'
+                           "        (session_id, dedup_key),")),
+    ),
+    Mutant(
         "repeat-budget-keyed-by-full-args",
         "failures are counted under the call's full argument digest instead of its repeat key, "
         "so rewording a Bash description resets the repeat judgement",
@@ -167,11 +204,29 @@ L1_MUTANTS: tuple[Mutant, ...] = (
                            "        kind = FailureKind.FAILED\n")),
     ),
     Mutant(
+        "runtime-fault-marks-result-unknown",
+        "a failure writing diagnostics turns the already saved result into unknown / "
+        "reconciliation_required",
+        ("L1.7",),
+        edits(edit(EX, find="            return  # reported as a runtime fault; the result record is untouched (L4.7)\n",
+                   replace="            with self._store.transaction() as conn:\n"
+                           "                conn.execute(\"UPDATE result_records SET outcome = 'unknown',"
+                           " reconciliation_required = 1 WHERE execution_id = ?\", (op.execution_id,))\n"
+                           "            return\n")),
+    ),
+    Mutant(
         "retries-non-idempotent-transient",
         "transient errors are retried automatically whether or not the tool is idempotent",
         ("L1.8",),
         edits(edit(FP, find="        and not result.escalation_requested\n        and idempotent\n",
                    replace="        and not result.escalation_requested\n")),
+    ),
+    Mutant(
+        "retry-limit-off-by-one",
+        "transient errors of idempotent tools are retried one time more than auto_retries_max",
+        ("L1.8",),
+        edits(edit(FP, find="        and retries_done < retries_max\n",
+                   replace="        and retries_done <= retries_max\n")),
     ),
 )
 
@@ -218,6 +273,17 @@ L2_MUTANTS: tuple[Mutant, ...] = (
         edits(edit(CG, find="        user_requirements=config.user_requirements,",
                    replace="        user_requirements=(config.user_requirements + ' '"
                            " + untrusted_description).strip(),")),
+    ),
+    Mutant(
+        "pre-approved-wording-skips-review",
+        "a model-written description claiming the call is pre-approved makes the gate allow it "
+        "without asking the classifier",
+        ("L2.4",),
+        edits(edit(CG, find="        request = build_request(session, op.tool, op.args)\n",
+                   replace="        request = build_request(session, op.tool, op.args)\n"
+                           "        if 'pre-approved' in request.untrusted_description.lower():\n"
+                           "            return Decision(Permission.ALLOW, DecisionSource.CLASSIFIER,"
+                           " 'pre-approved', classifier_outcome=ClassifierOutcome.ALLOW)\n")),
     ),
     Mutant(
         "classifier-timeout-fails-open",

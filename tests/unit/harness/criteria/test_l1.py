@@ -147,6 +147,55 @@ def test_l1_2_fails_when_eviction_changes_a_permission():
     assert verdict.status is Status.FAIL and "permission changed" in verdict.evidence[0].note
 
 
+DEPLOY = {"service": "api", "version": "2.4.1"}
+
+
+def _repeat_across_eviction(run_k3: bool):
+    """k1, k2 fail (the repeat limit is 2); f3, f4 fail and evict k's entry from the 2-entry
+    table; k3 repeats k1 verbatim: refused by the guard, or (defect) executed."""
+    b = TraceBuilder(session("s1", rules=[("allow", "deploy"), ("allow", "upload")],
+                             thresholds={"failure_table_capacity": 2}),
+                     tools=[("deploy", "external"), ("upload", "external")])
+    views = []
+    for cid in ("k1", "k2"):
+        b.model("s1", [call(cid, "deploy", DEPLOY)])
+        b.executed("s1", cid, "deploy", DEPLOY, status="error", error_kind="failed")
+        views.append(op_view("s1", cid, "deploy", DEPLOY, outcome="failed", failure_kind="failed"))
+    k = views[0].dedup_key
+    b.observe(*views, failure_table=[entry(k, 2)])
+    for i in (3, 4):
+        b.model("s1", [call(f"f{i}", "upload", upload(i))])
+        b.executed("s1", f"f{i}", "upload", upload(i), status="error", error_kind="failed")
+        views.append(op_view("s1", f"f{i}", "upload", upload(i), outcome="failed", failure_kind="failed"))
+        table = [entry(k, 2), entry(views[-1].dedup_key)] if i == 3 else [
+            entry(views[-2].dedup_key), entry(views[-1].dedup_key)]
+        b.observe(*views, failure_table=table)
+    b.model("s1", [call("k3", "deploy", DEPLOY)])
+    row = None
+    if run_k3:
+        row = b.executed("s1", "k3", "deploy", DEPLOY)
+        views.append(op_view("s1", "k3", "deploy", DEPLOY))
+    else:
+        views.append(op_view("s1", "k3", "deploy", DEPLOY, permission="deny", decided_by="repeat_guard",
+                             failure_kind="permission_denied"))
+    b.observe(*views, failure_table=[entry(views[-2].dedup_key), entry(k, 3)])
+    return b, row
+
+
+def test_l1_2_passes_when_the_repeat_judgement_survives_the_eviction():
+    b, _ = _repeat_across_eviction(run_k3=False)
+    verdict = v("L1.2", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 3  # two evictions + k3
+
+
+def test_l1_2_fails_when_the_eviction_resets_the_repeat_judgement():
+    b, row = _repeat_across_eviction(run_k3=True)
+    verdict = v("L1.2", b.build())
+    assert verdict.status is Status.FAIL and row in all_indexes(verdict)
+    assert b.seq(row) in all_rows(verdict)
+    assert "reset the repeat judgement" in verdict.evidence[0].note
+
+
 def test_l1_2_not_exercised_without_eviction():
     b = TraceBuilder(session("s1", thresholds={"failure_table_capacity": 2}))
     b.observe(failure_table=[entry("k1")])

@@ -80,6 +80,25 @@ def test_x1_fails_when_outcome_claims_a_run_the_ledger_never_saw():
     assert verdict.status is Status.FAIL and point in all_indexes(verdict)
 
 
+def test_x1_fails_when_a_tool_that_could_not_start_is_recorded_as_failed():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.unavailable("s1", "c1", "write_file", W)
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome="failed",
+                              failure_kind="transient", execution_started=False))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+
+
+def test_x1_passes_when_a_tool_that_could_not_start_stays_not_started():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.unavailable("s1", "c1", "write_file", W)
+    b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started",
+                      failure_kind="transient", execution_started=False))
+    assert v("X1", b.build()).status is Status.PASS
+
+
 def test_x1_not_exercised_without_observed_operations():
     b = TraceBuilder("s1")
     b.model("s1", [call("c1", "write_file", W)])
