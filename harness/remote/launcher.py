@@ -508,7 +508,7 @@ class ProcessImplementation:
     def _spawn(self, data_dir: str | None) -> _Child:
         self._prepare()
         argv = self._argv_for(data_dir)
-        child = _Child(argv, self.env, self.cwd, self.command, self.reply_timeout_s,
+        child = _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
                        on_kill=self._kill_hook(_child_name(argv)))
         if data_dir is not None:
             with self._lock:

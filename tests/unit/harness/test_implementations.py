@@ -51,7 +51,7 @@ def test_python_spec_imports_and_calls_the_factory(impl_module):
     "spec, message",
     [
         ("", "is not a known implementation spec; valid forms: reference, python:MODULE:FACTORY"),
-        ("docker:img", "is not a known implementation spec"),
+        ("podman:img", "is not a known implementation spec"),
         ("python:", "expected python:MODULE:FACTORY"),
         ("python:only_module", "expected python:MODULE:FACTORY"),
         ("python:no_such_module_xyz:make", "module 'no_such_module_xyz' not found"),
