@@ -184,6 +184,8 @@ class _Child:
         self.reply_timeout_s = reply_timeout_s
         self._on_kill = on_kill
         self.killed = False
+        self.stopping = False
+        """Set once asked to shut down: its reaper ends it, :meth:`release` leaves it be."""
         try:
             self.popen = subprocess.Popen(
                 list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -307,6 +309,7 @@ class _Child:
         if self.owner_pid != os.getpid():
             return
         if self.popen.poll() is None and not self.killed:
+            self.stopping = True
             try:
                 self.endpoint.reply_timeout_s = EXIT_WAIT_S
                 self.endpoint.call("shutdown")
@@ -560,13 +563,14 @@ class ProcessImplementation:
                 self.fixture_root = self._usable_fixture_root(result.fixture_root)
         return result
 
-    def _inspector(self, key: str | None, data_dir: str | None) -> _Child:
+    def _inspector(self, key: str | None) -> _Child:
+        """The inspector for ``key`` (a data dir it mounts, or None for a shared one)."""
         child = self._inspectors.get(key)
         if child is not None and (child.owner_pid != os.getpid() or child.killed
                                   or not child.alive):
             child = None
         if child is None:
-            child = self._spawn(data_dir)
+            child = self._spawn(key)
             child.endpoint.handlers = {name: _no_world for name in PORT_METHODS}
             self._handshake(child)
             self._inspectors[key] = child
@@ -580,7 +584,7 @@ class ProcessImplementation:
             with self._inspect_lock:
                 if self._info is None:
                     try:
-                        self._inspector(None, None)
+                        self._inspector(None)
                     except RemoteError as exc:
                         raise ImplementationLoadError(
                             f"--impl process: cannot load the implementation: {exc}") from None
@@ -599,7 +603,7 @@ class ProcessImplementation:
         with self._inspect_lock:
             self._inspecting = data_dir
             try:
-                child = self._inspector(key, data_dir)
+                child = self._inspector(key)
                 return child.call("inspect", data_dir=data_dir)
             except RemoteError:
                 self._inspectors.pop(key, None)
@@ -618,7 +622,8 @@ class ProcessImplementation:
             if inspector is not None:
                 children.append(inspector)
         for child in children:
-            child.kill()
+            if not child.stopping:
+                child.kill()
         key = self._inspector_key(data_dir)
         if key is not None:
             inspector = self._inspectors.pop(key, None)
