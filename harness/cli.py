@@ -318,6 +318,15 @@ SUBCOMMANDS: list[Callable[[Any], None]] = [_add_run, _add_list, _add_replay, _a
 """Each adds one subcommand to the subparsers action (append to add a command)."""
 
 
+def _add_chaos(sub: Any) -> None:
+    from harness.chaos import add_parser
+
+    add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_chaos)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
