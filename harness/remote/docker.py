@@ -131,6 +131,8 @@ class DockerImplementation(ProcessImplementation):
 
     @property
     def info(self) -> ImplementationInfo:
+        if self._info is not None:  # known: never fails (the runner reads it after a run)
+            return self._info
         self.ensure_engine()
         info = ProcessImplementation.info.fget(self)  # type: ignore[attr-defined]
         idle = self._inspectors.pop(None, None)  # started without a mount: of no further use

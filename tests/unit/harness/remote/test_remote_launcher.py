@@ -166,19 +166,28 @@ def test_the_reference_as_a_process_gives_the_in_process_trace_and_verdicts(remo
 
     # Every line that crossed the pipes is a message of the schema; results match their
     # method's result schema (paired with the request by direction and id).
-    validator = jsonschema.Draft202012Validator(SCHEMA)
+    validators = {}
+
+    def validate(definition, value):
+        if definition not in validators:
+            schema = {**SCHEMA["$defs"][definition], "$defs": SCHEMA["$defs"]}
+            validators[definition] = jsonschema.Draft202012Validator(schema)
+        validators[definition].validate(value)
+
     asked = {}
     for pipe, direction, line in lines:
         if not line:
             continue
         message = json.loads(line)
-        validator.validate(message)
-        if "method" in message:
+        if "method" in message:  # the root's oneOf, one branch at a time (much faster)
+            validate(f"request.{message['method']}", message)
             asked[pipe, direction, message["id"]] = message["method"]
         elif "result" in message:
+            validate("Result", message)
             method = asked[pipe, ("out" if direction == "in" else "in"), message["id"]]
-            result_schema = {**SCHEMA["$defs"][f"result.{method}"], "$defs": SCHEMA["$defs"]}
-            jsonschema.Draft202012Validator(result_schema).validate(message["result"])
+            validate(f"result.{method}", message["result"])
+        else:
+            validate("Error", message)
     assert {"initialize", "open", "run_turn", "recover", "load_checkpoint", "inspect",
             "close", "shutdown", "failpoint", "execute_tool", "next_chunk"} <= set(asked.values())
 
