@@ -164,20 +164,24 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
         (Stage.DECIDED.value, permission.value, DecisionSource.APPROVAL.value, reason,
          wait.permission_version, wait.execution_id, Stage.WAITING.value),
     )
-    (current_version,) = conn.execute(
-        "SELECT permission_version FROM sessions WHERE session_id = ?", (wait.session_id,)
-    ).fetchone()
-    if wait.permission_version == current_version:  # a closed period's counts stay as they were
-        if approve:
-            denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)
-        if denial_counters.trigger_resets_cumulative(wait.trigger):
-            denial_counters.reset_cumulative(conn, wait.session_id, wait.permission_version)
+    # The counts reset are those of the period the prompt was shown in (the wait's version).
+    if approve:
+        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)
+    if denial_counters.trigger_resets_cumulative(wait.trigger):
+        denial_counters.reset_cumulative(conn, wait.session_id, wait.permission_version)
     return True
 
 
-def withdraw(conn: sqlite3.Connection, wait: WaitRecord, reason: str, *, now: float) -> bool:
-    """Close a pending wait that the rules in force no longer allow anyone to approve (a
-    deny rule or hard constraint added meanwhile): nobody is asked, nothing is reset."""
+def withdraw(
+    conn: sqlite3.Connection, wait: WaitRecord, reason: str, *, redecide: bool, now: float
+) -> bool:
+    """Close a pending wait before anyone was asked, because the rules changed meanwhile.
+
+    ``redecide=False``: the rules in force forbid the operation outright (a deny rule or
+    hard constraint was added), so no approval could lift them: it is refused
+    (revalidation). ``redecide=True``: only the version changed, so the decision that
+    asked (e.g. a fallback armed by the old period's counts) is void and the operation is
+    decided again under the rules in force. Nothing is reset either way."""
     closed = conn.execute(
         "UPDATE approval_waits SET status = ?, answered_at = ? WHERE wait_id = ? AND status = ?",
         (WaitStatus.REJECTED.value, now, wait.wait_id, WaitStatus.PENDING.value),
@@ -186,13 +190,20 @@ def withdraw(conn: sqlite3.Connection, wait: WaitRecord, reason: str, *, now: fl
         return False
     if wait.purpose == ESCALATION:
         _apply_escalation_answer(conn, wait, approve=False)
-        return True
-    conn.execute(
-        "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?"
-        " WHERE execution_id = ? AND stage = ?",
-        (Stage.DECIDED.value, Permission.DENY.value, DecisionSource.REVALIDATION.value, reason,
-         wait.execution_id, Stage.WAITING.value),
-    )
+    elif redecide:
+        conn.execute(
+            "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?,"
+            " classifier_outcome = NULL, wait_trigger = '' WHERE execution_id = ? AND stage = ?",
+            (Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value, "",
+             wait.execution_id, Stage.WAITING.value),
+        )
+    else:
+        conn.execute(
+            "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?"
+            " WHERE execution_id = ? AND stage = ?",
+            (Stage.DECIDED.value, Permission.DENY.value, DecisionSource.REVALIDATION.value,
+             reason, wait.execution_id, Stage.WAITING.value),
+        )
     return True
 
 

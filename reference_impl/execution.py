@@ -242,9 +242,13 @@ class OperationPipeline:
         with self._store.transaction() as conn:
             session = records.load_session(conn, op.session_id)
             blocked = fixed_layer_decision(session.config, op.tool, op.args)
-            withdrawn = blocked is not None and approvals.withdraw(
-                conn, wait, f"the rules changed while the approval was pending: {blocked.reason}",
-                now=self._world.now())
+            stale = (wait.purpose == approvals.PERMISSION
+                     and session.permission_version != wait.permission_version)
+            withdrawn = (blocked is not None or stale) and approvals.withdraw(
+                conn, wait,
+                "the rules changed before the approval was asked"
+                + (f": {blocked.reason}" if blocked else ""),
+                redecide=blocked is None, now=self._world.now())
         if withdrawn:
             self._signals.emit(EventType.APPROVAL_ANSWERED, op.session_id, op.execution_id,
                                wait_id=wait.wait_id, approved=False, withdrawn=True)

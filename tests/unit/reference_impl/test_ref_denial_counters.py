@@ -177,3 +177,16 @@ def test_a_concurrent_duplicate_of_a_denied_call_counts_once_and_reaches_the_mod
     # the second instance settled the held call before its own message: the model saw it
     second_request = world.requests[1]
     assert any(m.role == "tool" and m.tool_call_id == "c1" for m in second_request.messages)
+
+
+def test_a_fallback_wait_not_yet_shown_when_the_version_changes_is_decided_again(start, impl, data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (*_risky(3), call("next", "Bash", command="ls")))]})
+    runtime = start(world, config(mode=Mode.AUTO))
+    world.hooks["after_wait_persisted"] = lambda _ctx: runtime.update_rules("s1", (), 2)
+    result = runtime.run_turn("s1", "go")
+    obs = impl.inspect(data_dir)
+    assert world.prompts == [] and obs.approval_waits[0].status is WaitStatus.REJECTED
+    op = obs.operation("next")
+    assert (op.permission, op.decided_by, op.identity.permission_version) == (
+        Permission.ALLOW, DecisionSource.CLASSIFIER, 2)  # a fresh period: reviewed again
+    assert result.status is TurnStatus.COMPLETED and world.executed("next") == 1
