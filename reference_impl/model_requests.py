@@ -35,6 +35,7 @@ from harness.contract import (
     ToolCall,
     World,
 )
+from reference_impl import records
 from reference_impl.events import Signals
 from reference_impl.store import Store
 
@@ -63,12 +64,11 @@ class ModelRequester:
         conversation: tuple[Message, ...],
         tools: tuple[str, ...],
         on_end: OnEnd,
-        cancelled: Callable[[], bool],
     ) -> ModelReply | None:
         """One request; None when the session was cancelled before anything was recorded.
         A cancellation after the start is recorded ends the request ``cancelled`` unsent."""
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
-        if cancelled():
+        if self._cancelled(session_id):
             return None
         with self._store.transaction() as conn:
             request_id = _record_start(conn, session_id, self._world.now())
@@ -76,7 +76,7 @@ class ModelRequester:
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_REQUEST_STARTED, session_id, request_id=request_id
         )
-        if cancelled():
+        if self._cancelled(session_id):  # a cancel may arrive re-entrantly at a failpoint
             reply = ModelReply(request_id, ModelRequestStatus.CANCELLED, "")
         else:
             reply = self._read_stream(ModelRequest(request_id, session_id, conversation, tools))
@@ -92,6 +92,9 @@ class ModelRequester:
             self._signals.emit(EventType.MODEL_REQUEST_ENDED, session_id, request_id=request_id,
                                status=reply.status.value)
         return reply
+
+    def _cancelled(self, session_id: str) -> bool:
+        return records.load_session(self._store.connection, session_id).cancelled
 
     def _read_stream(self, request: ModelRequest) -> ModelReply:
         text: list[str] = []

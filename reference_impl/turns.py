@@ -123,11 +123,8 @@ class TurnLoop:
                 return
             records.set_turn_status(conn, session_id, _STATUS_OF_FAILED_REQUEST[reply.status])
 
-        def cancelled() -> bool:  # a cancel may arrive re-entrantly at a failpoint
-            return records.load_session(self._store.connection, session_id).cancelled
-
         return self._requester.request(
-            session_id, conversation, visible_tools(session.config), on_end, cancelled
+            session_id, conversation, visible_tools(session.config), on_end
         )
 
     def end(
