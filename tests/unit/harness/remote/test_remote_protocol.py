@@ -123,6 +123,8 @@ class Pipe:
         try:
             return self.inbox.get(timeout=5 if timeout is None else timeout)
         except queue.Empty:
+            if timeout is None:
+                return b""  # a serving thread left over by a finished test ends quietly
             raise p.PeerSilent("silent") from None
 
     def write_line(self, data):
