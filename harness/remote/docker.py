@@ -65,13 +65,17 @@ class DockerImplementation(ProcessImplementation):
     def __repr__(self) -> str:
         return f"DockerImplementation({self.image!r})"
 
+    @property
+    def spec(self) -> str:
+        return f"docker:{self.image}"
+
     # -- the engine --------------------------------------------------------------------------
 
     def ensure_engine(self) -> None:
         """Raise :class:`ImplementationLoadError` unless a Docker engine answers."""
         if self._engine_ok:
             return
-        where = f"--impl docker:{self.image}"
+        where = f"--impl {self.spec}"
         if shutil.which(self.docker) is None:
             raise ImplementationLoadError(
                 f"{where}: no Docker engine is reachable: the `{self.docker}` command is not "

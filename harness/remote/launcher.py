@@ -487,6 +487,11 @@ class ProcessImplementation:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.command!r})"
 
+    @property
+    def spec(self) -> str:
+        """The ``--impl`` text naming this implementation."""
+        return f"process:{self.command}"
+
     # -- hooks for launchers that wrap the command (docker) ----------------------------------
 
     def _argv_for(self, data_dir: str | None) -> Sequence[str]:
@@ -587,7 +592,8 @@ class ProcessImplementation:
                         self._inspector(None)
                     except RemoteError as exc:
                         raise ImplementationLoadError(
-                            f"--impl process: cannot load the implementation: {exc}") from None
+                            f"--impl {self.spec}: cannot load the implementation: {exc}"
+                        ) from None
         assert self._info is not None
         return self._info
 
