@@ -594,11 +594,16 @@ def check_l2_9(trace: Trace) -> Verdict:
                 continue
             last_change = max([c.start for c in changes] + [e.index for e in edits])
             renewed = F.approval_between(trace, op, last_change, first.index)
+            # The host saw the write (it went through one of its own operations): the stale
+            # precondition is its to catch; a tool that refuses the edit itself is the last
+            # line of defence, not the revalidation this criterion asks for.
             refused = bool(first.data.get("precondition_failed")) and first.data.get("effect") == "none"
-            if edits and renewed is None and not refused:
+            if edits and renewed is None:
                 violations.append(_ev(
                     f"{F.describe(op)}: {op.args.get('path')} changed after the approval "
-                    f"(row {edits[0].data.get('ledger_seq')}) and the edit still ran",
+                    f"(row {edits[0].data.get('ledger_seq')}) and the edit "
+                    + ("was still sent to the tool, which refused it itself: the host did not "
+                       "revalidate the file precondition" if refused else "still ran"),
                     (prompt.index, edits[0].index, first.index), (_seq(edits[0]), _seq(first))))
             elif changes and renewed is None and F.decision_at(trace, op, first.index).permission is not Permission.ALLOW:
                 violations.append(_ev(

@@ -350,6 +350,14 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                            " or op.decided_by is DecisionSource.APPROVAL:\n")),
     ),
     Mutant(
+        "file-precondition-not-revalidated",
+        "revalidation leaves the expect_sha file precondition to the tool: an edit whose file "
+        "another operation rewrote while its approval was pending is still sent to the tool",
+        ("L2.9",),
+        edits(edit(EX, find="        writer = _writer_since_decision(conn, op)\n",
+                   replace="        writer = None  # the tool checks expect_sha itself\n")),
+    ),
+    Mutant(
         "escalation-denial-marks-not-started",
         "refusing an escalation rewrites the sandboxed attempt's result as not started "
         "(execution_started=false), though it ran with partial effects",

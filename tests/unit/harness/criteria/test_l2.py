@@ -491,7 +491,7 @@ EDIT = {"path": "/repo/app.cfg", "old": "port = 80", "new": "port = 8080", "expe
 REWRITE = {"path": "/repo/app.cfg", "content": "port = 9090"}
 
 
-def _revalidation(run_edit=False, run_deploy=False, deploy_version=2):
+def _revalidation(run_edit=False, run_deploy=False, deploy_version=2, edit_refused_by_tool=False):
     b = TraceBuilder(session("s1", rules=[("ask", "edit_file"), ("ask", "deploy")]),
                      session("s2", rules=[("allow", "write_file")]),
                      tools=[("edit_file", "file_edit"), ("deploy", "external"), ("write_file", "write")])
@@ -502,7 +502,10 @@ def _revalidation(run_edit=False, run_deploy=False, deploy_version=2):
     b.model("s2", [call("w1", "write_file", REWRITE)])
     marks["w1"] = b.executed("s2", "w1", "write_file", REWRITE)
     b.answer(wait, True)
-    if run_edit:
+    if run_edit and edit_refused_by_tool:
+        marks["e1"] = b.executed("s1", "e1", "edit_file", EDIT, status="error", error_kind="failed",
+                                 effect="none", precondition_failed=True)
+    elif run_edit:
         marks["e1"] = b.executed("s1", "e1", "edit_file", EDIT)
     b.model("s1", [call("d1", "deploy", DEPLOY)])
     wait = b.prompt("s1", "d1", "deploy", DEPLOY)
@@ -527,6 +530,13 @@ def test_l2_9_fails_when_an_edit_runs_on_a_changed_file():
     assert verdict.status is Status.FAIL
     assert {marks["w1"], marks["e1"]} <= all_indexes(verdict)
     assert {b.seq(marks["w1"]), b.seq(marks["e1"])} <= all_rows(verdict)
+
+
+def test_l2_9_fails_when_the_host_leaves_the_stale_precondition_to_the_tool():
+    b, marks = _revalidation(run_edit=True, edit_refused_by_tool=True)
+    verdict = v("L2.9", b.build())
+    assert verdict.status is Status.FAIL and marks["e1"] in all_indexes(verdict)
+    assert "did not revalidate the file precondition" in verdict.evidence[0].note
 
 
 def test_l2_9_fails_when_an_approval_outlives_a_version_change():
