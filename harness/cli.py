@@ -196,8 +196,9 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
         "--impl",
         default=DEFAULT_IMPL_SPEC,
         metavar="SPEC",
-        help="implementation under test: 'reference' or python:MODULE:FACTORY "
-        f"(default: {DEFAULT_IMPL_SPEC})",
+        help="implementation under test: 'reference', python:MODULE:FACTORY, "
+        "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
+        f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
     )
 
 
