@@ -19,9 +19,11 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
 * **Shrinking.** Strategies are ordered so that Hypothesis' shrinker moves toward simpler
   cases: fewer faults (a list of 1–3), earlier bases, failpoints in lifecycle order, earlier
   hits, simpler actions (crash < raise < delay < cancel < change_rules), shorter delays.
-  Outcomes are memoised per schedule, and at most ``max_shrink_runs`` new runs are spent on
-  shrinking (after that a new candidate counts as passing), so shrinking is bounded and
-  deterministic.
+  Then every fault whose removal still fails is dropped (one at a time, until each
+  remaining fault is needed). Outcomes are memoised per schedule, and at most
+  ``max_shrink_runs`` new runs are spent on shrinking (after that a new candidate counts as
+  passing), so shrinking is bounded and deterministic. The shrunk case may fail other
+  criteria than the first failing example did (Hypothesis keeps the smallest failure).
 * **Regression file.** The shrunk failure is written atomically as a scenario TOML file in
   the regressions folder: the base file's content, its faults followed by the shrunk ones,
   id ``regression-<base-id>-<digest of base id + faults>``, and a comment header naming the
@@ -68,6 +70,9 @@ ACTIONS: tuple[Action, ...] = (Action.CRASH, Action.RAISE, Action.DELAY, Action.
 """Drawable actions, simplest first (the shrinker moves toward the front)."""
 DELAYS_S: tuple[float, ...] = (1.0, 60.0, 600.0, 3600.0)
 """Virtual seconds a delay fault may take, shortest first."""
+HIT_PICKS = 64
+"""A fault's hit is its base's free hits[pick % count], pick drawn in [0, HIT_PICKS)."""
+SESSION_PICKS = 8
 CHAOS_MESSAGE = "chaos: injected fault"
 REGRESSION_TAGS = ("chaos", "regression")
 _FAILPOINT_ORDER = {point.value: i for i, point in enumerate(Failpoint)}
@@ -79,7 +84,7 @@ class ChaosError(HarnessError):
 
 # --------------------------------------------------------------------------- TOML writer
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
             "\r": "\\r"}
 _INT_RANGE = (-(2 ** 63), 2 ** 63 - 1)
@@ -109,7 +114,7 @@ def _toml_string(text: str, where: str) -> str:
 def _toml_key(key: Any, where: str) -> str:
     if not isinstance(key, str):
         raise _toml_error(where, f"key {key!r} is not a string")
-    return key if _BARE_KEY.match(key) else _toml_string(key, where)
+    return key if _BARE_KEY.fullmatch(key) else _toml_string(key, where)
 
 
 def _join_key(where: str, key: str) -> str:
@@ -447,23 +452,29 @@ def _hypothesis() -> Any:
 
 
 def schedules(bases: Sequence[Base]) -> Any:
-    """The Hypothesis strategy of :class:`Schedule` over ``bases`` (see the module doc)."""
+    """The Hypothesis strategy of :class:`Schedule` over ``bases`` (see the module doc).
+
+    Every fault draws the same five choices whatever its base and action (lifecycle
+    position, hit pick, action, delay, session pick), so that when the shrinker lowers one of
+    them the others keep their meaning: position 0 is the base's earliest reached failpoint,
+    hit pick 0 its first free hit, and so on."""
     st = _hypothesis().strategies
 
     def faults_of(base: Base) -> Any:
         hits = dict(base.hits)
-        points = [name for name, _ in base.hits]
+        orders = [(_FAILPOINT_ORDER[name], name) for name, _ in base.hits]
 
         @st.composite
         def one(draw: Any) -> Fault:
-            point = draw(st.sampled_from(points))
-            hit = draw(st.sampled_from(hits[point]))
+            position = draw(st.integers(0, len(_FAILPOINT_ORDER) - 1))
+            hit_pick = draw(st.integers(0, HIT_PICKS - 1))
             action = draw(st.sampled_from(ACTIONS))
-            seconds, session = DELAYS_S[0], base.sessions[0]
-            if action is Action.DELAY:
-                seconds = draw(st.sampled_from(DELAYS_S))
-            elif action in (Action.CANCEL, Action.CHANGE_RULES):
-                session = draw(st.sampled_from(base.sessions))
+            seconds = draw(st.sampled_from(DELAYS_S))
+            session_pick = draw(st.integers(0, SESSION_PICKS - 1))
+            # the first reached failpoint at or after that lifecycle position (else the first)
+            point = next((name for order, name in orders if order >= position), orders[0][1])
+            hit = hits[point][hit_pick % len(hits[point])]
+            session = base.sessions[session_pick % len(base.sessions)]
             return chaos_fault(base, point, hit, action, seconds, session)
 
         # One fault per hit; at most one rule change per session (two would install the
@@ -620,7 +631,7 @@ def run_campaign(
     trials: list[Trial] = []
     state = {"found": False, "shrink_runs": 0}
 
-    def attempt(schedule: Schedule) -> None:
+    def attempt(schedule: Schedule) -> Outcome | None:
         key = schedule.key()
         phase = "shrink" if state["found"] else "generate"
         outcome, cached, took = cache.get(key), True, 0.0
@@ -638,6 +649,10 @@ def run_campaign(
         trials.append(trial)
         if progress:
             progress(trial)
+        return outcome
+
+    def prop(schedule: Schedule) -> None:
+        outcome = attempt(schedule)
         if outcome is not None and outcome.failed:
             state["found"] = True
             raise _Counterexample(schedule, outcome)
@@ -653,11 +668,12 @@ def run_campaign(
         print_blob=False,
         verbosity=hypothesis.Verbosity.quiet,
     )
-    prop = hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(attempt)))
+    test = hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(prop)))
     try:
-        prop()
+        test()
     except _Counterexample as found:
-        failure = _record_failure(by_id[found.schedule.base_id], found.schedule, found.outcome,
+        schedule, outcome = _drop_needless_faults(found.schedule, found.outcome, attempt)
+        failure = _record_failure(by_id[schedule.base_id], schedule, outcome,
                                   implementation=implementation, seed=seed, impl_spec=impl_spec,
                                   regressions_dir=regressions_dir, criteria=criteria,
                                   runner=runner, time_limit_s=time_limit_s, command=command,
@@ -669,6 +685,23 @@ def run_campaign(
                          f"when run again ({exc}); check it with `lifecycle-harness run "
                          f"--check-determinism --impl {impl_spec}`") from None
     return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped, tuple(trials), None)
+
+
+def _drop_needless_faults(schedule: Schedule, outcome: Outcome,
+                          attempt: Callable[[Schedule], Outcome | None]
+                          ) -> tuple[Schedule, Outcome]:
+    """Hypothesis' shrinker can stop with a fault whose removal still fails; remove such
+    faults one at a time (first first) until every remaining one is needed."""
+    progress = True
+    while progress and len(schedule.faults) > 1:
+        progress = False
+        for i in range(len(schedule.faults)):
+            fewer = Schedule(schedule.base_id, schedule.faults[:i] + schedule.faults[i + 1:])
+            again = attempt(fewer)
+            if again is not None and again.failed:
+                schedule, outcome, progress = fewer, again, True
+                break
+    return schedule, outcome
 
 
 def _record_failure(base: Base, schedule: Schedule, outcome: Outcome, *,
