@@ -187,7 +187,10 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
             steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes)))
         elif event.kind == Kind.APPROVAL_PROMPT:
             session = d.get("session_id", "")
-            state = s.rules_in_force(trace, session, event.index, changes)
+            # the wait belongs to the version in force when it was persisted
+            persisted = s.op_failpoint_before(trace, (session, str(d.get("tool_call_id", ""))),
+                                              ("after_wait_persisted",), event.index)
+            state = s.rules_in_force(trace, session, persisted.index if persisted else event.index, changes)
             steps.append(_Step(
                 event.index, "prompt", session, state.permission_version, wait_id=str(d.get("wait_id", "")),
                 ask_rule=state.asks(str(d.get("tool", "")), d.get("args") or {}),
@@ -196,9 +199,11 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
             ))
         elif event.kind == Kind.LIFECYCLE_EVENT and (d.get("event") or {}).get("type") == "permission_decided" and (
                 (d.get("event") or {}).get("data") or {}).get("permission") == "allow":
-            # an allowed decision the world never sees run (cancelled, revalidation failed)
+            # an allowed decision the world may never see run (cancelled, revalidation failed):
+            # whether it resets the streak before it starts is left open (a start resets it)
             session = str((d.get("event") or {}).get("session_id", ""))
-            steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes)))
+            steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes),
+                               uncertain=True))
         elif event.kind == Kind.DRIVER_CALL and d.get("method") == "answer_approval":
             wait_id, approve = s.answer_args(event)
             steps.append(_Step(event.index, "answer", wait_id=wait_id, approve=approve))
@@ -226,6 +231,7 @@ class Replay:
 def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | None = None) -> Replay:
     steps = _steps(trace) if steps is None else steps
     configs = s.session_configs(trace)
+    changes = s.rule_changes(trace)
     states: dict[Key, States] = {}
     reviewed: dict[Key, set[str]] = {}
     wait_keys: dict[str, tuple[Key, str]] = {}
@@ -292,7 +298,7 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
         elif st.what == "allowed":
             k = key(st.session, st.version)
             if k in states:
-                apply(k, lambda c: (reset(c),))
+                apply(k, lambda c: (reset(c),), st.uncertain)
         elif st.what == "prompt":
             k = key(st.session, st.version)
             current = get(k)
@@ -300,7 +306,7 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
                                   all(armed(c, st.session) for c in current),
                                   any(armed(c, st.session) for c in current),
                                   ask_rule=st.ask_rule, escalation=st.escalation))
-            wait_keys[st.wait_id] = (k, st.session)
+            wait_keys[st.wait_id] = (k, st.session, st.index)
             if st.ask_rule or st.escalation or not s.can_approve(configs.get(st.session)):
                 continue
             th = s.thresholds_for(trace, st.session)
@@ -314,22 +320,26 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
         elif st.what == "answer":
             if st.wait_id not in wait_keys:
                 continue
-            k, _ = wait_keys[st.wait_id]
+            k, wait_session, prompted_at = wait_keys[st.wait_id]
             if k not in states:
                 continue
+            # rules changed while the wait was pending: the approval may be void (no reset)
+            voided = any(ch.session_id == wait_session and prompted_at < ch.index < st.index for ch in changes)
 
-            def answer(c: Counts, wait_id: str = st.wait_id, approve: bool = st.approve) -> Iterable[Counts]:
+            def answer(c: Counts, wait_id: str = st.wait_id, approve: bool = st.approve,
+                       voided: bool = voided) -> Iterable[Counts]:
                 mine = [fb for fb in c.fallbacks if fb[0] == wait_id]
                 if not mine:
                     return (c,)
                 by_cumulative = any(fb[1] for fb in mine)
                 c = replace(c, fallbacks=c.fallbacks - set(mine))
                 if approve:
+                    kept = c
                     if rules.approval_resets:
                         c = replace(c, consecutive=0)
                     if by_cumulative and rules.cumulative_approval_resets:
                         c = replace(c, cumulative=0)
-                    return (c,)
+                    return (c, kept) if voided else (c,)
                 if by_cumulative and rules.cumulative_approval_resets:
                     # "completes" may or may not cover a rejection: accept either reading
                     return (c, replace(c, cumulative=0))
@@ -622,8 +632,16 @@ def check_l3_4(trace: Trace) -> Verdict:
     for event in trace.of_kind(Kind.APPROVAL_PROMPT, Kind.TOOL_EXECUTED):
         d = event.data
         key = (d.get("session_id", ""), d.get("tool_call_id", ""))
-        source = unliftable(key[0], str(d.get("tool", "")), d.get("args") or {}, event.index)
+        tool, args = str(d.get("tool", "")), d.get("args") or {}
+        source = unliftable(key[0], tool, args, event.index)
         if source is None:
+            continue
+        # a deny that landed after the wait was persisted (or the start recorded) came too late
+        # to stop the wait (or the run): L5.2 judges what happens next
+        committed = s.op_failpoint_before(
+            trace, key, ("after_wait_persisted",) if event.kind == Kind.APPROVAL_PROMPT else ("after_start_recorded",),
+            event.index)
+        if committed is not None and unliftable(key[0], tool, args, committed.index) is None:
             continue
         judged.add(key)
         what = "an approval prompt" if event.kind == Kind.APPROVAL_PROMPT else "an execution"

@@ -370,6 +370,8 @@ OPEN_TURN = (TurnStatus.RUNNING, TurnStatus.AWAITING_APPROVAL, TurnStatus.INCOMP
 
 def _recovery_window_end(trace: Trace, spans: tuple[s.DriverSpan, ...], restart: int) -> int:
     for span in spans:
+        if span.via_failpoint:
+            continue
         if span.index > restart and span.method == "recover":
             return span.end_index if span.end_index is not None else len(trace.events)
         if span.index > restart:

@@ -43,8 +43,8 @@ def check_l5_1(trace: Trace) -> Verdict:
             if stop is not None and request.index > stop:
                 break
             exercised += 1
-            state = s.rules_in_force(trace, session, request.index, changes)
-            revoked = [t for t in request.data.get("tools", []) if state.denied_outright(t)]
+            states = s.request_rule_states(trace, request, changes)
+            revoked = [t for t in request.data.get("tools", []) if all(st.denied_outright(t) for st in states)]
             if revoked:
                 violations.append(s.ev(f"model request {request.data.get('request_id')} after the rule change still "
                                        f"offers {', '.join(revoked)}, denied outright by the rules in force",
@@ -86,8 +86,8 @@ def check_l5_2(trace: Trace) -> Verdict:
             if call.session_id != session or call.index >= change.index or call.tool is None or call.args is None:
                 continue
             rows = s.ledger_rows_for(trace, key)
-            if any(r.index < change.index for r in rows):
-                continue
+            if any(r.index < change.index for r in rows) or s.start_recorded_before(trace, key, change.index):
+                continue  # already executing when the rules changed
             settled = any(
                 p.index < change.index and (op := s.find_op(p.observation, key)) is not None
                 and op.delivery is not Delivery.PENDING
@@ -96,20 +96,13 @@ def check_l5_2(trace: Trace) -> Verdict:
                 continue
             after = [r for r in rows if change.index < r.index < stop]
             source = state.denial_for(call.tool, call.args)
-            if source is not None:
-                exercised += 1
-                if after:
-                    violations.append(s.ev(f"{key[1]}, generated before the rule change, executed although the "
-                                           f"newest rules deny it ({source.value})",
-                                           call.index, change.index, *(r.index for r in after), rows=after))
-            elif change.permission_version is not None:
-                exercised += 1
-                stale = [r for r in after if r.data.get("permission_version") not in (None, state.permission_version)]
-                if stale:
-                    violations.append(s.ev(f"{key[1]}, generated before permission version "
-                                           f"{state.permission_version}, executed on a decision of version "
-                                           f"{stale[0].data.get('permission_version')}",
-                                           call.index, change.index, *(r.index for r in stale), rows=stale))
+            if source is None:
+                continue
+            exercised += 1
+            if after:
+                violations.append(s.ev(f"{key[1]}, generated before the rule change, executed although the "
+                                       f"newest rules deny it ({source.value})",
+                                       call.index, change.index, *(r.index for r in after), rows=after))
     return judge("L5.2", exercised, violations, "no call pending across a rule change")
 
 
@@ -125,18 +118,21 @@ def check_l5_3(trace: Trace) -> Verdict:
         if not universe:
             continue
         exercised += 1
-        state = s.rules_in_force(trace, session, request.index, changes)
         visible = set(request.data.get("tools", []))
-        problems = []
-        shown = sorted(t for t in visible if state.denied_outright(t))
-        if shown:
-            problems.append(f"shows tools denied outright: {', '.join(shown)}")
-        unknown = sorted(visible - universe)
-        if unknown:
-            problems.append(f"shows tools the session does not have: {', '.join(unknown)}")
-        hidden = sorted(t for t in universe - visible if state.denied_outright(t) is None)
-        if hidden:
-            problems.append(f"hides usable tools: {', '.join(hidden)}")
+        attempts = []
+        for state in s.request_rule_states(trace, request, changes):
+            problems = []
+            shown = sorted(t for t in visible if state.denied_outright(t))
+            if shown:
+                problems.append(f"shows tools denied outright: {', '.join(shown)}")
+            unknown = sorted(visible - universe)
+            if unknown:
+                problems.append(f"shows tools the session does not have: {', '.join(unknown)}")
+            hidden = sorted(t for t in universe - visible if state.denied_outright(t) is None)
+            if hidden:
+                problems.append(f"hides usable tools: {', '.join(hidden)}")
+            attempts.append(problems)
+        problems = min(attempts, key=len)  # the request may follow either rule set of a race
         if problems:
             violations.append(s.ev(f"model request {request.data.get('request_id')} " + "; ".join(problems),
                                    request.index))
@@ -291,9 +287,8 @@ CRITERIA: tuple[Criterion, ...] = (
     ),
     Criterion(
         "L5.2", "l5", "Old calls meet the newest rules",
-        "A call generated before a rule change and handled after it is judged by the newest "
-        "rules: denied and not executed when they deny it, never executed on a decision bound to "
-        "the old permission version.",
+        "A call generated before a rule change and still pending when it lands is judged by the "
+        "newest rules: when they deny it, it is not executed.",
         "已生成的旧调用仍须经过最新权限检查。",
         check_l5_2,
     ),

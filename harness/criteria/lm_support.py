@@ -189,10 +189,21 @@ def _fault_params(trace: Trace, event: TraceEvent) -> dict[str, Any]:
     return dict(specs[0].params) if specs else {}
 
 
+def _applied_by_driver_call(events: tuple[TraceEvent, ...], pos: int) -> bool:
+    name = events[pos].data.get("name")
+    for later in events[pos + 1:]:
+        if later.kind == Kind.FAILPOINT:
+            return False
+        if later.kind == Kind.DRIVER_CALL:
+            return later.data.get("method") == "update_rules" and later.data.get("via_failpoint") == name
+    return False
+
+
 def rule_changes(trace: Trace) -> tuple[RuleChange, ...]:
     """Every rule/version change: ``update_rules`` driver calls and ``change_rules`` faults."""
     changes = []
-    for event in trace.events:
+    events = trace.events
+    for pos, event in enumerate(events):
         if event.kind == Kind.DRIVER_CALL and event.data.get("method") == "update_rules":
             args = event.data.get("args") or {}
             session = args.get("session_id", args.get("session", default_session(trace)))
@@ -201,6 +212,8 @@ def rule_changes(trace: Trace) -> tuple[RuleChange, ...]:
                            args.get("permission_version"), "update_rules")
             )
         elif event.kind == Kind.FAILPOINT and event.data.get("action") == "change_rules":
+            if _applied_by_driver_call(events, pos):
+                continue  # the runner recorded the change as a re-entrant update_rules call
             params = _fault_params(trace, event)
             session = params.get("session_id", params.get("session", default_session(trace)))
             changes.append(
@@ -220,6 +233,7 @@ def rules_in_force(
         if change.session_id == session_id and change.index < index:
             if change.rules is not None:
                 rules = change.rules
+            # the caller numbers the versions; a change that names none bumps it
             version = change.permission_version if change.permission_version is not None else version + 1
     return RuleState(
         session_id, version, rules, config.hard_constraints, config.capabilities, config.mode,
@@ -263,6 +277,69 @@ def tool_message(request: TraceEvent, tool_call_id: str) -> dict[str, Any] | Non
         if message.get("role") == "tool" and message.get("tool_call_id") == tool_call_id:
             return message
     return None
+
+
+def request_rule_states(
+    trace: Trace, request: TraceEvent, changes: tuple[RuleChange, ...] | None = None
+) -> tuple[RuleState, ...]:
+    """The rules a model request may have been built under: those in force when its
+    preparation began (its ``before_model_request`` hit) and those in force when the world
+    received it. A change landing in between may apply from the next request."""
+    session = str(request.data.get("session_id", ""))
+    previous = max((e.index for e in model_requests(trace)
+                    if e.index < request.index and e.data.get("session_id") == session
+                    and request_instance(e) == request_instance(request)), default=-1)
+    hits = [e.index for e in trace.of_kind(Kind.FAILPOINT)
+            if previous < e.index < request.index and e.data.get("name") == "before_model_request"
+            and e.instance == request.instance
+            and (e.data.get("context") or {}).get("session_id", session) == session]
+    states = [rules_in_force(trace, session, request.index, changes)]
+    if hits:
+        earlier = rules_in_force(trace, session, hits[0], changes)
+        if earlier != states[0]:
+            states.insert(0, earlier)
+    return tuple(states)
+
+
+def op_failpoint_before(trace: Trace, key: OpKey, names: Iterable[str], index: int) -> TraceEvent | None:
+    """The last hit (before event ``index``) of one of the named failpoints whose context
+    names the operation."""
+    wanted = tuple(names)
+    execution_id = execution_id_for(*key)
+    found = None
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.index >= index:
+            break
+        if event.data.get("name") not in wanted:
+            continue
+        context = event.data.get("context") or {}
+        if context.get("execution_id") == execution_id or (context.get("session_id"), context.get("tool_call_id")) == key:
+            found = event
+    return found
+
+
+def start_recorded_before(trace: Trace, key: OpKey, index: int) -> bool:
+    """Did the implementation report (failpoint hit, event or store) that the operation's
+    start was recorded before event ``index``?"""
+    execution_id = execution_id_for(*key)
+    for event in trace.events:
+        if event.index >= index:
+            break
+        if event.kind == Kind.FAILPOINT and event.data.get("name") in ("after_start_recorded", "after_tool_returned"):
+            context = event.data.get("context") or {}
+            if context.get("execution_id") == execution_id or (
+                    context.get("session_id"), context.get("tool_call_id")) == key:
+                return True
+        if event.kind == Kind.LIFECYCLE_EVENT:
+            payload = event.data.get("event") or {}
+            if payload.get("type") == "execution_started" and payload.get("execution_id") == execution_id:
+                return True
+    for point in trace.observations:
+        if point.index < index:
+            op = find_op(point.observation, key)
+            if op is not None and op.execution_started:
+                return True
+    return False
 
 
 def first_request_after(trace: Trace, session_id: str, index: int) -> TraceEvent | None:
@@ -549,6 +626,8 @@ class DriverSpan:
     end_index: int | None = None
     end_kind: str = "open"
     end_data: dict[str, Any] = field(default_factory=dict)
+    via_failpoint: str = ""
+    """Set for a call the harness made from inside a failpoint (re-entrant fault action)."""
 
     def contains(self, index: int) -> bool:
         return self.index < index and (self.end_index is None or index < self.end_index)
@@ -560,7 +639,8 @@ def driver_spans(trace: Trace) -> tuple[DriverSpan, ...]:
     for event in trace.events:
         if event.kind == Kind.DRIVER_CALL:
             spans.append(DriverSpan(event.index, str(event.data.get("method", "")),
-                                    dict(event.data.get("args") or {}), event.instance))
+                                    dict(event.data.get("args") or {}), event.instance,
+                                    via_failpoint=str(event.data.get("via_failpoint") or "")))
             open_spans.append(len(spans) - 1)
         elif event.kind in (Kind.DRIVER_RETURN, Kind.DRIVER_RAISED):
             method = event.data.get("method")
@@ -569,12 +649,14 @@ def driver_spans(trace: Trace) -> tuple[DriverSpan, ...]:
                     open_spans.remove(pos)
                     s = spans[pos]
                     end = "return" if event.kind == Kind.DRIVER_RETURN else "raised"
-                    spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, end, dict(event.data))
+                    spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, end,
+                                            dict(event.data), s.via_failpoint)
                     break
         elif event.kind == Kind.CRASH:
             for pos in open_spans:
                 s = spans[pos]
-                spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, "crash", dict(event.data))
+                spans[pos] = DriverSpan(s.index, s.method, s.args, s.instance, event.index, "crash",
+                                        dict(event.data), s.via_failpoint)
             open_spans.clear()
     return tuple(spans)
 

@@ -118,17 +118,26 @@ def test_l5_2_fails_when_the_old_call_executes():
     assert_fail_at(check("L5.2", tb.build()), row)
 
 
-def test_l5_2_fails_when_a_pending_call_runs_on_the_old_version():
+def test_l5_2_fails_when_an_approved_call_runs_after_its_tool_was_revoked():
     tb = TB(SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "send_sms"),)), tools=SMS_TOOLS)
     tb.respond("s1", (SMS,))
     _, wid = tb.prompt("s1", SMS)
     tb.observe("quiescent", Observation(operations=(op(SMS, permission=Permission.ASK, outcome=Outcome.NOT_STARTED,
                                                         delivery=Delivery.PENDING),),
                                         approval_waits=(wait(wid, SMS),)))
-    tb.update_rules("s1", (Rule(RuleEffect.ASK, "send_sms"),), 2)
+    tb.update_rules("s1", (Rule(RuleEffect.DENY, "send_sms", "+1*", "to"),), 2)
     tb.call("answer_approval", wait_id=wid, approve=True)
-    row = tb.executed("s1", SMS, version=1)
+    row = tb.executed("s1", SMS, version=2)
     assert_fail_at(check("L5.2", tb.build()), row)
+
+
+def test_l5_2_a_call_already_executing_when_the_rules_change_is_not_judged():
+    tb = TB(S1, tools=SMS_TOOLS)
+    tb.respond("s1", (SMS,))
+    tb.failpoint("after_start_recorded", context={"session_id": "s1", "tool_call_id": "c1"})
+    tb.update_rules("s1", DENY_SMS, 2)
+    tb.executed("s1", SMS)
+    assert check("L5.2", tb.build()).status is Status.NOT_EXERCISED
 
 
 def test_l5_2_not_exercised_without_rule_changes():
