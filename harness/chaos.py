@@ -274,6 +274,17 @@ class SkippedBase:
 
 
 @dataclass(frozen=True, slots=True)
+class LearnedBase:
+    """Progress while the bases are prepared: one usable base and its free failpoint hits."""
+
+    index: int
+    total: int
+    scenario_id: str
+    failpoints: int
+    hits: int
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     schedule: Schedule
     outcome: Outcome
@@ -499,7 +510,8 @@ def regression_id(schedule: Schedule) -> str:
 
 
 def _comment(text: str) -> str:
-    return " ".join(str(text).split())
+    """One comment line: line breaks become spaces, leading indentation stays."""
+    return " ".join(str(text).splitlines()).rstrip()
 
 
 def regression_text(base: Base, schedule: Schedule, outcome: Outcome, *, seed: int,
@@ -560,7 +572,7 @@ class _Counterexample(Exception):
 
 
 Progress = Callable[[Any], None]
-"""Called with each :class:`Trial` and with each :class:`SkippedBase`."""
+"""Called with each :class:`LearnedBase` or :class:`SkippedBase`, then each :class:`Trial`."""
 
 
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
@@ -572,7 +584,7 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
     bases: list[Base] = []
     skipped: list[SkippedBase] = []
     reference = implementation if reference is None else reference
-    for scenario in scenarios:
+    for index, scenario in enumerate(scenarios, start=1):
         learned = runner(reference, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         plain = learned if reference is implementation else runner(
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
@@ -590,6 +602,9 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
                 progress(item)
         else:
             bases.append(base)
+            if progress:
+                progress(LearnedBase(index, len(scenarios), scenario.id, len(base.hits),
+                                     sum(len(h) for _, h in base.hits)))
     return tuple(bases), tuple(skipped)
 
 
@@ -785,6 +800,10 @@ def _progress(ctx: Any) -> Progress:
         if isinstance(item, SkippedBase):
             ctx.err(f"skipped base {item.scenario_id}: {item.reason}")
             return
+        if isinstance(item, LearnedBase):
+            ctx.err(f"[base {item.index}/{item.total}] {item.scenario_id}: {item.failpoints} "
+                    f"failpoints, {item.hits} free hits")
+            return
         label = f"{item.number:>4}" if item.phase == "generate" else f"shrink {item.number}"
         if item.outcome is None:
             result = "not run (shrink budget spent)"
@@ -838,7 +857,7 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
     if failure.outcome.error:
         ctx.out(f"  run error: {failure.outcome.error.splitlines()[0]}")
     for note in failure.outcome.notes:
-        ctx.out(f"  FAILED {note}")
+        ctx.out(f"  FAILED {_shorten(note, 200)}")
     ctx.out(f"regression file: {failure.regression_file}"
             + ("" if failure.reproduced else
                f" (WARNING: running it again gave {failure.replay_outcome.brief()})"))

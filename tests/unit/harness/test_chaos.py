@@ -345,7 +345,8 @@ def test_against_the_reference_a_small_budget_finds_nothing(tmp_path):
                             "--seed", "1", "--regressions-dir", str(regressions)])
     assert code == 0, out + err
     assert "no failure in 8 examples" in out
-    assert len([line for line in err.splitlines() if line.startswith("[")]) == 8
+    assert "[base 1/2] x-duplicate-delivery-one-record: " in err
+    assert len([line for line in err.splitlines() if re.match(r"\[\s*\d+\] ", line)]) == 8
     assert not regressions.exists()
 
 
@@ -417,3 +418,10 @@ def test_schedules_have_a_stable_key_and_brief():
     assert len(schedule.digest()) == 10
     with pytest.raises(ChaosError, match="not drawn by campaigns"):
         chaos.chaos_fault(base, "after_prepare", 1, Action.HOLD)
+
+
+def test_without_hypothesis_the_command_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "hypothesis", None)
+    code, out, err = _main(["chaos", "--scenarios", DUPLICATE])
+    assert code == 2
+    assert "needs Hypothesis" in err and "pip install 'lifecycle-harness[chaos]'" in err
