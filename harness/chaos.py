@@ -19,11 +19,13 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
 * **Shrinking.** Strategies are ordered so that Hypothesis' shrinker moves toward simpler
   cases: fewer faults (a list of 1–3), earlier bases, failpoints in lifecycle order, earlier
   hits, simpler actions (crash < raise < delay < cancel < change_rules), shorter delays.
-  Then every fault whose removal still fails is dropped (one at a time, until each
-  remaining fault is needed). Outcomes are memoised per schedule, and at most
-  ``max_shrink_runs`` new runs are spent on shrinking (after that a new candidate counts as
-  passing), so shrinking is bounded and deterministic. The shrunk case may fail other
-  criteria than the first failing example did (Hypothesis keeps the smallest failure).
+  Each fault draws the same choices whatever its base and action, so lowering one keeps
+  the others' meaning. Then every fault whose removal still fails is dropped, one at a
+  time, until each remaining fault is needed. Outcomes are memoised per schedule, and at
+  most ``max_shrink_runs`` new runs are spent on shrinking (after that a new candidate
+  counts as passing), so shrinking is bounded and deterministic (Hypothesis also stops
+  shrinking after five minutes; only a very slow implementation gets there). The shrunk
+  case may fail other criteria than the first failing example (the smallest failure wins).
 * **Regression file.** The shrunk failure is written atomically as a scenario TOML file in
   the regressions folder: the base file's content, its faults followed by the shrunk ones,
   id ``regression-<base-id>-<digest of base id + faults>``, and a comment header naming the
@@ -527,10 +529,13 @@ def regression_text(base: Base, schedule: Schedule, outcome: Outcome, *, seed: i
             _brief_fault(f) for f in schedule.faults),
         "tags": tags,
     }
+    faults = list(raw.get("faults", ())) + [_fault_table(f) for f in schedule.faults]
     for key, value in raw.items():
-        if key not in data and key != "faults":
+        if key in ("faults", "steps") and "faults" not in data:
+            data["faults"] = faults  # where the base had them, else just before the steps
+        if key not in data:
             data[key] = value
-    data["faults"] = list(raw.get("faults", ())) + [_fault_table(f) for f in schedule.faults]
+    data.setdefault("faults", faults)
     own = len(raw.get("faults", ()))
     header = [
         "Chaos regression written by `lifecycle-harness chaos` (a shrunk failing case).",
@@ -673,6 +678,8 @@ def run_campaign(
             raise _Counterexample(schedule, outcome)
 
     settings = hypothesis.settings(
+        # Hypothesis' built-in defaults, not whatever profile the caller's process loaded
+        parent=hypothesis.settings.get_profile("default"),
         max_examples=budget,
         database=None,
         derandomize=False,  # the explicit @seed below is the one source of randomness

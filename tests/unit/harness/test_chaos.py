@@ -371,7 +371,9 @@ def test_against_a_mutant_the_campaign_finds_shrinks_writes_and_replays(tmp_path
     assert loaded.id == path.stem and loaded.id.startswith("regression-x-duplicate-delivery-one-record-")
     (fault,) = loaded.faults  # the base has none: exactly the one shrunk fault
     assert fault.action is Action.CRASH and fault.hits == "1"
-    failing = next(line for line in path.read_text().splitlines() if line.startswith("# Failing: "))
+    text = path.read_text(encoding="utf-8")
+    assert text.index("[[faults]]") < text.index("[[steps]]")  # where the format shows them
+    failing = next(line for line in text.splitlines() if line.startswith("# Failing: "))
     criteria = failing[len("# Failing: "):].split(", ")
     assert criteria and all(c[:1] in "XLM" for c in criteria)
 
@@ -383,6 +385,14 @@ def test_against_a_mutant_the_campaign_finds_shrinks_writes_and_replays(tmp_path
     # a real defect of the mutant, not an artefact of the schedule: the reference passes it
     code, out, _ = _main([*argv[:-2], "--impl", "reference"])
     assert code == 0, out
+
+
+def test_no_usable_base_is_a_conformance_failure(tmp_path):
+    code, out, err = _main(["chaos", "--impl", MUTANT, "--scenarios", RESULT_SAVED,
+                            "--budget", "3", "--regressions-dir", str(tmp_path / "reg")])
+    assert code == 1
+    assert "skipped base l4-crash-after-result-saved: already fails" in err
+    assert "no usable base scenario" in out and not (tmp_path / "reg").exists()
 
 
 @pytest.mark.parametrize("argv, message", [
