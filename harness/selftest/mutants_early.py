@@ -6,8 +6,45 @@ named after its defect, with the criteria expected to catch it.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from typing import Any, Callable, ContextManager, Iterator
+from unittest import mock
+
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits  # noqa: F401  (used by the entries)
+
+
+def reaching_importers(patches: Callable[[], ContextManager[Any]]) -> Callable[[], ContextManager[Any]]:
+    """``patches``, plus the same swap in every reference module that imported a replaced
+    function by name.
+
+    :func:`edits` swaps a function on its own module; a caller that did ``from
+    reference_impl.permissions import rule_layer_decision`` keeps the original, so an edit of
+    ``permissions`` alone would be inert for ``execution``. Wrapped in this, the edit takes
+    effect for every caller, as the same edit made in the source file would."""
+
+    @contextlib.contextmanager
+    def apply() -> Iterator[None]:
+        modules = [m for name, m in sorted(sys.modules.items())
+                   if m is not None and (name == "reference_impl" or name.startswith("reference_impl."))]
+        before = [(m, dict(vars(m))) for m in modules]
+        with patches():
+            swapped = {
+                id(old): new
+                for m, names in before
+                for name, old in names.items()
+                if callable(old) and (new := vars(m).get(name)) is not old
+            }
+            with contextlib.ExitStack() as stack:
+                for m, names in before:
+                    for name, value in names.items():
+                        if id(value) in swapped and vars(m).get(name) is value:
+                            stack.enter_context(mock.patch.object(m, name, swapped[id(value)]))
+                yield
+
+    return apply
+
 
 AP = "reference_impl.approvals"
 CC = "reference_impl.checkpoint_codec"
@@ -15,6 +52,7 @@ CG = "reference_impl.classifier_gate"
 EX = "reference_impl.execution"
 FP = "reference_impl.failure_policy"
 MR = "reference_impl.model_requests"
+PM = "reference_impl.permissions"
 RC = "reference_impl.recovery"
 RS = "reference_impl.results"
 TU = "reference_impl.turns"
@@ -247,6 +285,22 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                            " and fixed.decided_by is DecisionSource.EXPLICIT_DENY):\n"
                            "            return fixed\n"
                            "        limit = ")),
+    ),
+    Mutant(
+        "exact-grant-before-ask-rule",
+        "ask rules and exact grants are matched in one pass in declaration order, so a broader "
+        "allow rule declared before an ask rule grants what the ask rule reserves for the owner",
+        ("L2.1",),
+        reaching_importers(edits(edit(
+            PM,
+            find="    for rule in config.rules:\n"
+                 "        if rule.effect is RuleEffect.ASK and rule_matches(rule, tool, args):\n",
+            replace="    for rule in config.rules:\n"
+                    "        if rule.effect is RuleEffect.ALLOW and rule_matches(rule, tool, args):\n"
+                    "            return Decision(Permission.ALLOW, DecisionSource.EXACT_GRANT,\n"
+                    "                            f'allow rule {rule.tool}:{rule.pattern!r} grants it')\n"
+                    "        if rule.effect is RuleEffect.ASK and rule_matches(rule, tool, args):\n",
+        ))),
     ),
     Mutant(
         "trusted-cwd-omitted",
