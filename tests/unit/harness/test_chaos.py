@@ -435,3 +435,11 @@ def test_without_hypothesis_the_command_says_how_to_install_it(monkeypatch):
     code, out, err = _main(["chaos", "--scenarios", DUPLICATE])
     assert code == 2
     assert "needs Hypothesis" in err and "pip install 'lifecycle-harness[chaos]'" in err
+
+
+@pytest.mark.slow
+def test_the_reference_survives_a_campaign_over_every_bundled_scenario(tmp_path):
+    code, out, err = _main(["chaos", "--seed", "3", "--budget", "100",
+                            "--regressions-dir", str(tmp_path / "reg")])
+    assert code == 0, out + err[-3000:]
+    assert "no failure in 100 examples" in out
