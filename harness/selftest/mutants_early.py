@@ -127,12 +127,13 @@ X_MUTANTS: tuple[Mutant, ...] = (
                    replace="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, True, op.reason)")),
     ),
     Mutant(
-        "start-recorded-with-result",
-        "the start claim moves the operation to started but execution_started is only written "
-        "together with the result, so the store says 'not started' while the tool runs",
+        "tool-claim-reaches-model-as-status",
+        "the tool message sent to the model takes its outcome from the tool's own text ('not "
+        "executed') while the store keeps the host's record",
         ("X5",),
-        edits(edit(EX, find='"UPDATE operations SET stage = ?, execution_started = 1,"',
-                   replace='"UPDATE operations SET stage = ?, execution_started = 0,"')),
+        edits(edit(RS, find="        outcome=record.outcome,\n",
+                   replace="        outcome=Outcome.NOT_STARTED if 'not executed' in record.output.lower()"
+                           " else record.outcome,\n")),
     ),
     Mutant(
         "terminal-bypasses-permission",
@@ -387,8 +388,15 @@ L2_MUTANTS: tuple[Mutant, ...] = (
         "taken under (two layers), so a verdict given under revoked rules runs",
         ("L2.8",),
         edits(
-            edit(CG, find="        if after.permission_version != session.permission_version:\n",
-                 replace="        if False:\n"),
+            edit(CG, find="        if after.permission_version != session.permission_version:\n"
+                          "            return Decision(\n"
+                          "                Permission.DENY,\n"
+                          "                DecisionSource.REVALIDATION,\n"
+                          '                f"the permission version changed from {session.permission_version} to "\n'
+                          '                f"{after.permission_version} during the review; its verdict is void",\n'
+                          "                classifier_outcome=verdict.outcome,\n"
+                          "            )\n",
+                 replace=""),
             edit(EX, find="        decision = self._decision_for(session, op)\n",
                  replace="        decision = self._decision_for(session, op)\n"
                          "        session = self._session(op.session_id)\n"),
