@@ -52,8 +52,10 @@ def check_l5_1(trace: Trace) -> Verdict:
         before = s.last_point_before(trace, change.index)
         if before is None:
             continue
+        waiting = {w.execution_id for w in before.observation.approval_waits if w.status is WaitStatus.PENDING}
         saved = [op for op in before.observation.operations
-                 if op.session_id == session and op.delivery is not Delivery.PENDING]
+                 if op.session_id == session and op.delivery is not Delivery.PENDING
+                 and op.identity.execution_id not in waiting]  # an open escalation is not settled
         exercised += len(saved)
         for op in saved:
             key = (op.session_id, op.identity.tool_call_id)
