@@ -8,7 +8,7 @@ Guarantees:
 * an escalation wait (run again outside the sandbox) is created only for such owners too:
   escalation is never granted by a retry or a classifier, only by its own approval (L2.11);
 * the wait row (with the operation moved to ``waiting`` in the same transaction) is
-  committed before the prompt is shown; at most one wait per (operation, purpose);
+  committed before the prompt is shown; at most one pending wait per operation;
 * an answer applies exactly once: the ``pending -> approved|rejected`` transition, the
   operation's new decision (``decided_by=approval``, bound to the version the wait was
   created under) and the counter resets happen in one transaction guarded by the wait's
@@ -48,8 +48,11 @@ class WaitRecord:
     prompted: bool
 
 
-def wait_id_for(execution_id: str, purpose: str = PERMISSION) -> str:
-    return f"wait-{execution_id}" if purpose == PERMISSION else f"wait-{execution_id}-{purpose}"
+def wait_id_for(execution_id: str, purpose: str, number: int) -> str:
+    """``wait-<execution id>`` for the first permission wait; later or other waits of the
+    same operation (a wait withdrawn and asked again, an escalation) get a suffix."""
+    suffix = "" if purpose == PERMISSION else f"-{purpose}"
+    return f"wait-{execution_id}{suffix}" + (f"-{number}" if number > 1 else "")
 
 
 def create(conn: sqlite3.Connection, op: OperationRecord, *, now: float) -> WaitRecord | None:
@@ -78,8 +81,12 @@ def _insert(
     conn: sqlite3.Connection, op: OperationRecord, purpose: str, reason: str, trigger: str,
     permission_version: int, now: float,
 ) -> WaitRecord:
+    (earlier,) = conn.execute(
+        "SELECT COUNT(*) FROM approval_waits WHERE execution_id = ? AND purpose = ?",
+        (op.execution_id, purpose),
+    ).fetchone()
     wait = WaitRecord(
-        wait_id=wait_id_for(op.execution_id, purpose),
+        wait_id=wait_id_for(op.execution_id, purpose, earlier + 1),
         session_id=op.session_id,
         execution_id=op.execution_id,
         purpose=purpose,
@@ -108,7 +115,13 @@ def load(conn: sqlite3.Connection, wait_id: str) -> WaitRecord | None:
 def for_operation(
     conn: sqlite3.Connection, execution_id: str, purpose: str = PERMISSION
 ) -> WaitRecord | None:
-    return load(conn, wait_id_for(execution_id, purpose))
+    """The latest wait of ``purpose`` for the operation (the one its decision rests on)."""
+    row = conn.execute(
+        "SELECT * FROM approval_waits WHERE execution_id = ? AND purpose = ?"
+        " ORDER BY rowid DESC LIMIT 1",
+        (execution_id, purpose),
+    ).fetchone()
+    return _from_row(row) if row else None
 
 
 def has_pending(conn: sqlite3.Connection, execution_id: str) -> bool:

@@ -346,9 +346,9 @@ class OperationPipeline:
             grant = rule_layer_decision(current.config, op.tool, op.args)
             conn.execute(
                 "UPDATE operations SET permission_version = ?, decided_by = ?, reason = ?"
-                " WHERE execution_id = ?",
+                " WHERE execution_id = ? AND stage = ?",  # never touches a settled record
                 (current.permission_version, DecisionSource.EXACT_GRANT.value,
-                 grant.reason if grant else op.reason, op.execution_id),
+                 grant.reason if grant else op.reason, op.execution_id, op.stage.value),
             )
         return refusal
 

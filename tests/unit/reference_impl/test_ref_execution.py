@@ -268,3 +268,24 @@ def test_an_ordinary_fault_at_a_lifecycle_point_is_reported_and_the_lifecycle_go
     op = impl.inspect(data_dir).operation("c1")
     assert (op.outcome, op.delivery, world.executed("c1")) == (Outcome.SUCCEEDED, Delivery.PROJECTED, 1)
     assert result.status is TurnStatus.COMPLETED
+
+
+def test_a_held_instance_never_rewrites_a_record_another_instance_settled(impl, data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (WRITE,)), Reply("", (WRITE,)), Reply("sent.")]})
+    first = impl.open(data_dir, world)
+    first.open_session(config(rules=(allow("write_file"),)))
+
+    def second_instance(_context):
+        world.hooks.clear()
+        second = impl.open(data_dir, world)
+        world.hooks["after_tool_returned"] = lambda _ctx: second.update_rules(
+            "s1", (allow("write_file"),), 2)
+        second.run_turn("s1", "send")
+        second.close()
+
+    world.hooks["after_revalidation"] = second_instance
+    first.run_turn("s1", "send")
+    first.close()
+    op = impl.inspect(data_dir).operation("c1")
+    assert world.executed("c1") == 1
+    assert op.identity.permission_version == world.ledger[0].identity.permission_version == 1
