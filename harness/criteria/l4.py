@@ -369,8 +369,11 @@ OPEN_TURN = (TurnStatus.RUNNING, TurnStatus.AWAITING_APPROVAL, TurnStatus.INCOMP
 
 
 def _recovery_window_end(trace: Trace, spans: tuple[s.DriverSpan, ...], restart: int) -> int:
+    """Where what recovery did after ``restart`` ends: the end of its ``recover`` call, else
+    the next driver call. Reopening the instance (``open``) comes before ``recover`` and does
+    not end the window."""
     for span in spans:
-        if span.via_failpoint:
+        if span.via_failpoint or (span.index > restart and span.method == "open"):
             continue
         if span.index > restart and span.method == "recover":
             return span.end_index if span.end_index is not None else len(trace.events)

@@ -362,6 +362,27 @@ def test_l4_8_fails_when_recovery_alone_completes_the_turn():
     assert_fail_at(verdict, point)
 
 
+def test_l4_8_fails_when_recovery_completes_the_turn_after_the_instance_is_reopened():
+    # as the runner does it: the new instance is opened before recover() is called
+    tb = TB(S1)
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    tb.failpoint("after_result_saved", "crash")
+    tb.crash("after_result_saved")
+    tb.restart()
+    tb.call("open")
+    tb.ret("open")
+    tb.call("recover")
+    ended = tb.emit("turn_ended", status="completed")
+    tb.ret("recover")
+    point = tb.observe("after_restart", Observation(
+        sessions=(session_view(status=TurnStatus.COMPLETED),), operations=(op(W),)))
+    verdict = check("L4.8", tb.build())
+    assert_fail_at(verdict, ended)
+    assert_fail_at(verdict, point)
+
+
 def test_l4_8_not_exercised_without_restarts():
     tb = TB(S1)
     _idle(tb)
