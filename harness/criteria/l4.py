@@ -425,10 +425,13 @@ def check_l4_8(trace: Trace) -> Verdict:
         if before is not None:
             interrupted |= {v.session_id for v in before.observation.sessions if v.turn_status in OPEN_TURN}
         end = _recovery_window_end(trace, spans, restart.index)
+        since = restart.index if crash_index is None else crash_index
         for session in sorted(interrupted):
             exercised += 1
+            # a final answer after the interruption (another instance may have given it
+            # before the restart) legitimately completes the turn
             answered = any(
-                restart.index < e.index < end and e.data.get("how") == "end" and not e.data.get("tool_call_ids")
+                since < e.index < end and e.data.get("how") == "end" and not e.data.get("tool_call_ids")
                 and sessions.get(e.data.get("request_id", "")) == session
                 for e in s.stream_ends(trace))
             if answered:
