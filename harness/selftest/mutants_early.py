@@ -12,7 +12,7 @@ from typing import Any, Callable, ContextManager, Iterator
 from unittest import mock
 
 from harness.selftest.mutant import Mutant
-from harness.selftest.source_patch import edit, edits  # noqa: F401  (used by the entries)
+from harness.selftest.source_patch import edit, edits
 
 
 def reaching_importers(patches: Callable[[], ContextManager[Any]]) -> Callable[[], ContextManager[Any]]:
