@@ -71,13 +71,10 @@ SEED_DEFECTS: tuple[Mutant, ...] = (
         "fallback-prompts-without-persisted-wait",
         "after classifier denials the approval prompt is shown before any wait is committed",
         ("L3.2",),
-        edits(edit(EX, find="    def _open_wait(self, op: OperationRecord) -> None:\n",
-                   replace="    def _open_wait(self, op: OperationRecord) -> None:\n"
-                           "        if op.wait_trigger:  # the denial fallback prompts straight away\n"
-                           "            self._world.prompt_approval(approvals.prompt_for(approvals.WaitRecord("
-                           "approvals.wait_id_for(op.execution_id), op.session_id, op.execution_id,"
-                           " approvals.PERMISSION, op.tool_call_id, op.reason, op.wait_trigger,"
-                           " op.identity.permission_version, WaitStatus.PENDING, False), op))\n")),
+        edits(edit(EX, find="            wait = approvals.create(conn, op, now=self._world.now())\n",
+                   replace="            wait = approvals.create(conn, op, now=self._world.now())\n"
+                           "            if wait is not None and op.wait_trigger:  # prompt first, commit later\n"
+                           "                self._world.prompt_approval(approvals.prompt_for(wait, op))\n")),
         seed_defect=True,
     ),
     Mutant(

@@ -6,45 +6,8 @@ named after its defect, with the criteria expected to catch it.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from typing import Any, Callable, ContextManager, Iterator
-from unittest import mock
-
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
-
-
-def reaching_importers(patches: Callable[[], ContextManager[Any]]) -> Callable[[], ContextManager[Any]]:
-    """``patches``, plus the same swap in every reference module that imported a replaced
-    function by name.
-
-    :func:`edits` swaps a function on its own module; a caller that did ``from
-    reference_impl.permissions import rule_layer_decision`` keeps the original, so an edit of
-    ``permissions`` alone would be inert for ``execution``. Wrapped in this, the edit takes
-    effect for every caller, as the same edit made in the source file would."""
-
-    @contextlib.contextmanager
-    def apply() -> Iterator[None]:
-        modules = [m for name, m in sorted(sys.modules.items())
-                   if m is not None and (name == "reference_impl" or name.startswith("reference_impl."))]
-        before = [(m, dict(vars(m))) for m in modules]
-        with patches():
-            swapped = {
-                id(old): new
-                for m, names in before
-                for name, old in names.items()
-                if callable(old) and (new := vars(m).get(name)) is not old
-            }
-            with contextlib.ExitStack() as stack:
-                for m, names in before:
-                    for name, value in names.items():
-                        if id(value) in swapped and vars(m).get(name) is value:
-                            stack.enter_context(mock.patch.object(m, name, swapped[id(value)]))
-                yield
-
-    return apply
-
 
 AP = "reference_impl.approvals"
 CC = "reference_impl.checkpoint_codec"
@@ -292,7 +255,7 @@ L2_MUTANTS: tuple[Mutant, ...] = (
         "ask rules and exact grants are matched in one pass in declaration order, so a broader "
         "allow rule declared before an ask rule grants what the ask rule reserves for the owner",
         ("L2.1",),
-        reaching_importers(edits(edit(
+        edits(edit(
             PM,
             find="    for rule in config.rules:\n"
                  "        if rule.effect is RuleEffect.ASK and rule_matches(rule, tool, args):\n",
@@ -301,7 +264,7 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                     "            return Decision(Permission.ALLOW, DecisionSource.EXACT_GRANT,\n"
                     "                            f'allow rule {rule.tool}:{rule.pattern!r} grants it')\n"
                     "        if rule.effect is RuleEffect.ASK and rule_matches(rule, tool, args):\n",
-        ))),
+        )),
     ),
     Mutant(
         "trusted-cwd-omitted",

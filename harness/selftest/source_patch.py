@@ -7,7 +7,8 @@ says exactly what the defect is. Guarantees of :func:`edits`:
   :class:`MutantError` is raised when the mutant is applied — a refactor of the reference
   breaks the mutant loudly instead of leaving it silently inert;
 * only the functions, methods and top-level assignments whose source contains an edit are
-  replaced (patched on the original module or class, undone on exit); every other object —
+  replaced (patched on the original module or class, and in sibling modules of the same
+  package that imported the function by name; undone on exit); every other object —
   classes, enums, constants — keeps its identity, so mutated code interoperates with the
   rest of the process;
 * the mutated source is compiled under a ``<mutant …>`` file name so tracebacks say so.
@@ -19,6 +20,7 @@ import ast
 import contextlib
 import importlib
 import inspect
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Iterator
@@ -121,7 +123,28 @@ def _replacements(module_name: str, module_edits: list[Edit]) -> list[tuple[Any,
     for name, value in vars(module).items():
         if name not in replaced_functions:
             namespace[name] = value
-    return replacements
+    return replacements + _importers(module, replacements)
+
+
+def _importers(module: types.ModuleType, replacements: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+    """The same swaps in sibling modules that imported a replaced function by name.
+
+    ``from reference_impl.permissions import rule_layer_decision`` binds the original in the
+    importer; the edit made in the source file would reach it, so the mutant must too."""
+    package = module.__name__.split(".")[0]
+    originals = {
+        id(getattr(owner, name)): new
+        for owner, name, new in replacements
+        if owner is module and callable(getattr(owner, name, None))
+    }
+    found = []
+    for name, other in sorted(sys.modules.items()):
+        if other is None or other is module or not (name == package or name.startswith(package + ".")):
+            continue
+        for attribute, value in vars(other).items():
+            if id(value) in originals:
+                found.append((other, attribute, originals[id(value)]))
+    return found
 
 
 def edits(*items: Edit) -> Callable[[], ContextManager[Any]]:
