@@ -84,6 +84,8 @@ class _Step:
     tool_call_id: str = ""
     identity: str = ""
     point: ObservationPoint | None = None
+    store_only: bool = False
+    """A classifier outcome the world never saw (oversize: never sent), read from the store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,16 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
     all_reviews = s.reviews(trace)
     review_at = {r.index: r for r in all_reviews}
     steps += _redeliveries(trace, changes, all_reviews)
+    unsent: set[s.OpKey] = set()
+    for point in trace.observations:  # oversize operations never reach the world
+        for op in point.observation.operations:
+            key = (op.session_id, op.identity.tool_call_id)
+            if op.classifier_outcome is ClassifierOutcome.NO_VERDICT_OVERSIZE and key not in unsent:
+                unsent.add(key)
+                version = op.identity.permission_version
+                review = s.Review(point.index, op.session_id, op.tool, "", ClassifierOutcome.NO_VERDICT_OVERSIZE.value,
+                                  op.identity.tool_call_id, version, 0)
+                steps.append(_Step(point.index, "review", op.session_id, version, review=review, store_only=True))
     escalated: set[s.OpKey] = set()
     for event in trace.events:
         d = event.data
@@ -272,10 +284,11 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
             touched.add((st.session, st.version))
             current = get(k)
             replayed = review.identity in reviewed.get(k, set())
-            moments.append(Moment(st.index, st.session, "review",
-                                  all(armed(c, st.session) for c in current),
-                                  any(armed(c, st.session) for c in current), replay=replayed))
-            reviewed.setdefault(k, set()).add(review.identity)
+            if not st.store_only:
+                moments.append(Moment(st.index, st.session, "review",
+                                      all(armed(c, st.session) for c in current),
+                                      any(armed(c, st.session) for c in current), replay=replayed))
+                reviewed.setdefault(k, set()).add(review.identity)
             outcome = review.outcome
             is_fault = outcome in s.FAULT_OUTCOMES
             if outcome == ClassifierOutcome.RISK_DENY or (is_fault and rules.faults_count):

@@ -560,3 +560,15 @@ def test_l3_1_a_prompt_explained_by_a_counting_error_is_left_to_the_counter_crit
     trace = tb.build()
     assert check("L3.1", trace).status is Status.PASS
     assert_fail_at(check("L3.5", trace), index)
+
+
+def test_l3_8_an_oversize_operation_the_world_never_saw_is_read_from_the_store():
+    from harness.contract import ClassifierOutcome
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("d1"))
+    big = bash("o1", command="x" * 30_000)
+    tb.respond("s1", (big,))
+    tb.observe("probe:failpoint:after_permission_decision", Observation(operations=(
+        denied(big, classifier=ClassifierOutcome.NO_VERDICT_OVERSIZE),)))
+    index = tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 2, 2),)))
+    assert_fail_at(check("L3.8", tb.build()), index)
