@@ -3,9 +3,11 @@
 Every check is a pure function of the Trace. The denial-counter criteria (L3.5-L3.8) share
 one replay of the world's classifier answers: the expected counters per (session,
 permission version) are rebuilt from what the world answered (risk denials per operation
-identity, allowed operations = classifier allows and ledger rows, answered fallback
-approvals, version changes) and compared with the store's ``denial_counters`` at each
-observation at rest. Each criterion judges the comparisons where *its* rule makes a
+identity; allowed operations = classifier allows, ledger rows and, possibly, reported allow
+decisions that never ran; answered fallback approvals; version changes) and compared with
+the store's ``denial_counters`` at each observation at rest. Where the trace cannot tell
+(a verdict cut off by a crash, an approval voided by a rule change...) the replay keeps
+every reading, so the expectation is a set of (consecutive, cumulative) pairs. Each criterion judges the comparisons where *its* rule makes a
 difference: the replay is re-run with that rule broken, and a comparison counts as an
 exercise of the criterion when the broken replay expects other counts there.
 """

@@ -447,7 +447,9 @@ def key_for_execution_id(trace: Trace, execution_id: str) -> OpKey | None:
 
 @dataclass(frozen=True, slots=True)
 class Review:
-    """One classifier request the world answered, attributed to the call it reviews."""
+    """One classifier request the world answered, attributed to the call it reviews. Its
+    ``outcome`` is what the implementation must act on: the world's verdict, or ``timeout``
+    when the verdict took longer than ``classifier_timeout_s`` of world time."""
 
     index: int
     session_id: str
@@ -505,8 +507,12 @@ def reviews(trace: Trace) -> tuple[Review, ...]:
             fresh = [c for c in group if (session, c.tool_call_id) not in seen_in_epoch]
             tool_call_id = (fresh or group[-1:])[0].tool_call_id
             seen_in_epoch.add((session, tool_call_id))
+        outcome = str(event.data.get("outcome", ""))
+        delay = event.data.get("delay_s") or 0.0
+        if isinstance(delay, (int, float)) and delay > thresholds_for(trace, session).classifier_timeout_s:
+            outcome = "timeout"  # the verdict came too late: the implementation must record a timeout
         out.append(
-            Review(event.index, session, tool, operation, str(event.data.get("outcome", "")),
+            Review(event.index, session, tool, operation, outcome,
                    tool_call_id, version_at(trace, session, event.index, changes), event.instance)
         )
     return tuple(out)

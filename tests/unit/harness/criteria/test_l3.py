@@ -572,3 +572,15 @@ def test_l3_8_an_oversize_operation_the_world_never_saw_is_read_from_the_store()
         denied(big, classifier=ClassifierOutcome.NO_VERDICT_OVERSIZE),)))
     index = tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 2, 2),)))
     assert_fail_at(check("L3.8", tb.build()), index)
+
+
+def test_a_verdict_later_than_the_classifier_timeout_is_a_timeout():
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("d1"))
+    tb.respond("s1", (bash("d2", command="rm -rf /b"),))
+    slow = tb.review("s1", "Bash", bash("d2", command="rm -rf /b").args, "risk_deny")
+    tb.events[slow] = tb.events[slow].__class__(slow, tb.events[slow].source, tb.events[slow].kind,
+                                                tb.events[slow].instance, {**tb.events[slow].data, "delay_s": 45.0})
+    tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 1, 1),)))
+    verdict = check("L3.8", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
