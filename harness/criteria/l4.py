@@ -10,6 +10,7 @@ or the probe read at that failpoint).
 from __future__ import annotations
 
 from harness.contract import (
+    CheckpointView,
     DecisionSource,
     Delivery,
     Feature,
@@ -27,15 +28,16 @@ from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 # --------------------------------------------------------------------------- shared
 
 
-def _new_checkpoints(trace: Trace, point: ObservationPoint):
+def _new_checkpoints(trace: Trace, point: ObservationPoint) -> list[CheckpointView]:
+    """Checkpoints first seen at ``point`` (else each session's latest one there)."""
     position = next(i for i, p in enumerate(trace.observations) if p is point)
     earlier = {(c.session_id, c.sequence) for p in trace.observations[:position] for c in p.observation.checkpoints}
     new = [c for c in point.observation.checkpoints if (c.session_id, c.sequence) not in earlier]
     if new:
         return new
-    latest: dict[str, object] = {}
+    latest: dict[str, CheckpointView] = {}
     for c in point.observation.checkpoints:
-        if c.session_id not in latest or c.sequence > latest[c.session_id].sequence:  # type: ignore[attr-defined]
+        if c.session_id not in latest or c.sequence > latest[c.session_id].sequence:
             latest[c.session_id] = c
     return list(latest.values())
 
