@@ -4,9 +4,11 @@ Guarantees of :func:`run_selftest`:
 
 * the reference runs the whole given suite first; its per-scenario verdicts tell which
   scenarios exercise which criterion;
-* each mutant runs (with its defect applied) on the scenarios that exercise its expected
-  criteria on the reference — or on the whole suite with ``full=True`` — and every
-  criterion is judged on those traces;
+* each mutant runs (with its defect applied) first on the scenarios of its expected
+  criteria's stages that exercise them on the reference, widening to every exercising
+  scenario and then to the whole suite only while it is not caught — or on the whole suite
+  at once with ``full=True``; every criterion is judged on the traces it ran (``killed_by``
+  is complete only with ``full=True``);
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
   that fail are recorded too (``killed_by``); a checker error or a scenario error is never
   counted as a kill (a crash is not a detection by the criterion);
@@ -94,7 +96,7 @@ def run_selftest(
     plans = [
         (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
     ]
-    job = _Job(reference, tuple(plans), seed, criteria, runner, time_limit_s)
+    job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s)
     outcomes: list[MutantResult] = []
 
     def done(position: int, outcome: MutantResult) -> None:
@@ -131,31 +133,46 @@ def run_selftest(
 @dataclass(frozen=True, slots=True)
 class _Job:
     reference: Any
-    plans: tuple[tuple[Mutant, tuple[Any, ...]], ...]
+    plans: tuple[tuple[Mutant, tuple[tuple[Any, ...], ...]], ...]
+    """Per mutant, the scenario sets to try in turn."""
+    criterion_ids: tuple[str, ...]
     seed: int
     criteria: Sequence[Criterion] | None
     runner: Callable[..., Any] | None
     time_limit_s: float
 
     def run(self, position: int) -> MutantResult:
-        mutant, chosen = self.plans[position]
-        mutated = run_suite(
-            MutantImplementation(self.reference, mutant), chosen, self.seed,
-            criteria=self.criteria, runner=self.runner, time_limit_s=self.time_limit_s,
-            impl_spec=f"mutant:{mutant.name}",
-        )
-        killed_by = tuple(c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED)
+        mutant, stages = self.plans[position]
+        killed: set[str] = set()
+        ran: list[Any] = []
+        errors: list[str] = []
+        for chosen in stages:  # a later stage only when the earlier ones did not catch it
+            chosen = tuple(s for s in chosen if s not in ran)
+            if not chosen:
+                continue
+            mutated = run_suite(
+                MutantImplementation(self.reference, mutant), chosen, self.seed,
+                criteria=self.criteria, runner=self.runner, time_limit_s=self.time_limit_s,
+                impl_spec=f"mutant:{mutant.name}",
+            )
+            ran.extend(chosen)
+            killed |= {c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED}
+            errors += [
+                f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
+                for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
+            ]
+            if killed & set(mutant.expected):
+                break
+        order = {cid: i for i, cid in enumerate(self.criterion_ids)}
+        killed_by = tuple(sorted(killed, key=lambda cid: order.get(cid, len(order))))
         return MutantResult(
             name=mutant.name,
             defect=mutant.defect,
             expected=mutant.expected,
             killed_by=killed_by,
             caught=any(c in killed_by for c in mutant.expected),
-            scenarios_run=tuple(s.id for s in chosen),
-            scenario_errors=tuple(
-                f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
-                for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
-            ),
+            scenarios_run=tuple(s.id for s in ran),
+            scenario_errors=tuple(errors),
         )
 
 
@@ -173,14 +190,25 @@ def default_jobs() -> int:
 
 def _scenarios_for(
     mutant: Mutant, scenarios: Sequence[Any], exercising: dict[str, set[str]], full: bool
-) -> tuple[Any, ...]:
+) -> tuple[tuple[Any, ...], ...]:
+    """The scenario sets a mutant is tried on, in order, until one catches it.
+
+    First the scenarios of the expected criteria's own stages that exercise them (a stage's
+    folder is where its defects are staged), then every scenario that exercises them on the
+    reference, then the whole suite — so the matrix shows what catches a mutant even when
+    its expected criteria miss it. ``full`` runs the whole suite at once."""
     if full:
-        return tuple(scenarios)
+        return (tuple(scenarios),)
     wanted = set().union(*(exercising.get(c, set()) for c in mutant.expected))
-    chosen = tuple(s for s in scenarios if s.id in wanted)
-    # An expected criterion nobody exercises cannot catch anything: run everything so the
-    # matrix shows what does catch the mutant, instead of an empty row.
-    return chosen or tuple(scenarios)
+    stages = {_stage_of(c) for c in mutant.expected}
+    own_stage = tuple(s for s in scenarios if s.id in wanted and s.stage in stages)
+    exercising_all = tuple(s for s in scenarios if s.id in wanted)
+    return tuple(chosen for chosen in (own_stage, exercising_all, tuple(scenarios)) if chosen)
+
+
+def _stage_of(criterion_id: str) -> str:
+    """"L4.1" -> "l4", "X3" -> "x", "M2" -> "m"."""
+    return criterion_id.split(".")[0].lower() if "." in criterion_id else criterion_id[0].lower()
 
 
 def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[str]:

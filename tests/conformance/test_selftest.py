@@ -1,0 +1,47 @@
+"""The full kill matrix: every mutant of the reference is caught by a criterion it names,
+and every acceptance criterion catches at least one mutant. A change that makes a
+criterion blind (or a scenario stop staging its defect) fails here."""
+
+import io
+import json
+
+from harness import cli
+from harness.selftest.mutants import MUTANTS, SEED_DEFECTS
+
+from .test_reference_suite import ACCEPTANCE_IDS
+
+
+def test_selftest_kills_every_mutant_and_no_criterion_is_blind(tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["selftest", "--report-dir", str(tmp_path)], stdout=out, stderr=err)
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    selftest = report["selftest"]
+    missed = [(m["name"], m["expected"], m["killed_by"]) for m in selftest["mutants"] if not m["caught"]]
+    assert missed == [], missed
+    assert selftest["reference_passed"] is True
+    assert selftest["blind_criteria"] == []
+    assert sorted(selftest["kills_per_criterion"]) == sorted(ACCEPTANCE_IDS)
+    assert all(kills >= 1 for kills in selftest["kills_per_criterion"].values())
+    assert selftest["mutation_score"] == 1.0
+    assert code == 0, out.getvalue() + err.getvalue()
+    assert "mutation score 100%" in out.getvalue()
+
+
+def test_every_criterion_has_a_mutant_named_for_it_and_the_seed_defects_are_all_there():
+    expected = {cid for mutant in MUTANTS for cid in mutant.expected}
+    assert expected == set(ACCEPTANCE_IDS)
+    assert {m.name for m in SEED_DEFECTS} >= {
+        "failure-table-overflows",
+        "bash-key-drops-more-than-description",
+        "bash-key-keeps-description",
+        "auto-denies-bash-by-name",
+        "classifier-reads-first-800-chars",
+        "fallback-prompts-without-persisted-wait",
+        "checkpoint-failure-leaves-dispatched",
+    }
+    classics = {m.name for m in MUTANTS}
+    assert classics >= {
+        "reexecute-after-result-saved", "retry-unknown-after-crash", "timeout-counted-as-denial",
+        "double-count-on-recovery", "trusts-tool-not-executed-text", "eof-reported-completed",
+        "extra-model-retry",
+    }
