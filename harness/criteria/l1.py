@@ -605,6 +605,11 @@ def check_l1_7(trace: Trace) -> Verdict:
         row = _executed_failure(op)
         if row is not None and row.data.get("error_kind"):
             kind = str(row.data["error_kind"])
+            crash = F.crashed_mid_execution(trace, op, ops)
+            if crash is not None and crash.index > row.index:
+                # The process died before the host saved what the tool answered: the host
+                # cannot know the class, so the honest record is unknown (L4.3).
+                kind = "unknown"
             seq = _seq(row)
             exercised += 1
             after = [(p, v) for p, v in op.views if p.index > row.index]
