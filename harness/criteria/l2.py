@@ -209,6 +209,9 @@ def check_l2_2(trace: Trace) -> Verdict:
             continue
         if op.prompts or _denial_streak(trace, revs, op.session_id, op.served[0].end_index):
             continue
+        current = F.decision_for_version(trace, op, view.identity.permission_version)
+        if current is not None and current.source is not DecisionSource.CLASSIFIER:
+            continue  # the rules changed after the call was served: a higher layer decides now
         exercised += 1
         if not F.reviews_of(revs, op.key):
             violations.append(_ev(
