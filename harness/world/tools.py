@@ -58,6 +58,8 @@ class Behaviour(enum.StrEnum):
     PARTIAL_ESCALATE = "partial_escalate"
     CLAIMS_NOT_EXECUTED = "claims_not_executed"
     HANG = "hang"
+    UNKNOWN = "unknown"
+    """The effect may have been applied and the tool cannot confirm it (a lost reply)."""
 
 
 class Effect(enum.StrEnum):
@@ -221,6 +223,10 @@ class FakeTools:
             seconds = entry.seconds if entry else DEFAULT_HANG_S
             self._clock.advance(seconds)
             return error(FailureKind.TRANSIENT, f"timed out after {seconds:g}s (scripted hang)")
+        if behaviour is Behaviour.UNKNOWN:
+            return Execution(behaviour, Effect.PARTIAL, ToolResult(
+                ToolStatus.ERROR, "the remote end stopped answering mid-operation; its effect is "
+                "unknown (scripted)", FailureKind.UNKNOWN))
         partial = behaviour is Behaviour.PARTIAL_ESCALATE
         try:
             effect, result = self._effect(spec, invocation, partial)
