@@ -161,24 +161,23 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is negative; use a seed >= 0")
-    return value
+def _int_at_least(minimum: int, fix: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``; ``fix`` says what to give instead."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is too small; {fix}")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+_non_negative_int = _int_at_least(0, "use a seed >= 0")
+_positive_int = _int_at_least(1, "give a number >= 1")
 
 
 def _positive_float(text: str) -> float:
