@@ -241,6 +241,11 @@ class _Run:
         self.primary = -1
         self.next_instance = 0
         self.errors: list[str] = []
+        # The permission versions each session has had, as the harness set them: every rule
+        # change it makes must name a fresh one (the contract binds each decision to a
+        # version, so reusing one would make two rule sets indistinguishable).
+        self.versions: dict[str, set[int]] = {
+            c.session_id: {c.permission_version} for c in scenario.sessions}
         self.hung = False
         self.finished = False
         self.concurrent: _Hold | None = None
@@ -253,6 +258,19 @@ class _Run:
 
     def fail(self, message: str) -> None:
         self.errors.append(message)
+
+    def bumps_version(self, session_id: str, version: int, where: str) -> bool:
+        """True when a rule change names a version this session never had; otherwise the
+        scenario is wrong and the run stops with an error that says how to fix it."""
+        used = self.versions.setdefault(session_id, set())
+        if version not in used:
+            used.add(version)
+            return True
+        self.fail(f"scenario {self.scenario.id} ({self.scenario.file}): {where} changes the rules "
+                  f"of session {session_id!r} to permission_version {version}, which the session "
+                  f"already had; every rule change must name a new version (e.g. "
+                  f"{max(used) + 1})")
+        return False
 
     @property
     def stopped(self) -> bool:
@@ -329,6 +347,9 @@ class _Run:
 
     def change_rules(self, instance: int, session_id: str, rules: tuple[Rule, ...],
                      permission_version: int, failpoint: str) -> None:
+        if not self.bumps_version(session_id, permission_version,
+                                  f"the change_rules fault at {failpoint}"):
+            return
         args = {"session_id": session_id, "rules": to_json(rules),
                 "permission_version": permission_version}
         self._reentrant(instance, "update_rules", args, failpoint,
@@ -502,6 +523,8 @@ class _Run:
             self.answer(primary, step)
         elif step.do is StepKind.UPDATE_RULES:
             rules, version = step.rules, step.permission_version
+            if not self.bumps_version(session, version, "an update_rules step"):
+                return
             self.after(primary, self.drive(
                 primary, "update_rules",
                 {"session_id": session, "rules": to_json(rules), "permission_version": version},

@@ -425,3 +425,34 @@ def test_every_other_step_is_recorded_as_its_driver_call():
     assert labels == ["quiescent"] * 4 + ["after_restart", "quiescent", "observe:end",
                                           "quiescent", "final"]
     assert result.trace.final_observation().sessions[0].permission_version == 2
+
+
+def test_a_rule_change_that_reuses_a_version_stops_the_run_with_a_fix():
+    from harness.scenarios import loads
+    import reference_impl
+
+    scenario = loads("""
+id = "reused-version"
+stage = "l5"
+title = "two rule changes to one version"
+
+[[sessions]]
+id = "s1"
+
+[[steps]]
+do = "update_rules"
+session = "s1"
+permission_version = 2
+rules = []
+
+[[steps]]
+do = "update_rules"
+session = "s1"
+permission_version = 2
+rules = [{ effect = "deny", tool = "read_file" }]
+""", "reused.toml")
+    run = run_scenario(reference_impl.implementation(), scenario, 0)
+    assert not run.trace.completed
+    assert "already had; every rule change must name a new version (e.g. 3)" in run.error
+    calls = [e for e in run.trace.events if e.kind == "driver_call" and e.data["method"] == "update_rules"]
+    assert len(calls) == 1  # the second change was never applied
