@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+
 
 from harness.contract import ImplementationInfo, Thresholds
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness.contract import (
+    CONTRACT_VERSION,
     ApprovalPrompt,
     ClassifierRequest,
     ClassifierVerdict,
@@ -134,6 +135,9 @@ class Server:
         if protocol_version != PROTOCOL_VERSION:
             raise RpcFault(VERSION_MISMATCH, f"this server speaks protocol_version "
                            f"{PROTOCOL_VERSION}, not {protocol_version}")
+        if contract_version != CONTRACT_VERSION:
+            raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
+                           f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
         return InitializeResult(PROTOCOL_VERSION, self.implementation.info, self.fixture_root)
 

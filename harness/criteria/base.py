@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from harness.contract import Feature
 from harness.trace import Trace
@@ -126,13 +126,3 @@ def combine(verdicts: Iterable[Verdict]) -> Status:
     return best if seen else Status.NOT_EXERCISED
 
 
-def as_dict(verdict: Verdict) -> dict[str, Any]:
-    return {
-        "criterion_id": verdict.criterion_id,
-        "status": verdict.status.value,
-        "exercised": verdict.exercised,
-        "evidence": [
-            {"note": e.note, "trace_indexes": list(e.trace_indexes), "ledger_rows": list(e.ledger_rows)}
-            for e in verdict.evidence
-        ],
-    }

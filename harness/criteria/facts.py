@@ -76,10 +76,6 @@ def value(data: Any) -> str:
     return getattr(data, "value", data)
 
 
-def canonical_args(args: Any) -> str:
-    return canonical_json(args)
-
-
 def parse_json_text(raw: Any) -> Any:
     """``raw`` as JSON data: a dict is returned as is, text is parsed, else ``None``."""
     if isinstance(raw, dict):
@@ -111,10 +107,6 @@ def last_index(trace: Trace) -> int:
 
 
 # --------------------------------------------------------------------------- configuration
-
-
-def session_ids(trace: Trace) -> tuple[str, ...]:
-    return tuple(s.session_id for s in trace.meta.sessions)
 
 
 def config(trace: Trace, session_id: str) -> SessionConfig:
@@ -496,10 +488,6 @@ class Op:
         return min(candidates) if candidates else -1
 
     @property
-    def first_served(self) -> ServedCall | None:
-        return self.served[0] if self.served else None
-
-    @property
     def latest(self) -> OperationView | None:
         return self.views[-1][1] if self.views else None
 
@@ -515,20 +503,9 @@ class Op:
                 found = (point, view)
         return found
 
-    def first_view_from(self, index: int) -> tuple[ObservationPoint, OperationView] | None:
-        for point, view in self.views:
-            if point.index >= index:
-                return (point, view)
-        return None
-
     @property
     def ledger_seqs(self) -> tuple[int, ...]:
         return tuple(int(r.data.get("ledger_seq", -1)) for r in self.rows)
-
-    @property
-    def executed(self) -> bool:
-        return bool(self.rows)
-
 
 def operations(trace: Trace) -> dict[OpKey, Op]:
     """Every operation the trace knows of, keyed ``(session, call id)``, by first sighting."""
@@ -842,10 +819,6 @@ def crashed_mid_execution(trace: Trace, op: Op, ops: dict[OpKey, Op]) -> TraceEv
             if others and max(others, key=lambda o: o.first_seen).key == op.key:
                 return crash
     return None
-
-
-def restarts_between(trace: Trace, lo: int, hi: int) -> bool:
-    return bool(events_between(trace, lo, hi, Kind.CRASH, Kind.RESTART))
 
 
 # --------------------------------------------------------------------------- evidence helpers

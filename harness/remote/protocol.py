@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 from harness.contract import (
-    CONTRACT_VERSION,
     ApprovalPrompt,
     ClassifierRequest,
     ClassifierVerdict,

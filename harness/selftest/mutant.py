@@ -9,12 +9,10 @@ be run, replayed and gated exactly like any implementation (``--impl mutant:NAME
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, ContextManager, Iterator
-from unittest import mock
+from typing import Any, Callable, ContextManager
 
 from harness.contract import ImplementationInfo, Observation, Runtime, World
 
@@ -30,21 +28,6 @@ class Mutant:
     patches: Callable[[], ContextManager[Any]] = dataclasses.field(repr=False, compare=False)
     seed_defect: bool = False
     """True for the defects the lifecycle design lists under its current problems."""
-
-
-def patched(*replacements: tuple[Any, str, Any]) -> Callable[[], ContextManager[Any]]:
-    """A ``patches`` factory replacing ``(owner, attribute, new_value)`` triples."""
-
-    @contextlib.contextmanager
-    def apply() -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for owner, attribute, value in replacements:
-                if not hasattr(owner, attribute):  # a renamed target must not pass silently
-                    raise AttributeError(f"mutant patch target {owner!r}.{attribute} does not exist")
-                stack.enter_context(mock.patch.object(owner, attribute, value))
-            yield
-
-    return apply
 
 
 class _PatchedRuntime:

@@ -14,13 +14,8 @@ from __future__ import annotations
 from harness.selftest import mutants_early, mutants_late
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
+from harness.selftest.targets import CG, EX, FP, MR
 
-FP = "reference_impl.failure_policy"
-CG = "reference_impl.classifier_gate"
-EX = "reference_impl.execution"
-RC = "reference_impl.recovery"
-MR = "reference_impl.model_requests"
-DC = "reference_impl.denial_counters"
 
 SEED_DEFECTS: tuple[Mutant, ...] = (
     Mutant(

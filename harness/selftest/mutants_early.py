@@ -8,17 +8,8 @@ from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
+from harness.selftest.targets import AP, CC, CG, EX, FP, MR, PM, RC, RS, TU
 
-AP = "reference_impl.approvals"
-CC = "reference_impl.checkpoint_codec"
-CG = "reference_impl.classifier_gate"
-EX = "reference_impl.execution"
-FP = "reference_impl.failure_policy"
-MR = "reference_impl.model_requests"
-PM = "reference_impl.permissions"
-RC = "reference_impl.recovery"
-RS = "reference_impl.results"
-TU = "reference_impl.turns"
 
 # --------------------------------------------------------------------------- stage X
 

@@ -9,18 +9,8 @@ that "helps" by redoing work, a status mapped to the wrong value.
 from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
-from harness.selftest.source_patch import edit, edits  # noqa: F401  (used by the entries)
-
-AP = "reference_impl.approvals"
-DC = "reference_impl.denial_counters"
-EX = "reference_impl.execution"
-FP = "reference_impl.failure_policy"
-MR = "reference_impl.model_requests"
-PM = "reference_impl.permissions"
-RC = "reference_impl.recovery"
-RS = "reference_impl.results"
-TU = "reference_impl.turns"
-VI = "reference_impl.visibility"
+from harness.selftest.source_patch import edit, edits
+from harness.selftest.targets import AP, DC, EX, FP, MR, PM, RC, RS, TU, VI
 
 # --------------------------------------------------------------------------- stage L3
 

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.criteria import catalogue
-from harness.criteria.base import CriteriaError, Criterion
+from harness.criteria.base import CriteriaError
 
 EXPECTED_XL = ["X1", "X2", "X3", "X4", "X5", "X6"] + [f"L1.{i}" for i in range(1, 9)] + [
     f"L2.{i}" for i in range(1, 12)

@@ -119,7 +119,7 @@ def _eviction(cumulative_after: int = 2, permission_after: str = "deny", with_al
     a = b.observe(denied, label="probe:tool_executed", failure_table=[entry("k1"), entry("k2")],
                   denial_counters=[DenialCounterView("s1", 1, 1, 2)])
     b.model("s1", [call("f3", "upload", upload(3))])
-    row = b.executed("s1", "f3", "upload", upload(3), status="error", error_kind="failed")
+    b.executed("s1", "f3", "upload", upload(3), status="error", error_kind="failed")
     changed = op_view("s1", "d1", "Bash", RISKY, permission=permission_after,
                       decided_by="classifier" if permission_after == "deny" else "exact_grant",
                       outcome="not_started", execution_started=False)

@@ -12,7 +12,6 @@ from tracebuilder import (
     all_rows,
     call,
     op_view,
-    rule,
     session,
     verdict_of,
 )
@@ -117,6 +116,7 @@ def test_l2_1_fails_when_an_ask_rule_runs_without_approval():
     row = b.executed("s1", "d1", "deploy", DEPLOY)
     verdict = v("L2.1", b.build())
     assert verdict.status is Status.FAIL and "approval" in verdict.evidence[0].note
+    assert row in verdict.evidence[0].trace_indexes
     # with the operation's own approval it passes
     b = TraceBuilder(session("s1", rules=[("ask", "deploy")]))
     b.model("s1", [call("d1", "deploy", DEPLOY)])
@@ -146,7 +146,7 @@ def _review_case(operation=None, cwd="/repo", run_big=False, context=None):
     review = b.classifier("s1", "Bash", LS, "allow", trusted_cwd=cwd, operation=operation)
     if context is not None:
         b.failpoint("during_classifier_review", context=context)
-    row = b.executed("s1", "c1", "Bash", LS)
+    b.executed("s1", "c1", "Bash", LS)
     b.model("s1", [call("c2", "write_file", BIG)])
     big_row = b.executed("s1", "c2", "write_file", BIG) if run_big else None
     b.observe(op_view("s1", "c1", "Bash", LS, decided_by="classifier", classifier_outcome="allow"),

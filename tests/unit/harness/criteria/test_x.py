@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.contract import execution_id_for, to_json
+from harness.contract import execution_id_for
 from harness.criteria import x
 from harness.criteria.base import Status
 from harness.trace import trace_from_json, trace_to_json
@@ -112,7 +112,7 @@ def test_x1_not_exercised_without_observed_operations():
 def test_x2_passes_when_a_duplicate_delivery_maps_to_one_record():
     b = TraceBuilder(session("s1", rules=[("allow", "write_file")]))
     b.model("s1", [call("c1", "write_file", W)])
-    row = b.executed("s1", "c1", "write_file", W)
+    b.executed("s1", "c1", "write_file", W)
     b.model("s1", [call("c1", "write_file", W)])  # served again (repeat = 2)
     b.model("s1")
     b.observe(op_view("s1", "c1", "write_file", W))
@@ -151,6 +151,7 @@ def test_x2_fails_on_a_wrong_execution_id_and_unknown_version():
     verdict = v("X2", b.build())
     notes = " ".join(e.note for e in verdict.evidence)
     assert verdict.status is Status.FAIL and "execution id" in notes and "version 7" in notes
+    assert all(point in e.trace_indexes for e in verdict.evidence)
 
 
 def test_x2_fails_when_a_served_call_has_no_record():

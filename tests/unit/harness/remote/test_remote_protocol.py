@@ -333,3 +333,26 @@ def test_an_implementation_may_import_the_protocol_it_needs_only_the_contract():
     assert _harness_imports(ROOT / "harness/remote/__init__.py") == set()
     assert _harness_imports(ROOT / "reference_impl/remote.py") == {
         "harness.contract", "harness.remote.protocol", "reference_impl"}
+
+
+def test_the_reference_server_refuses_a_protocol_or_contract_version_it_does_not_speak():
+    import json
+    import subprocess
+    import sys
+
+    requests = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocol_version": 99, "contract_version": 1}},
+        {"jsonrpc": "2.0", "id": 2, "method": "initialize",
+         "params": {"protocol_version": 1, "contract_version": 99}},
+        {"jsonrpc": "2.0", "id": 3, "method": "shutdown", "params": {}},
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "reference_impl.remote"],
+        input="".join(json.dumps(r) + "\n" for r in requests), capture_output=True, text=True,
+        timeout=60,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    first, second = answers[0], answers[1]
+    assert first["error"]["code"] == -32001 and "protocol_version 1, not 99" in first["error"]["message"]
+    assert second["error"]["code"] == -32001 and "contract_version 1, not 99" in second["error"]["message"]

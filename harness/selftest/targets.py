@@ -1,0 +1,15 @@
+"""The reference modules mutants edit, by short name (one place, so a renamed module is
+fixed once)."""
+
+AP = "reference_impl.approvals"
+CC = "reference_impl.checkpoint_codec"
+CG = "reference_impl.classifier_gate"
+DC = "reference_impl.denial_counters"
+EX = "reference_impl.execution"
+FP = "reference_impl.failure_policy"
+MR = "reference_impl.model_requests"
+PM = "reference_impl.permissions"
+RC = "reference_impl.recovery"
+RS = "reference_impl.results"
+TU = "reference_impl.turns"
+VI = "reference_impl.visibility"
