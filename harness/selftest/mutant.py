@@ -28,6 +28,20 @@ class Mutant:
     patches: Callable[[], ContextManager[Any]] = dataclasses.field(repr=False, compare=False)
     seed_defect: bool = False
     """True for the defects the lifecycle design lists under its current problems."""
+    trust_class: str = ""
+    """Which class of trust defect it proves caught (a key of :data:`TRUST_CLASSES`), or ""
+    for the per-criterion and durability mutants."""
+
+
+TRUST_CLASSES: dict[str, str] = {
+    "faults_fire": "a planned fault or hold that never happened must not count",
+    "failpoint_placement": "the implementation must not choose where the harness tests it",
+    "world_judges": "behaviour is judged from the world; inspect() is only cross-checked",
+    "core_level": "the core cannot be declared away",
+    "neighbours": "situations covered by construction, not one example each",
+    "catalogue": "the catalogue as sharpened against the design",
+}
+"""The trust classes a mutant can belong to; selftest scores each."""
 
 
 class _PatchedRuntime:

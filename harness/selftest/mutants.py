@@ -11,7 +11,18 @@ acceptance criterion (modules ``mutants_<stage>``).
 
 from __future__ import annotations
 
-from harness.selftest import mutants_early, mutants_late
+from harness.selftest import (
+    mutants_early,
+    mutants_fired,
+    mutants_l1l2,
+    mutants_l3,
+    mutants_l4m,
+    mutants_late,
+    mutants_levels,
+    mutants_neighbours,
+    mutants_placement,
+    mutants_xl5,
+)
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
 from harness.selftest.targets import CG, EX, FP, MR
@@ -120,6 +131,14 @@ DURABILITY_CLASSICS: tuple[Mutant, ...] = (
 
 MUTANTS: tuple[Mutant, ...] = (
     SEED_DEFECTS + DURABILITY_CLASSICS + mutants_early.MUTANTS + mutants_late.MUTANTS
+    + mutants_fired.MUTANTS
+    + mutants_placement.MUTANTS
+    + mutants_l3.MUTANTS
+    + mutants_xl5.MUTANTS
+    + mutants_l1l2.MUTANTS
+    + mutants_l4m.MUTANTS
+    + mutants_levels.MUTANTS
+    + mutants_neighbours.MUTANTS
 )
 
 

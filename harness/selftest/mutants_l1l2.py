@@ -1,0 +1,7 @@
+"""Mutants of the reference (see :mod:`harness.selftest.mutants`): area `l1l2`."""
+
+from __future__ import annotations
+
+from harness.selftest.mutant import Mutant
+
+MUTANTS: tuple[Mutant, ...] = ()
