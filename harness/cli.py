@@ -3,8 +3,9 @@
 Guarantees of :func:`main` (it never raises, it returns the exit code):
 
 * ``0`` — every applicable criterion was exercised and passed, no scenario errored;
-* ``1`` — a conformance failure: a criterion failed, errored or was not exercised, or a
-  scenario did not complete (hang, implementation crash);
+* ``1`` — a conformance failure: a criterion failed, errored or was not exercised, a
+  scenario did not complete (hang, implementation crash), or a feature demanded by
+  ``--require-features`` is not declared or not met (an unknown feature name is ``2``);
 * ``2`` — the harness could not do its job because of its input: bad arguments (argparse
   errors included), an invalid scenario, an implementation that cannot be loaded, an
   unwritable report directory (any :class:`~harness.errors.HarnessError`); the message on
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 import harness
+from harness import conformance
 from harness.contract import FAILPOINT_DESCRIPTIONS, Failpoint, Implementation
 from harness.criteria.base import Criterion, Status
 from harness.errors import (
@@ -40,7 +42,7 @@ from harness.errors import (
     HarnessError,
     UsageError,
 )
-from harness.report._text import evidence_line, gate_line
+from harness.report._text import evidence_line, gate_line, level_line
 from harness.determinism import RecordingRunner, check_determinism
 from harness.result import (
     CriterionStatus,
@@ -224,6 +226,22 @@ def add_scenarios_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_require_features_option(parser: argparse.ArgumentParser) -> None:
+    optional = ", ".join(sorted(conformance.OPTIONAL_FEATURES))
+    parser.add_argument(
+        "--require-features", metavar="A,B", default="",
+        help="optional features the implementation must declare and meet, comma-separated, "
+        f"or 'all' ({optional}); one not declared or not met fails the gate (exit 1), an "
+        "unknown name is a usage error (exit 2). The core is always required",
+    )
+
+
+def required_features(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--require-features`` as optional feature names (UsageError on an unknown name)."""
+    text = getattr(args, "require_features", "") or ""
+    return tuple(f.value for f in conformance.parse_feature_list(text)) if text else ()
+
+
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     """The options of ``run``; a ``selftest`` command can reuse them."""
     add_impl_option(parser)
@@ -241,6 +259,7 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         "([[expected_fail]] criterion, reason, link); they are reported expected_fail "
         "and do not fail the gate, and an unexpected pass is reported",
     )
+    add_require_features_option(parser)
 
 
 def _add_run(sub: Any) -> None:
@@ -277,6 +296,7 @@ def _add_replay(sub: Any) -> None:
     add_seed_option(parser)
     add_impl_option(parser)
     add_time_limit_option(parser)
+    add_require_features_option(parser)
     parser.add_argument(
         "--full", action="store_true", help="print trace event data without shortening it"
     )
@@ -389,6 +409,7 @@ def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    required = required_features(args)
     implementation = ctx.deps.resolve_impl(args.impl)
     scenarios = _discover(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
@@ -411,6 +432,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         impl_spec=args.impl,
         fault_renderer=renderer,
         command=shlex.join((PROG, *ctx.argv)),
+        required_features=required,
     )
     if recording is not None:
         result = _with_determinism(ctx, result, implementation, scenarios, args, runner, recording)
@@ -424,6 +446,8 @@ def _with_determinism(
     ctx: Context, result: RunResult, implementation: Implementation, scenarios: Sequence[Any],
     args: argparse.Namespace, runner: Callable[..., Any], recording: RecordingRunner,
 ) -> RunResult:
+    declared = tuple(str(f) for f in implementation.info.features)
+    scenarios = [s for s in scenarios if not conformance.missing_features(s, declared)]
     ctx.err(f"determinism: running each of the {len(scenarios)} scenarios a second time")
     divergences = check_determinism(
         implementation, scenarios, args.seed, runner=runner,
@@ -483,6 +507,13 @@ def _print_summary(ctx: Context, result: RunResult) -> None:
             first = s.error.splitlines()[0] if s.error else "run error"
             ctx.out(f"{'SCENARIO ERROR':<13} {s.id}: {first}")
             ctx.out(f"    replay: {s.replay}")
+    skipped = [s for s in result.scenarios if s.status is ScenarioStatus.SKIPPED]
+    if skipped:
+        ctx.out(f"{'skipped':<13} {len(skipped)} scenario(s) needing undeclared optional "
+                "features: " + ", ".join(f"{s.id} ({', '.join(s.requires)})" for s in skipped))
+    for message in result.conformance.required_unmet:
+        ctx.out(f"{'REQUIRED':<13} {message} (--require-features)")
+    ctx.out(level_line(result))
     ctx.out(gate_line(result))
 
 
@@ -510,9 +541,12 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
             f"scenario file {path!r} not found; pass the path printed in the report's "
             "replay command (relative to the folder the run was started from)"
         )
+    required = required_features(args)
     scenario = ctx.deps.load_scenario(path)
     implementation = ctx.deps.resolve_impl(args.impl)
-    criteria = ctx.deps.criteria()
+    criteria = conformance.core_always_applies(ctx.deps.criteria())
+    declared = tuple(str(f) for f in implementation.info.features)
+    undeclared = [f for f in required if f not in declared]
     renderer = ctx.deps.fault_renderer()
     ctx.out(f"scenario {scenario.id} ({display_path(scenario.file)}), seed {args.seed}, "
             f"implementation {implementation.info.name} {implementation.info.version}")
@@ -520,6 +554,15 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     faults = render_faults(renderer, scenario)
     for line in faults or ("(no faults)",):
         ctx.out(f"  {line}")
+    for feature in undeclared:
+        ctx.out(f"REQUIRED {feature} is required but the implementation does not declare it "
+                "(--require-features)")
+    missing = conformance.missing_features(scenario, declared)
+    if missing:
+        ctx.out(f"scenario skipped: it needs optional feature(s) "
+                f"{', '.join(f.value for f in missing)} the implementation does not declare "
+                f"(declared: {', '.join(declared) or 'none'})")
+        return EXIT_CONFORMANCE_FAILURE if undeclared else EXIT_OK
     run = ctx.deps.runner()(
         implementation, scenario, args.seed, time_limit_s=args.time_limit_s, data_root=None
     )
@@ -539,7 +582,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     status = "error" if run.error else ("failed" if failing else "passed")
     ctx.out(f"scenario {status}; trace digest {trace_digest(trace)}; "
             f"failpoints reached: {', '.join(run.failpoints_reached) or 'none'}")
-    return EXIT_CONFORMANCE_FAILURE if (run.error or failing) else EXIT_OK
+    return EXIT_CONFORMANCE_FAILURE if (run.error or failing or undeclared) else EXIT_OK
 
 
 def _mutants() -> tuple[Any, ...]:

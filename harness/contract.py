@@ -194,7 +194,13 @@ class EventType(enum.StrEnum):
 
 
 class Feature(enum.StrEnum):
-    """Capabilities an implementation declares; criteria needing a missing one are n/a."""
+    """Capabilities an implementation may declare (values are stable: old traces name them).
+
+    Only the :data:`OPTIONAL_FEATURES` can be left out: criteria and scenarios gated by an
+    undeclared optional feature are ``not_applicable`` / skipped. The :data:`CORE_FEATURES`
+    are part of the lifecycle itself: declaring one changes nothing and leaving it out
+    changes nothing either, their criteria always apply (see ``harness.conformance``).
+    """
 
     AUTO_MODE = "auto_mode"
     APPROVALS = "approvals"
@@ -204,6 +210,14 @@ class Feature(enum.StrEnum):
     MULTI_INSTANCE = "multi_instance"
     CHECKPOINT_IMPORT = "checkpoint_import"
     SANDBOX_ESCALATION = "sandbox_escalation"
+
+
+CORE_FEATURES: frozenset[Feature] = frozenset(
+    {Feature.AUTO_MODE, Feature.APPROVALS, Feature.PLAN_MODE, Feature.MODEL_EVENTS}
+)
+"""Behaviour every implementation of the lifecycle has by construction (no opt-out)."""
+OPTIONAL_FEATURES: frozenset[Feature] = frozenset(Feature) - CORE_FEATURES
+"""Behaviour an implementation claims by declaring it; the report names the level reached."""
 
 
 # --------------------------------------------------------------------------- failpoints

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 
 
+from harness.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
 REPORT_SCHEMA_VERSION = 1
@@ -36,6 +37,8 @@ class ScenarioStatus(enum.StrEnum):
     FAILED = "failed"
     ERROR = "error"
     """The implementation hung or raised unexpectedly, or the run could not complete."""
+    SKIPPED = "skipped"
+    """Not run: it needs an optional feature the implementation does not declare."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +71,8 @@ class CriterionResult:
     scenarios_exercising: tuple[str, ...] = ()
     violations: tuple[Violation, ...] = ()
     expectation_reason: str = ""
+    required_features: tuple[str, ...] = ()
+    """Optional features that gate it (empty: a core criterion, never not_applicable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,8 @@ class ScenarioResult:
     verdicts: tuple[VerdictRecord, ...]
     error: str = ""
     replay: str = ""
+    requires: tuple[str, ...] = ()
+    """Optional features the scenario needs (skipped when one is not declared)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +186,16 @@ class RunResult:
     """Mutation kill matrix when the run is a selftest (see harness.selftest)."""
     determinism: DeterminismCheck | None = None
     """Set by ``run --check-determinism``: every scenario run twice, digests compared."""
+    required_features: tuple[str, ...] = ()
+    """Optional features a CI demanded (``--require-features``): each must be declared and met."""
+
+    @property
+    def conformance(self) -> ConformanceLevel:
+        """The level reached (core + claimed features) and its headline; derived, not stored."""
+        return assess(
+            self.criteria, self.implementation.features, required=self.required_features,
+            scenarios_errored=sum(1 for s in self.scenarios if s.status is ScenarioStatus.ERROR),
+        )
 
     @property
     def gate_passed(self) -> bool:
@@ -187,4 +204,5 @@ class RunResult:
         )
         deterministic = self.determinism is None or not self.determinism.divergences
         selftest_ok = self.selftest is None or self.selftest.passed
-        return conformant and deterministic and selftest_ok
+        demanded = not self.required_features or not self.conformance.required_unmet
+        return conformant and deterministic and selftest_ok and demanded

@@ -29,8 +29,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.contract import (
+    OPTIONAL_FEATURES,
     ClassifierOutcome,
     Failpoint,
+    Feature,
     Mode,
     Rule,
     RuleEffect,
@@ -127,6 +129,8 @@ class Scenario:
     tool_behaviours: tuple[ToolBehaviour, ...] = ()
     faults: tuple[Fault, ...] = ()
     steps: tuple[Step, ...] = ()
+    requires: tuple[Feature, ...] = ()
+    """Optional features the scenario needs; without them the suite skips it whole."""
 
     @property
     def default_session(self) -> str:
@@ -145,7 +149,7 @@ class Scenario:
 
 _MISSING: Any = object()
 TOP_KEYS = ("id", "stage", "title", "tags", "sessions", "tools", "files", "classifier", "model",
-            "tool_behaviour", "faults", "steps")
+            "tool_behaviour", "faults", "steps", "requires")
 SESSION_KEYS = ("id", "interactive", "owner_can_approve", "mode", "capabilities",
                 "permission_version", "trusted_cwd", "permission_scope", "user_requirements",
                 "rules", "hard_constraints", "thresholds")
@@ -588,7 +592,21 @@ def parse(data: dict[str, Any], file: str) -> Scenario:
         tool_behaviours=_behaviours(r, data, tools, model),
         faults=faults,
         steps=_steps(r, data, names, files, faults),
+        requires=_requires(r, data),
     )
+
+
+def _requires(r: _Reader, data: dict[str, Any]) -> tuple[Feature, ...]:
+    """``requires``: optional features only (the core is never optional)."""
+    names = r.value(data, "requires", "", "strings", ())
+    valid = _choices(sorted(OPTIONAL_FEATURES))
+    for i, name in enumerate(names):
+        if name not in {f.value for f in Feature}:
+            raise r.error(f"requires[{i}]", f"{name!r} is not a feature (valid: {valid})")
+        if Feature(name) not in OPTIONAL_FEATURES:
+            raise r.error(f"requires[{i}]", f"{name!r} is core, which every implementation "
+                                            f"has; list optional features only (valid: {valid})")
+    return tuple(sorted({Feature(n) for n in names}))
 
 
 def loads(text: str, file: str = "<string>") -> Scenario:

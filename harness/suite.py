@@ -11,6 +11,12 @@ Guarantees of :func:`run_suite`:
   scenario, the seed, the evidence, the exact replay command and a trace excerpt;
 * a scenario whose run reported an error (hang, IUT crash) or whose trace is not
   ``completed`` is ``error`` and fails the gate;
+* conformance levels (:mod:`harness.conformance`): core features never gate a criterion; a
+  scenario needing an optional feature the implementation does not declare is not run and
+  is ``skipped`` (every verdict ``not_applicable``, judged by no criterion); a criterion
+  ends ``not_applicable`` only when an optional feature it needs is undeclared, otherwise
+  n/a everywhere becomes ``not_exercised`` (so the core cannot be declared away);
+  ``required_features`` (``--require-features``) are recorded for the gate;
 * the result is a plain :class:`~harness.result.RunResult`; no trace or live object leaks
   into it, and nothing wall-clock enters a trace (only ``run.started``/``duration_s``).
 
@@ -28,8 +34,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import harness
+from harness import conformance
 from harness.contract import Failpoint, Implementation, Thresholds
-from harness.criteria.base import Criterion, Status, Verdict, combine, run_check
+from harness.criteria.base import Criterion, Evidence, Status, Verdict, combine, run_check
 from harness.errors import ExpectationsError
 from harness.result import (
     REPORT_SCHEMA_VERSION,
@@ -217,7 +224,8 @@ class _Judged:
     scenario: Any
     result: ScenarioResult
     verdicts: tuple[Verdict, ...]
-    trace: Trace
+    trace: Trace | None
+    """None for a skipped scenario (never run)."""
 
 
 def run_suite(
@@ -235,6 +243,7 @@ def run_suite(
     thresholds: Thresholds | None = None,
     fault_renderer: FaultRenderer | None = None,
     command: str = "",
+    required_features: Sequence[str] = (),
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
 
@@ -244,7 +253,10 @@ def run_suite(
     :func:`apply_expectation`). ``impl_spec`` is the ``--impl`` text quoted in replay
     commands. ``thresholds`` are the defaults reported in the run info.
     """
-    criteria = tuple(default_criteria() if criteria is None else criteria)
+    criteria = conformance.core_always_applies(
+        tuple(default_criteria() if criteria is None else criteria)
+    )
+    declared = tuple(str(f) for f in implementation.info.features)
     runner = default_runner() if runner is None else runner
     fault_renderer = default_fault_renderer() if fault_renderer is None else fault_renderer
     expected = _check_expectations(expectations, criteria)
@@ -257,10 +269,14 @@ def run_suite(
         faults = render_faults(fault_renderer, scenario)
         if progress:
             progress(ProgressEvent("start", position, total, scenario.id, faults))
-        run = runner(
-            implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
-        )
-        item = _judge(scenario, run, seed, criteria, faults, impl_spec)
+        missing = conformance.missing_features(scenario, declared)
+        if missing:
+            item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
+        else:
+            run = runner(
+                implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
+            )
+            item = _judge(scenario, run, seed, criteria, faults, impl_spec)
         judged.append(item)
         if progress:
             progress(
@@ -271,7 +287,7 @@ def run_suite(
             )
 
     criterion_results = tuple(
-        _criterion_result(i, criterion, judged, seed, impl_spec, expected)
+        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -293,6 +309,7 @@ def run_suite(
         scenarios=tuple(item.result for item in judged),
         coverage=coverage,
         failpoints_unreached=unreached,
+        required_features=tuple(str(f) for f in required_features),
     )
 
 
@@ -331,8 +348,47 @@ def _judge(
         ),
         error=error,
         replay=replay_command(file, seed, impl_spec),
+        requires=_requires(scenario),
     )
     return _Judged(scenario, result, verdicts, run.trace)
+
+
+def _requires(scenario: Any) -> tuple[str, ...]:
+    return tuple(f.value for f in conformance.scenario_requirements(scenario))
+
+
+def _skip(
+    scenario: Any,
+    missing: Sequence[Any],
+    seed: int,
+    criteria: Sequence[Criterion],
+    faults: tuple[str, ...],
+    impl_spec: str,
+) -> _Judged:
+    """A scenario the implementation cannot run: not run, judged by no criterion."""
+    why = (f"scenario {scenario.id} skipped: it needs optional feature(s) "
+           f"{', '.join(str(f) for f in missing)} the implementation does not declare")
+    verdicts = tuple(
+        Verdict(c.id, Status.NOT_APPLICABLE, (Evidence(why),)) for c in criteria
+    )
+    file = display_path(scenario.file)
+    result = ScenarioResult(
+        id=scenario.id,
+        file=file,
+        stage=scenario.stage,
+        seed=seed,
+        status=ScenarioStatus.SKIPPED,
+        duration_s=0.0,
+        trace_digest="",
+        faults=faults,
+        failpoints_reached=(),
+        verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
+                       for v in verdicts),
+        error="",
+        replay=replay_command(file, seed, impl_spec),
+        requires=_requires(scenario),
+    )
+    return _Judged(scenario, result, verdicts, None)
 
 
 def _criterion_result(
@@ -342,16 +398,24 @@ def _criterion_result(
     seed: int,
     impl_spec: str,
     expected: Mapping[str, str],
+    declared: Sequence[str] = (),
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
-    status = apply_expectation(combined_status(verdicts), criterion.id in expected)
+    combined = combined_status(verdicts)
+    gates = tuple(str(f) for f in criterion.required_features)
+    if combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates):
+        # Only an undeclared optional feature makes a criterion n/a; skipped scenarios
+        # alone must not (a core criterion only they exercise is simply not exercised).
+        combined = CriterionStatus.NOT_EXERCISED
+    status = apply_expectation(combined, criterion.id in expected)
     violations = tuple(
         Violation(
             scenario=item.result.id,
             seed=seed,
             evidence=_evidence(verdict),
             replay=item.result.replay,
-            excerpt=trace_excerpt(item.trace, _first_indexes(verdict)),
+            excerpt=(trace_excerpt(item.trace, _first_indexes(verdict))
+                     if item.trace is not None else ()),
         )
         for item, verdict in zip(judged, verdicts)
         if verdict.status in (Status.FAIL, Status.ERROR)
@@ -369,6 +433,7 @@ def _criterion_result(
         ),
         violations=violations,
         expectation_reason=expected.get(criterion.id, ""),
+        required_features=gates,
     )
 
 

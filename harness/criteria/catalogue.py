@@ -8,6 +8,7 @@ criterion or raises ``CriteriaError`` naming the valid ids.
 
 from __future__ import annotations
 
+from harness.conformance import gate_criteria
 from harness.criteria import l1, l2, l3, l4, l5, m, x
 from harness.criteria.base import CriteriaError, Criterion
 
@@ -22,6 +23,10 @@ STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
 )
 
 CRITERIA: tuple[Criterion, ...] = tuple(c for _, stage in STAGES for c in stage)
+
+# Conformance levels: the optional-feature table of harness.conformance, not each stage
+# module's own list, decides which criteria may be n/a; every other criterion is core.
+CRITERIA = gate_criteria(CRITERIA)
 
 
 def _check_unique(criteria: tuple[Criterion, ...]) -> dict[str, Criterion]:

@@ -71,5 +71,13 @@ def gate_line(result: RunResult) -> str:
     )
 
 
+def level_line(result: RunResult) -> str:
+    """The level headline: "conformant: core + sandbox_escalation; not claimed: web_projection"."""
+    line = result.conformance.headline
+    if result.required_features:
+        line += f" (required: {', '.join(result.required_features)})"
+    return line
+
+
 def criteria_with(result: RunResult, *statuses: CriterionStatus) -> list[CriterionResult]:
     return [c for c in result.criteria if c.status in statuses]

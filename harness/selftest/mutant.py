@@ -14,7 +14,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager
 
-from harness.contract import ImplementationInfo, Observation, Runtime, World
+from harness.contract import Feature, ImplementationInfo, Observation, Runtime, World
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,9 @@ class Mutant:
     trust_class: str = ""
     """Which class of trust defect it proves caught (a key of :data:`TRUST_CLASSES`), or ""
     for the per-criterion and durability mutants."""
+    features: tuple[str, ...] | None = None
+    """Features the mutated implementation declares instead of the reference's (None: the
+    reference's); lets a mutant try to declare part of the lifecycle away."""
 
 
 TRUST_CLASSES: dict[str, str] = {
@@ -74,7 +77,8 @@ class MutantImplementation:
         self.info = ImplementationInfo(
             name=f"{info.name}+{mutant.name}",
             version=info.version,
-            features=info.features,
+            features=(info.features if mutant.features is None
+                      else tuple(Feature(f) for f in mutant.features)),
             checkpoint_fixtures=info.checkpoint_fixtures,
         )
 
