@@ -592,7 +592,7 @@ def _mutants() -> tuple[Any, ...]:
 
 
 def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
-    from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest
+    from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest, score_lines
 
     mutants = _mutants()
     if args.mutants:
@@ -635,6 +635,8 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     ctx.out(f"mutation score {selftest.mutation_score:.0%}: "
             f"{sum(m.caught for m in selftest.mutants)}/{len(selftest.mutants)} mutants caught by "
             f"an expected criterion; reference {'passed' if selftest.reference_passed else 'FAILED'}")
+    for line in score_lines(selftest):
+        ctx.out(line)
     for mutant in selftest.mutants:
         if not mutant.caught:
             ctx.out(f"MISSED {mutant.name}: {mutant.defect} (expected {', '.join(mutant.expected)})")

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from harness.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+"""2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios)."""
 
 
 class CriterionStatus(enum.StrEnum):
@@ -154,6 +155,21 @@ class MutantResult:
     """True when at least one expected criterion is among ``killed_by``."""
     scenarios_run: tuple[str, ...] = ()
     scenario_errors: tuple[str, ...] = ()
+    trust_class: str = ""
+    """The mutant's trust class (``harness.selftest.mutant.TRUST_CLASSES``), "" for none."""
+
+
+@dataclass(frozen=True, slots=True)
+class MutationScore:
+    """How many of the mutants meant to be caught (by a criterion, or within a trust class)
+    were caught."""
+
+    expected: int
+    caught: int
+
+    @property
+    def score(self) -> float:
+        return round(self.caught / self.expected, 4) if self.expected else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +181,10 @@ class SelftestResult:
     kills_per_criterion: dict[str, int]
     blind_criteria: tuple[str, ...]
     """Criteria that kill no mutant (flagged: such a criterion may be unable to fail)."""
+    score_per_criterion: dict[str, MutationScore] = field(default_factory=dict)
+    """criterion id → mutants listing it as expected / of those, the ones it failed on."""
+    score_per_class: dict[str, MutationScore] = field(default_factory=dict)
+    """trust class (``criterion`` for mutants without one) → its mutants / caught ones."""
 
     @property
     def passed(self) -> bool:

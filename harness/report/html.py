@@ -4,7 +4,9 @@ Guarantees: no external asset, script or fetch (inline CSS only; links are in-pa
 anchors); every piece of text from the result goes through :func:`html.escape`; the page
 shows the stage × criterion matrix coloured by status, each failure with the quoted seed
 clause, its evidence, the trace excerpt and the replay command, the scenarios with their
-fault plans, and the coverage matrix criterion × failpoint.
+fault plans, and the coverage matrix criterion × failpoint; its banner states the
+conformance level (core + claimed features) and a table shows what each optional feature
+gates and whether it was claimed and met.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from harness.report._text import (
     criteria_with,
     evidence_line,
     gate_line,
+    level_line,
     xml_safe,
 )
 from harness.report.atomic import write_text
@@ -45,6 +48,7 @@ blockquote{border-left:4px solid #ccc;margin:.4em 0;padding:.2em .8em;color:#444
 .st-not_exercised{background:#ffd166}.st-not_applicable{background:#e0e0e0;color:#555}
 .st-expected_fail{background:#cdb4db}.st-unexpected_pass{background:#a2d2ff}
 .sc-passed{background:#b7e4c7}.sc-failed{background:#f4a6a6}.sc-error{background:#e76f51;color:#fff}
+.sc-skipped{background:#e0e0e0;color:#555}
 .legend .chip{cursor:default}
 .cov td{text-align:center;padding:.1em .3em}.cov th.fp{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal;font-size:12px}
 .cov td.hit{background:#b7e4c7}.cov td.miss{background:#f4a6a6}.cov th.unreached{background:#ffd166}
@@ -223,10 +227,41 @@ def _selftest(result: RunResult) -> list[str]:
         verdict = '<td class="sc-passed">yes</td>' if m.caught else '<td class="sc-failed">NO</td>'
         out.append(f'<tr><th title="{e(m.defect)}">{e(m.name)}</th>{verdict}{"".join(cells)}</tr>')
     kills = "".join(f"<td>{selftest.kills_per_criterion.get(c, 0)}</td>" for c in columns)
-    out.append(f"<tr><th>kills</th><td></td>{kills}</tr></table>")
+    out.append(f"<tr><th>kills</th><td></td>{kills}</tr>")
+    scores = "".join(
+        f"<td>{score.caught}/{score.expected}</td>" if (score := selftest.score_per_criterion.get(c))
+        and score.expected else "<td></td>" for c in columns)
+    out.append(f'<tr><th title="killed by it / mutants expecting it">score</th><td></td>{scores}</tr></table>')
+    if selftest.score_per_class:
+        out.append("<table><tr><th>trust class</th><th>caught</th><th>mutants</th></tr>" + "".join(
+            f"<tr><th>{e(name)}</th><td>{score.caught}</td><td>{score.expected}</td></tr>"
+            for name, score in selftest.score_per_class.items()) + "</table>")
     out.append("<ul>" + "".join(
         f"<li><code>{e(m.name)}</code>: {e(m.defect)} — expected {e(', '.join(m.expected))}</li>"
         for m in selftest.mutants) + "</ul>")
+    return out
+
+
+def _levels(result: RunResult) -> list[str]:
+    level = result.conformance
+    core_bad = (f"not met: {', '.join(level.core_not_passed)}" if level.core_not_passed
+                else ("met" if level.core_met else "not judged (scenario errors)"))
+    out = [
+        "<table><tr><th>level</th><th>state</th><th>criteria</th><th>scenarios it gates</th></tr>",
+        f"<tr><th>core</th><td>{e(core_bad)}</td>"
+        f"<td>{len(level.core_criteria)} criteria (never n/a)</td><td>all others</td></tr>",
+    ]
+    for f in level.features:
+        scenarios = [s.id for s in result.scenarios if f.feature in s.requires]
+        state = f.state.value.replace("_", " ")
+        if f.not_passed:
+            state += f": {', '.join(f.not_passed)}"
+        if f.required:
+            state += " (required)"
+        out.append(f"<tr><th>{e(f.feature)}</th><td>{e(state)}</td>"
+                   f"<td>{e(', '.join(f.criteria))}</td><td>{e(', '.join(scenarios) or '—')}</td></tr>")
+    out.append("</table>")
+    out += [f"<p><b>{e(m)}</b> (--require-features)</p>" for m in level.required_unmet]
     return out
 
 
@@ -256,7 +291,10 @@ def to_html(result: RunResult) -> str:
         f"<title>Lifecycle conformance — {e(info.name)} {e(info.version)}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>Lifecycle conformance — {e(info.name)} {e(info.version)}</h1>",
-        f'<div class="banner {banner_class}">{e(gate_line(result))}</div>',
+        f'<div class="banner {banner_class}"><b>{e(level_line(result))}</b><br>'
+        f"{e(gate_line(result))}</div>",
+        "<h2>Conformance level</h2>",
+        *_levels(result),
         "<h2>Stage × criterion</h2>",
         *_matrix(result),
         "<h2>Failures</h2>",

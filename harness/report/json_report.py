@@ -1,7 +1,9 @@
 """``report.json``: the RunResult as JSON, the machine-readable report.
 
 Guarantees: :func:`to_dict` is the RunResult's contract JSON (``harness.contract.to_json``)
-plus a derived top-level ``gate_passed``; it validates against
+plus the derived top-level ``gate_passed`` and ``conformance`` (the level reached: core met,
+each optional feature met / failing / not claimed, required features unmet, the headline);
+it validates against
 ``fixtures/report.schema.json`` (checked in tests); :func:`from_dict` rebuilds the exact
 RunResult, so every other writer can work from a saved report.json. Keys are written
 sorted, so the same result always gives the same bytes.
@@ -19,12 +21,34 @@ from harness.report.atomic import write_text
 from harness.result import RunResult
 
 FILENAME = "report.json"
-DERIVED_KEYS = ("gate_passed",)
+DERIVED_KEYS = ("gate_passed", "conformance")
+
+
+def conformance_dict(result: RunResult) -> dict[str, Any]:
+    level = result.conformance
+    return {
+        "headline": level.headline,
+        "conformant": level.conformant,
+        "level": level.level,
+        "core_met": level.core_met,
+        "core_criteria": list(level.core_criteria),
+        "core_not_passed": list(level.core_not_passed),
+        "claimed": list(level.claimed),
+        "not_claimed": list(level.not_claimed),
+        "features": [
+            {"feature": f.feature, "state": f.state.value, "criteria": list(f.criteria),
+             "not_passed": list(f.not_passed), "required": f.required}
+            for f in level.features
+        ],
+        "required": list(level.required),
+        "required_unmet": list(level.required_unmet),
+    }
 
 
 def to_dict(result: RunResult) -> dict[str, Any]:
     data = to_json(result)
     data["gate_passed"] = result.gate_passed
+    data["conformance"] = conformance_dict(result)
     return data
 
 

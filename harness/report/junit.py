@@ -6,7 +6,11 @@ criterion with ``classname`` ``<implementation name>.<stage>``; ``failed`` and
 ``not_exercised`` are ``<failure>`` (a vacuous criterion does not pass), ``error`` is
 ``<error>``, ``not_applicable`` and ``expected_fail`` are ``<skipped>``; each failure text
 carries the evidence and the replay command. A second suite ("<implementation> scenarios")
-has one testcase per scenario so that a hung or crashed scenario shows up in CI too.
+has one testcase per scenario so that a hung or crashed scenario shows up in CI too (a
+scenario skipped for an undeclared optional feature is ``<skipped>``). The level headline is
+the ``conformance`` property of each suite; with ``--require-features`` a third suite
+("<implementation> required features") has one testcase per required feature, a
+``<failure>`` when it is not declared or not met.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.contract import to_json
-from harness.report._text import evidence_line, violation_text, xml_safe
+from harness.report._text import evidence_line, level_line, violation_text, xml_safe
 from harness.report.atomic import write_bytes
 from harness.result import CriterionResult, CriterionStatus, RunResult, ScenarioResult, ScenarioStatus
 
@@ -65,6 +69,10 @@ def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult) -> str:
         time=f"{s.duration_s:.3f}", file=s.file,
     )
     plan = "\n".join(s.faults) or "(no faults)"
+    if s.status is ScenarioStatus.SKIPPED:
+        _el(case, "skipped", message="not run: needs optional feature(s) "
+            f"{', '.join(s.requires)} the implementation does not declare")
+        return "skipped"
     if s.status is ScenarioStatus.ERROR:
         _el(case, "error", f"{s.error}\nfault plan:\n{plan}\nreplay: {s.replay}",
             type="scenario_error", message=s.error.splitlines()[0] if s.error else "run error")
@@ -83,6 +91,16 @@ def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult) -> str:
     return ""
 
 
+def _required_case(suite: ET.Element, impl: str, result: RunResult, feature: str) -> str:
+    case = _el(suite, "testcase", classname=f"{impl}.required", name=feature, time="0")
+    unmet = [m for m in result.conformance.required_unmet if m.startswith(f"{feature} ")]
+    if unmet:
+        _el(case, "failure", unmet[0] + "\n" + level_line(result), type="required_feature",
+            message=unmet[0])
+        return "failure"
+    return ""
+
+
 def _suite(parent: ET.Element, name: str, result: RunResult, time: float) -> ET.Element:
     suite = _el(parent, "testsuite", name=name, timestamp=result.run.started, time=f"{time:.3f}")
     props = _el(suite, "properties")
@@ -95,6 +113,8 @@ def _suite(parent: ET.Element, name: str, result: RunResult, time: float) -> ET.
         ("harness_version", result.run.harness_version),
         ("thresholds", json.dumps(to_json(result.run.thresholds), sort_keys=True)),
         ("command", result.run.command),
+        ("conformance", level_line(result)),
+        ("required_features", ",".join(result.required_features)),
     ):
         _el(props, "property", name=key, value=value)
     return suite
@@ -115,7 +135,12 @@ def to_xml(result: RunResult) -> bytes:
     scenarios = _suite(root, f"{impl} scenarios", result, sum(s.duration_s for s in result.scenarios))
     s_outcomes = [_scenario_case(scenarios, impl, s) for s in result.scenarios]
     _count(scenarios, s_outcomes)
-    _count(root, c_outcomes + s_outcomes)
+    r_outcomes: list[str] = []
+    if result.required_features:
+        required = _suite(root, f"{impl} required features", result, 0.0)
+        r_outcomes = [_required_case(required, impl, result, f) for f in result.required_features]
+        _count(required, r_outcomes)
+    _count(root, c_outcomes + s_outcomes + r_outcomes)
     root.set("time", f"{result.run.duration_s:.3f}")
     ET.indent(root)
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"

@@ -1,6 +1,7 @@
 """``report.md``: a short summary that fits a pull-request comment.
 
-Guarantees: a first line saying whether the gate passed, a count table, every failing or
+Guarantees: a first line saying whether the gate passed, the conformance level headline
+(core + claimed features, not claimed ones, unmet ``--require-features``), a count table, every failing or
 erroring criterion with its first violations and their replay commands, errored scenarios,
 and the list of criteria not exercised. Output stays under :data:`MAX_CHARS` (long lists are
 cut with a pointer to report.html); model- and IUT-written text is escaped so it cannot
@@ -13,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.report._text import PROBLEM_STATUSES, criteria_with, evidence_line
+from harness.report._text import PROBLEM_STATUSES, criteria_with, evidence_line, level_line
 from harness.report.atomic import write_text
 from harness.result import CriterionStatus, RunResult, ScenarioStatus
 
@@ -56,11 +57,14 @@ def to_markdown(result: RunResult) -> str:
     icon = "✅" if result.gate_passed else "❌"
     verdict = "gate passed" if result.gate_passed else "gate failed"
     errored = [sc for sc in result.scenarios if sc.status is ScenarioStatus.ERROR]
+    skipped = [sc for sc in result.scenarios if sc.status is ScenarioStatus.SKIPPED]
     lines = [
         f"## {icon} Lifecycle conformance: {verdict}",
         "",
+        f"**{text(level_line(result))}**",
+        "",
         f"**{text(info.name)} {text(info.version)}** · seed {code(str(result.run.seed))} · "
-        f"{len(result.scenarios)} scenarios ({len(errored)} errored) · "
+        f"{len(result.scenarios)} scenarios ({len(errored)} errored, {len(skipped)} skipped) · "
         f"harness {text(result.run.harness_version)} · {result.run.duration_s:.1f} s",
         "",
         "| criteria | passed | failed | errors | not exercised | n/a | expected fail | unexpected pass |",
@@ -69,6 +73,10 @@ def to_markdown(result: RunResult) -> str:
         f"{s.not_applicable} | {s.expected_fail} | {s.unexpected_pass} |",
     ]
     body: list[str] = []
+    unmet = result.conformance.required_unmet
+    if unmet:
+        body += ["", "### Required features not met (--require-features)", ""]
+        body += [f"- {text(m)}" for m in unmet]
     problems = criteria_with(result, *PROBLEM_STATUSES)
     if problems:
         body += ["", "### Failures", ""]
@@ -121,6 +129,14 @@ def to_markdown(result: RunResult) -> str:
                  for m in missed]
         if st.blind_criteria:
             body.append("Criteria that kill no mutant: " + ", ".join(code(c) for c in st.blind_criteria))
+        if st.score_per_class:
+            body += ["", "| trust class | caught | mutants |", "|---|---:|---:|"]
+            body += [f"| {text(name)} | {score.caught} | {score.expected} |"
+                     for name, score in st.score_per_class.items()]
+        scored = [(cid, sc) for cid, sc in st.score_per_criterion.items() if sc.expected]
+        if scored:
+            body += ["", "Per criterion (killed/expected): " + ", ".join(
+                f"{text(cid)} {sc.caught}/{sc.expected}" for cid, sc in scored)]
     if result.failpoints_unreached:
         body += [
             "",

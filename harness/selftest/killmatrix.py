@@ -13,7 +13,10 @@ Guarantees of :func:`run_selftest`:
   that fail are recorded too (``killed_by``); a checker error or a scenario error is never
   counted as a kill (a crash is not a detection by the criterion);
 * ``kills_per_criterion`` counts, for every criterion of the catalogue, the mutants it
-  failed on; criteria with no kill are listed as blind.
+  failed on; criteria with no kill are listed as blind;
+* :func:`mutation_scores` (pure) scores each criterion (of the mutants expecting it, how
+  many it failed on) and each trust class (of its mutants, how many were caught; mutants
+  without a class count under ``criterion``).
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ from harness.criteria.base import Criterion
 from harness.result import (
     CriterionStatus,
     MutantResult,
+    MutationScore,
     RunResult,
     ScenarioStatus,
     SelftestResult,
 )
-from harness.selftest.mutant import Mutant, MutantImplementation
+from harness.selftest.mutant import TRUST_CLASSES, Mutant, MutantImplementation
 from harness.suite import run_suite
 
 
@@ -120,14 +124,69 @@ def run_selftest(
             done(position + 1, job.run(position))
     kills = {cid: sum(1 for m in outcomes if cid in m.killed_by) for cid in criterion_ids}
     caught = sum(1 for m in outcomes if m.caught)
+    per_criterion, per_class = mutation_scores(outcomes, criterion_ids)
     selftest = SelftestResult(
         reference_passed=reference_clean(reference_result),
         mutants=tuple(outcomes),
         mutation_score=round(caught / len(outcomes), 4) if outcomes else 0.0,
         kills_per_criterion=kills,
         blind_criteria=tuple(cid for cid in criterion_ids if kills[cid] == 0),
+        score_per_criterion=per_criterion,
+        score_per_class=per_class,
     )
     return reference_result, selftest
+
+
+UNCLASSED = "criterion"
+"""The score key of mutants with no trust class (the per-criterion and durability ones)."""
+
+
+def mutation_scores(
+    mutants: Sequence[MutantResult], criterion_ids: Sequence[str] = ()
+) -> tuple[dict[str, MutationScore], dict[str, MutationScore]]:
+    """(per criterion, per trust class) mutation scores of a kill matrix.
+
+    Per criterion: the mutants that list it as expected, and how many of them it failed on
+    (without ``--full`` a mutant stops at its first catching scenarios, so a second expected
+    criterion may be under-counted). Every id of ``criterion_ids`` gets an entry (0/0 for a
+    criterion no mutant expects), in that order, then any other expected id. Per class:
+    every trust class met (``criterion`` for none), its mutants and how many were caught by
+    an expected criterion."""
+    order = list(criterion_ids)
+    for m in mutants:
+        order += [c for c in m.expected if c not in order]
+    per_criterion = {
+        cid: MutationScore(
+            expected=sum(1 for m in mutants if cid in m.expected),
+            caught=sum(1 for m in mutants if cid in m.expected and cid in m.killed_by),
+        )
+        for cid in order
+    }
+    classes: dict[str, list[MutantResult]] = {}
+    for m in mutants:
+        classes.setdefault(m.trust_class or UNCLASSED, []).append(m)
+    per_class = {
+        name: MutationScore(len(members), sum(1 for m in members if m.caught))
+        for name, members in sorted(classes.items())
+    }
+    return per_criterion, per_class
+
+
+def score_lines(result: SelftestResult) -> list[str]:
+    """The per-criterion and per-class mutation scores as text (what ``selftest`` prints)."""
+    lines = ["mutation score per trust class (caught/mutants):"]
+    for name, score in result.score_per_class.items():
+        about = TRUST_CLASSES.get(name, "per-criterion and durability mutants")
+        flag = "" if score.caught == score.expected else "  <- MISSED"
+        lines.append(f"  {name:<20} {score.caught}/{score.expected} ({score.score:.0%})  "
+                     f"{about}{flag}")
+    lines.append("mutation score per criterion (killed/expected; - none expects it):")
+    cells = []
+    for cid, score in result.score_per_criterion.items():
+        cells.append(f"{cid} {score.caught}/{score.expected}" if score.expected else f"{cid} -")
+    for start in range(0, len(cells), 8):
+        lines.append("  " + "  ".join(f"{c:<11}" for c in cells[start:start + 8]).rstrip())
+    return lines
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +232,7 @@ class _Job:
             caught=any(c in killed_by for c in mutant.expected),
             scenarios_run=tuple(s.id for s in ran),
             scenario_errors=tuple(errors),
+            trust_class=mutant.trust_class,
         )
 
 

@@ -24,7 +24,7 @@ CRITERIA = (
     criterion("A"),                                   # exercised in s1 and s2 -> passed
     criterion("B", "l1"),                             # fails in s2 -> failed
     criterion("C"),                                   # never exercised -> not_exercised
-    criterion("D", required=(Feature.PLAN_MODE,)),   # impl lacks plan mode -> n/a
+    criterion("D", required=(Feature.WEB_PROJECTION,)),  # impl lacks web projection -> n/a
     criterion("E", "m"),                              # checker raises in s1 -> error
 )
 
