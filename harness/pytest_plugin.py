@@ -5,7 +5,10 @@ against that implementation and every acceptance criterion becomes one test item
 (``lifecycle::L4.1``): passed → pass, failed / error / not exercised → fail with the
 evidence and the replay command, not applicable → skip, expected by ``--lifecycle-expectations``
 → xfail (an unexpected pass fails, so the expectation file gets tightened). Reports are
-written to ``--lifecycle-report-dir`` when given.
+written to ``--lifecycle-report-dir`` when given. ``--lifecycle-require-features A,B`` (or
+``all``) adds one item per demanded optional feature (``lifecycle::requires::A``) that fails
+when the implementation does not declare it or does not meet it; an unknown feature name is
+a pytest usage error. The session's terminal summary prints the conformance level headline.
 
 Guarantees: importing this module costs nothing (the harness is imported lazily), so
 installing the package does not slow down or change unrelated pytest runs.
@@ -32,6 +35,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="TOML file of criteria expected to fail")
     group.addoption("--lifecycle-report-dir", metavar="DIR", default=None,
                     help="also write report.json/junit.xml/report.md/report.html here")
+    group.addoption("--lifecycle-require-features", metavar="A,B", default="",
+                    help="optional features the implementation must declare and meet "
+                    "(comma-separated, or 'all'); the core is always required")
+
+
+def _required(config: pytest.Config) -> tuple[str, ...]:
+    text = config.getoption("--lifecycle-require-features") or ""
+    if not text:
+        return ()
+    from harness.conformance import parse_feature_list
+    from harness.errors import UsageError
+
+    try:
+        return tuple(f.value for f in parse_feature_list(text, "--lifecycle-require-features"))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _run(config: pytest.Config) -> Any:
@@ -50,6 +69,7 @@ def _run(config: pytest.Config) -> Any:
         resolve(spec), discover(paths), config.getoption("--lifecycle-seed"),
         expectations=load_expectations(expectations_file) if expectations_file else None,
         impl_spec=spec,
+        required_features=_required(config),
     )
     report_dir = config.getoption("--lifecycle-report-dir")
     if report_dir:
@@ -103,6 +123,32 @@ class CriterionItem(pytest.Item):
         return self.config.rootpath / "lifecycle", None, f"lifecycle::{self.criterion_id}"
 
 
+class RequiredFeatureItem(pytest.Item):
+    """One optional feature demanded by ``--lifecycle-require-features``."""
+
+    def __init__(self, *, feature: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.feature = feature
+
+    def runtest(self) -> None:
+        result = _run(self.config)
+        level = result.conformance
+        unmet = [m for m in level.required_unmet if m.startswith(f"{self.feature} ")]
+        if unmet:
+            pytest.fail(f"{unmet[0]}\n{level.headline}", pytrace=False)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.config.rootpath / "lifecycle", None, f"lifecycle::requires::{self.feature}"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    result = config.stash.get(_RESULT_KEY, None)
+    if result is not None:
+        from harness.report._text import level_line
+
+        terminalreporter.write_line(f"lifecycle conformance: {level_line(result)}")
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     if not config.getoption("--lifecycle-impl"):
@@ -114,3 +160,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         items.append(CriterionItem.from_parent(
             suite, name=criterion.id, nodeid=f"lifecycle::{criterion.id}",
             criterion_id=criterion.id))
+    for feature in _required(config):
+        items.append(RequiredFeatureItem.from_parent(
+            suite, name=f"requires::{feature}", nodeid=f"lifecycle::requires::{feature}",
+            feature=feature))
