@@ -1,6 +1,8 @@
 """The pytest plugin turns every criterion into one test item, only when asked to."""
 
 import re
+
+import pytest
 from pathlib import Path
 
 pytest_plugins = ["pytester"]
@@ -33,3 +35,27 @@ def test_each_criterion_is_an_item_and_a_defect_fails_its_item(pytester):
     assert re.search(r"FAILED \S*lifecycle::L3\.1 ", out) and "no scenario exercised it" in out
     assert (pytester.path / "reports" / "report.json").is_file()
     assert result.ret == 1
+
+
+def test_required_features_become_items_and_an_undeclared_one_fails(pytester):
+    result = pytester.runpytest_subprocess(
+        "-q", "-p", "no:cacheprovider", "-rA",
+        "--lifecycle-impl", "mutant:core-declared-away-800-chars",
+        "--lifecycle-scenarios", L1,
+        "--lifecycle-require-features", "checkpoint_import",
+    )
+    out = result.stdout.str()
+    assert re.search(r"FAILED \S*lifecycle::requires::checkpoint_import", out)
+    assert "checkpoint_import is required but the implementation does not declare it" in out
+    assert "lifecycle conformance: not conformant" in out
+    assert re.search(r"SKIPPED .*L1\.6", out) or "L1.6 not applicable" in out
+    assert result.ret == 1
+
+
+def test_an_unknown_required_feature_is_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess(
+        "-q", "-p", "no:cacheprovider", "--lifecycle-impl", "reference",
+        "--lifecycle-scenarios", L1, "--lifecycle-require-features", "warp",
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown feature 'warp'" in result.stderr.str()
