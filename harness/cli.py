@@ -279,8 +279,9 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_list(sub: Any) -> None:
-    parser = sub.add_parser("list", help="list criteria, scenarios or failpoints")
-    parser.add_argument("what", choices=("criteria", "scenarios", "failpoints", "mutants"))
+    parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants or features")
+    parser.add_argument("what", choices=("criteria", "scenarios", "failpoints", "mutants",
+                                         "features"))
     add_scenarios_option(parser)
     parser.set_defaults(handler=cmd_list)
 
@@ -526,7 +527,17 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
     elif args.what == "mutants":
         for mutant in _mutants():
-            ctx.out(f"{mutant.name}  [{', '.join(mutant.expected)}]  {mutant.defect}")
+            klass = f" ({mutant.trust_class})" if mutant.trust_class else ""
+            ctx.out(f"{mutant.name}  [{', '.join(mutant.expected)}]{klass}  {mutant.defect}")
+    elif args.what == "features":
+        core = ", ".join(sorted(conformance.CORE_FEATURES))
+        ctx.out(f"core (always required, cannot be declared away): {core}")
+        for entry in conformance.OPTIONAL:
+            needs = f"requires = [\"{entry.feature.value}\"]"
+            if entry.implied_by:
+                needs = f"{entry.implied_by} or {needs}"
+            ctx.out(f"{entry.feature.value:<20} gates {', '.join(entry.criteria)}; skips scenarios "
+                    f"with {needs} — {entry.why_optional}")
     else:
         width = max(len(fp.value) for fp in Failpoint)
         for fp in Failpoint:

@@ -57,7 +57,8 @@ class OptionalFeature:
     criteria: tuple[str, ...]
     """Criterion ids that apply only when the implementation declares the feature."""
     implied_by: str
-    """Which scenario content needs the feature (besides an explicit ``requires``)."""
+    """Which scenario content needs the feature (besides an explicit ``requires``); "" when
+    no content does (its scenarios also test core behaviour and always run)."""
     why_optional: str
     """Why the lifecycle design lets an implementation leave it out."""
 
@@ -83,7 +84,7 @@ OPTIONAL: tuple[OptionalFeature, ...] = (
     ),
     OptionalFeature(
         Feature.WEB_PROJECTION, ("L5.4",),
-        "nothing: scenarios run without it, only its criteria are n/a",
+        "",
         "the projection step and the delivery states stay core (X1, L4); a web view "
         "that shows each state's reason and recovery actions exists only where there "
         "is a web front end",

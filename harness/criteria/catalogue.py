@@ -3,7 +3,9 @@
 Guarantees: ``CRITERIA`` lists stages X, L1, L2, L3, L4, L5 and M in that order, each
 stage's criteria in the order its module defines them; ids are unique (checked at import,
 a duplicate raises :class:`~harness.criteria.base.CriteriaError`); :func:`by_id` finds one
-criterion or raises ``CriteriaError`` naming the valid ids.
+criterion or raises ``CriteriaError`` naming the valid ids; each criterion's
+``required_features`` are those of the optional-feature table of :mod:`harness.conformance`
+(empty for the core, which no declaration can make n/a).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def test_core_and_optional_partition_the_features_and_the_table_covers_each_opti
     ids = {c.id for c in CRITERIA}
     for entry in conformance.OPTIONAL:
         assert entry.criteria and set(entry.criteria) <= ids, entry.feature
-        assert entry.why_optional and entry.implied_by
+        assert entry.why_optional
 
 
 def test_the_catalogue_gates_exactly_what_the_table_lists_and_nothing_core():
@@ -315,6 +315,14 @@ def _tmp_cwd(tmp_path, monkeypatch):
 
 GOOD = NeedyScenario("good", marks=("A:ok", "W:ok"), requires=("sandbox_escalation",))
 GATED = (criterion("A"), criterion("W", required=(Feature.SANDBOX_ESCALATION,)))
+
+
+def test_cli_list_features_names_the_core_and_what_each_optional_feature_gates(_tmp_cwd):
+    code, out, _ = _cli(["list", "features"], [GOOD], GATED)
+    assert code == 0
+    assert "core (always required, cannot be declared away): approvals, auto_mode" in out
+    assert 'multi_instance       gates L4.10; skips scenarios with a concurrent_turn step or ' \
+           'requires = ["multi_instance"]' in out
 
 
 def test_cli_run_prints_the_level_headline(_tmp_cwd):
