@@ -62,9 +62,13 @@ def gate_line(result: RunResult) -> str:
         parts.append(f"{s.expected_fail} expected fail")
     if s.unexpected_pass:
         parts.append(f"{s.unexpected_pass} unexpected pass")
+    skipped = sum(1 for sc in result.scenarios if sc.status.value == "skipped")
     scen = f"{len(result.scenarios)} scenarios"
-    if errored:
-        scen += f" ({errored} errored)"
+    notes = [f"{errored} errored"] if errored else []
+    if skipped:
+        notes.append(f"{skipped} skipped")
+    if notes:
+        scen += f" ({', '.join(notes)})"
     return (
         f"gate {verdict}: {result.implementation.name} {result.implementation.version}, "
         f"seed {result.run.seed}, {scen}; {s.criteria} criteria: " + ", ".join(parts)

@@ -5,7 +5,7 @@ features at all must still be judged on the whole core. Each mutant here declare
 feature away *and* carries a core defect; before levels existed the criteria that catch
 the defect were ``not_applicable`` for such an implementation and the gate was green.
 (Declaring features away with no defect must still pass the core: that is a property of
-the reference, tested in ``tests/unit/harness/test_conformance_levels.py``, not a mutant.)
+the reference, tested in ``tests/unit/harness/test_conformance.py``, not a mutant.)
 """
 
 from __future__ import annotations
