@@ -328,7 +328,7 @@ def test_cli_list_features_names_the_core_and_what_each_optional_feature_gates(_
 def test_cli_run_prints_the_level_headline(_tmp_cwd):
     code, out, _ = _cli(["run"], [GOOD], GATED, features=(Feature.SANDBOX_ESCALATION,))
     assert code == 0
-    assert (f"conformant: core + sandbox_escalation; not claimed: "
+    assert ("conformant: core + sandbox_escalation; not claimed: "
             "checkpoint_import, multi_instance, web_projection") in out
 
 
@@ -404,3 +404,12 @@ def test_the_reference_declaring_no_features_still_meets_the_whole_core():
         "l4-concurrent-duplicates", "l1-old-checkpoints", "l2-escalation-after-sandbox"}
     na = {c.id for c in result.criteria if c.status is CriterionStatus.NOT_APPLICABLE}
     assert na == {"L1.6", "L2.11", "L4.10", "L5.4"}
+
+
+def test_the_docs_table_lists_what_each_optional_feature_gates():
+    doc = (REPO / "docs" / "lifecycle.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Conformance levels"):]
+    for entry in conformance.OPTIONAL:
+        assert f"| `{entry.feature.value}` | {', '.join(entry.criteria)} |" in section
+    assert f"Every criterion not listed under an optional feature below is core: " \
+           f"{len(CRITERIA) - 4} of the {len(CRITERIA)}" in section.replace("\n", " ")
