@@ -639,8 +639,12 @@ def check_l1_7(trace: Trace) -> Verdict:
                         (row.index, request.index), (seq,)))
             if kind == "param_error":
                 for later in listed[position + 1:]:
+                    # "Corrected" means the executing arguments changed: a Bash call that
+                    # only rewords its display-only description is the same operation.
                     if (later.session_id == op.session_id and later.tool == op.tool
-                            and later.args != op.args and later.latest is not None
+                            and F.expected_dedup_key(trace, later.session_id, later.tool, later.args)
+                            != F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
+                            and later.latest is not None
                             and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value):
                         violations.append(_ev(
                             f"{F.describe(later)}: a corrected call after the parameter error of "
