@@ -9,6 +9,8 @@ store read back at every observation point.
 
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass
 
 from harness.contract import DecisionSource, EventType, Feature, Outcome, Permission
@@ -308,7 +310,16 @@ def looks_equivalent(a: object, b: object) -> bool:
         _collapse(a) == _collapse(b)
         or _collapse(a).casefold() == _collapse(b).casefold()
         or sorted("".join(a.split())) == sorted("".join(b.split()))
+        or _shell_words(a) == _shell_words(b) is not None
     )
+
+
+def _shell_words(text: str) -> list[str] | None:
+    """The words a POSIX shell would pass (quoting and whitespace removed), or None."""
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: no shell would run it as the same words
+        return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
