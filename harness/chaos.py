@@ -430,10 +430,20 @@ def read_raw(scenario: Scenario) -> dict[str, Any]:
     """The parsed TOML of the file ``scenario`` was loaded from."""
     try:
         with open(scenario.file, "rb") as handle:
-            return tomllib.load(handle)
+            data = tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ChaosError(f"{scenario.file}: cannot read base scenario {scenario.id!r} "
                          f"again: {exc}; chaos bases must be scenario files on disk") from None
+    variant = getattr(scenario, "variant", "")
+    if not variant:
+        return data
+    # A template's variant is written out expanded: a regression file is one plain scenario.
+    from harness.scenario_matrix import expand
+
+    for candidate in expand(data, scenario.file):
+        if candidate.key == variant:
+            return candidate.data
+    raise ChaosError(f"{scenario.file}: variant {variant!r} of {scenario.id!r} is gone")
 
 
 def make_base(scenario: Scenario, reference_run: Any, raw: Mapping[str, Any] | None = None

@@ -551,11 +551,17 @@ class _Run:
                                                   "skipped": reason})
 
     def answer(self, primary: int, step: Step) -> None:
-        wait_id = self.world.approver.next_unanswered() if step.wait == "next" else step.wait
+        if step.wait == "next":
+            wait_id = self.world.approver.next_unanswered()
+        elif step.wait == "again":  # the same human answer delivered a second time
+            wait_id = self.world.approver.last_answered()
+        else:
+            wait_id = step.wait
         approve = step.approve
         if wait_id is None:
-            self.skip(primary, "answer_approval", {"wait_id": None, "approve": approve},
-                      "no approval prompt is waiting for an answer")
+            reason = ("no approval prompt is waiting for an answer" if step.wait == "next"
+                      else "no wait was answered before, so none can be answered again")
+            self.skip(primary, "answer_approval", {"wait_id": None, "approve": approve}, reason)
             return
         self.world.approver.mark_answered(wait_id)  # the human clicked once, whatever follows
         self.after(primary, self.drive(

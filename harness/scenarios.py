@@ -42,6 +42,7 @@ from harness.contract import (
     ToolKind,
     ToolSpec,
 )
+from harness import scenario_matrix
 from harness.errors import ScenarioError
 from harness.faults import Action, Fault, FaultPlan, make_fault
 from harness.world import templates
@@ -131,6 +132,8 @@ class Scenario:
     steps: tuple[Step, ...] = ()
     requires: tuple[Feature, ...] = ()
     """Optional features the scenario needs; without them the suite skips it whole."""
+    variant: str = ""
+    """For a scenario expanded from a template (``[matrix]``), the variant's key; else ""."""
 
     @property
     def default_session(self) -> str:
@@ -561,9 +564,10 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
 # --------------------------------------------------------------------------- entry points
 
 
-def parse(data: dict[str, Any], file: str) -> Scenario:
-    """Validate parsed TOML (``file`` names it in errors) into a :class:`Scenario`."""
-    r = _Reader(file)
+def parse(data: dict[str, Any], file: str, variant: str = "") -> Scenario:
+    """Validate parsed TOML (``file`` names it in errors) into a :class:`Scenario`; a
+    template's variants are parsed one by one (``variant`` names which, in errors too)."""
+    r = _Reader(f"{file} [variant {variant}]" if variant else file)
     r.keys(data, "", TOP_KEYS, ("id", "stage"))
     scenario_id = r.value(data, "id", "", str)
     if not ID_PATTERN.match(scenario_id):
@@ -593,6 +597,7 @@ def parse(data: dict[str, Any], file: str) -> Scenario:
         faults=faults,
         steps=_steps(r, data, names, files, faults),
         requires=_requires(r, data),
+        variant=variant,
     )
 
 
@@ -609,15 +614,52 @@ def _requires(r: _Reader, data: dict[str, Any]) -> tuple[Feature, ...]:
     return tuple(sorted({Feature(n) for n in names}))
 
 
-def loads(text: str, file: str = "<string>") -> Scenario:
+def parse_all(data: dict[str, Any], file: str) -> tuple[Scenario, ...]:
+    """Every scenario of one parsed file: itself, or each variant of a template."""
+    return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+
+
+def _toml(text: str, file: str) -> dict[str, Any]:
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
-    return parse(data, file)
 
 
-def load(path: str | Path) -> Scenario:
+def loads_all(text: str, file: str = "<string>") -> tuple[Scenario, ...]:
+    return parse_all(_toml(text, file), file)
+
+
+def loads(text: str, file: str = "<string>", variant: str | None = None) -> Scenario:
+    """The one scenario of ``text``; for a template, the variant named ``variant`` (needed
+    when the template has more than one)."""
+    return _choose(loads_all(text, file), file, variant)
+
+
+def _choose(scenarios: tuple[Scenario, ...], file: str, variant: str | None) -> Scenario:
+    if variant is None:
+        if len(scenarios) == 1:
+            return scenarios[0]
+        keys = ", ".join(s.variant for s in scenarios[:6])
+        more = ", ..." if len(scenarios) > 6 else ""
+        raise ScenarioError(f"{file}: a template with {len(scenarios)} variants; name one with "
+                            f"--variant KEY (e.g. {keys}{more})")
+    for scenario in scenarios:
+        if scenario.variant == variant or scenario.id == variant:
+            return scenario
+    keys = ", ".join(s.variant or "(none)" for s in scenarios[:6])
+    raise ScenarioError(f"{file}: no variant {variant!r} (variants: {keys}"
+                        f"{', ...' if len(scenarios) > 6 else ''})")
+
+
+def load(path: str | Path, variant: str | None = None) -> Scenario:
+    """The scenario of one file (for a template: the variant ``variant``)."""
+    path = Path(path)
+    return _choose(load_all(path), str(path), variant)
+
+
+def load_all(path: str | Path) -> tuple[Scenario, ...]:
+    """Every scenario one file holds: itself, or each variant of a template."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -625,7 +667,7 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ScenarioError(f"{path}: not UTF-8 text: {exc}") from None
-    return loads(text, str(path))
+    return loads_all(text, str(path))
 
 
 def discover(paths: Iterable[str | Path]) -> tuple[Scenario, ...]:
@@ -647,7 +689,7 @@ def discover(paths: Iterable[str | Path]) -> tuple[Scenario, ...]:
             if key not in seen:
                 seen.add(key)
                 files.append(item)
-    scenarios = [load(file) for file in files]
+    scenarios = [scenario for file in files for scenario in load_all(file)]
     by_id: dict[str, Scenario] = {}
     for scenario in scenarios:
         if scenario.id in by_id:

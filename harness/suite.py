@@ -110,10 +110,12 @@ def default_fault_renderer() -> FaultRenderer:
 # --------------------------------------------------------------------------- helpers
 
 
-def replay_command(scenario_file: str, seed: int, impl_spec: str) -> str:
-    """The exact shell command that replays one scenario under one seed and implementation."""
+def replay_command(scenario_file: str, seed: int, impl_spec: str, variant: str = "") -> str:
+    """The exact shell command that replays one scenario under one seed and implementation
+    (``variant``: which variant of a scenario template)."""
+    chosen = f" --variant {shlex.quote(variant)}" if variant else ""
     return (
-        f"lifecycle-harness replay {shlex.quote(display_path(scenario_file))} "
+        f"lifecycle-harness replay {shlex.quote(display_path(scenario_file))}{chosen} "
         f"--seed {int(seed)} --impl {shlex.quote(impl_spec)}"
     )
 
@@ -347,7 +349,7 @@ def _judge(
             for v in verdicts
         ),
         error=error,
-        replay=replay_command(file, seed, impl_spec),
+        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
     )
     return _Judged(scenario, result, verdicts, run.trace)
@@ -385,7 +387,7 @@ def _skip(
         verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
                        for v in verdicts),
         error="",
-        replay=replay_command(file, seed, impl_spec),
+        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
     )
     return _Judged(scenario, result, verdicts, None)

@@ -9,6 +9,8 @@ store read back at every observation point.
 
 from __future__ import annotations
 
+import shlex
+
 from dataclasses import dataclass
 
 from harness.contract import DecisionSource, EventType, Feature, Outcome, Permission
@@ -308,7 +310,16 @@ def looks_equivalent(a: object, b: object) -> bool:
         _collapse(a) == _collapse(b)
         or _collapse(a).casefold() == _collapse(b).casefold()
         or sorted("".join(a.split())) == sorted("".join(b.split()))
+        or _shell_words(a) == _shell_words(b) is not None
     )
+
+
+def _shell_words(text: str) -> list[str] | None:
+    """The words a POSIX shell would pass (quoting and whitespace removed), or None."""
+    try:
+        return shlex.split(text)
+    except ValueError:  # unbalanced quotes: no shell would run it as the same words
+        return None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -639,8 +650,12 @@ def check_l1_7(trace: Trace) -> Verdict:
                         (row.index, request.index), (seq,)))
             if kind == "param_error":
                 for later in listed[position + 1:]:
+                    # "Corrected" means the executing arguments changed: a Bash call that
+                    # only rewords its display-only description is the same operation.
                     if (later.session_id == op.session_id and later.tool == op.tool
-                            and later.args != op.args and later.latest is not None
+                            and F.expected_dedup_key(trace, later.session_id, later.tool, later.args)
+                            != F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
+                            and later.latest is not None
                             and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value):
                         violations.append(_ev(
                             f"{F.describe(later)}: a corrected call after the parameter error of "

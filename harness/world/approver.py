@@ -20,6 +20,7 @@ class ScriptedApprover:
         self._order: list[str] = []
         self._prompts: dict[str, ApprovalPrompt] = {}
         self._answered: set[str] = set()
+        self._last_answered: str | None = None
         self._lock = threading.Lock()
 
     def prompt(self, prompt: ApprovalPrompt, channel: Channel) -> None:
@@ -38,6 +39,12 @@ class ScriptedApprover:
     def mark_answered(self, wait_id: str) -> None:
         with self._lock:
             self._answered.add(wait_id)
+            self._last_answered = wait_id
+
+    def last_answered(self) -> str | None:
+        """The wait the human answered most recently (a step may answer it again)."""
+        with self._lock:
+            return self._last_answered
 
     def prompted(self) -> tuple[ApprovalPrompt, ...]:
         with self._lock:
