@@ -93,6 +93,8 @@ class ScenarioResult:
     verdicts: tuple[VerdictRecord, ...]
     error: str = ""
     replay: str = ""
+    faults_unfired: tuple[str, ...] = ()
+    """Planned faults / concurrent_turn holds that did not happen (then ``status`` is error)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -439,6 +439,9 @@ title = "two rule changes to one version"
 [[sessions]]
 id = "s1"
 
+[[tools]]
+library = "standard"
+
 [[steps]]
 do = "update_rules"
 session = "s1"
