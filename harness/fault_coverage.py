@@ -38,6 +38,10 @@ from typing import Sequence
 from harness.faults import Action, Fault, from_spec, render
 from harness.trace import Kind, Source, Trace, TraceEvent
 
+FAULT_FIRED = "fault-fired"
+"""The kill-matrix label of this judgement: a mutant expected to be caught by it is caught
+when some scenario errors because a planned fault or hold of it did not happen."""
+
 REENTRANT_ACTIONS = frozenset({Action.CHANGE_RULES, Action.CANCEL})
 """Actions the runner carries out by calling the live runtime from inside the failpoint."""
 

@@ -86,7 +86,9 @@ def test_unknown_mutant_name_is_a_usage_error(monkeypatch, tmp_path):
 def test_every_catalogued_mutant_applies_and_names_known_criteria(mutant):
     from harness.criteria.catalogue import CRITERIA
 
-    ids = {c.id for c in CRITERIA}
+    from harness.fault_coverage import FAULT_FIRED
+
+    ids = {c.id for c in CRITERIA} | {FAULT_FIRED}
     assert mutant.expected and set(mutant.expected) <= ids
     with mutant.patches():  # every find text still matches the current reference
         pass
