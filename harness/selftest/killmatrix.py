@@ -254,9 +254,10 @@ def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[s
             else:
                 cells.append("+" if c in m.killed_by else ".")
         lines.append(f"{m.name:<{name_width}} {'caught ' if m.caught else 'MISSED '}{''.join(cells)}")
+    counts = {**result.kills_per_criterion,
+              FAULT_FIRED: sum(1 for m in result.mutants if FAULT_FIRED in m.killed_by)}
     kills = "".join(
-        (str(result.kills_per_criterion.get(c, 0)) if result.kills_per_criterion.get(c, 0) < 10 else "*")
-        for c in criterion_ids
+        (str(counts.get(c, 0)) if counts.get(c, 0) < 10 else "*") for c in criterion_ids
     )
     lines.append(f"{'kills':<{name_width}}        {kills}")
     return lines

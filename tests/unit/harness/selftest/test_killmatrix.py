@@ -111,3 +111,4 @@ def test_a_skipped_failpoint_is_killed_by_the_fault_fired_judgement():
     lines = matrix_lines(selftest, [c.id for c in reference_result.criteria])
     row = next(line for line in lines if line.startswith(skipped.name))
     assert "caught" in row and row.endswith("#")  # its own last column
+    assert lines[-1].endswith("1")  # and its kill count
