@@ -9,8 +9,8 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
   reference reached (learned by one plain run of each base, from its ``FAILPOINT`` events),
   never on a hit one of the base's own faults already uses, and at most one rule change per
   session (so every change installs a new, higher version). The base keeps its own faults.
-  Every fault of the composed run is ``optional`` (also in the regression file): the drawn
-  ones are exploratory, and they may divert the run from the path the base's own faults
+  Every fault and ``concurrent_turn`` hold of the composed run is ``optional`` (also in
+  the regression file): the drawn ones are exploratory, and they may divert the run from the path the base's own faults
   were planned on, which is no defect of the implementation (a planned fault that does not
   fire is an error only in the scenario as written, see ``harness.fault_coverage``).
 * **The property.** The base with the schedule added runs against the implementation under
@@ -387,7 +387,9 @@ def with_faults(base: Scenario, faults: Sequence[Fault]) -> Scenario:
     after it unreached) without any defect of the implementation."""
     own = tuple(dataclasses.replace(f, optional=True) for f in base.faults)
     plan = FaultPlan(own + tuple(dataclasses.replace(f, optional=True) for f in faults))
-    return dataclasses.replace(base, faults=plan.faults)
+    steps = tuple(dataclasses.replace(s, optional=True) if s.do == "concurrent_turn" else s
+                  for s in base.steps)  # a drawn crash may end instance A before its hold
+    return dataclasses.replace(base, faults=plan.faults, steps=steps)
 
 
 # --------------------------------------------------------------------------- judging
@@ -543,6 +545,9 @@ def regression_text(base: Base, schedule: Schedule, outcome: Outcome, *, seed: i
     # composed run, whose base faults the chaos ones may divert.
     faults = [{**table, "optional": True} for table in raw.get("faults", ())] + [
         _fault_table(f) for f in schedule.faults]
+    if "steps" in raw:
+        raw["steps"] = [{**step, "optional": True} if step.get("do") == "concurrent_turn" else step
+                        for step in raw["steps"]]
     for key, value in raw.items():
         if key in ("faults", "steps") and "faults" not in data:
             data["faults"] = faults  # where the base had them, else just before the steps

@@ -23,8 +23,9 @@ What "fired" means, per fault of ``trace.meta.faults`` (index ``i``), read from 
 
 Per ``concurrent_turn`` (role A's ``DRIVER_CALL``): the hold engaged when a ``FAILPOINT``
 event of A's instance with action ``hold`` lies between A's call and B's; otherwise the two
-turns ran one after the other and the step tested no concurrency. A step whose hold comes
-only from planned ``hold`` faults that are all optional is exempt.
+turns ran one after the other and the step tested no concurrency. A step marked optional
+(its call's ``args.optional``), or whose hold comes only from planned ``hold`` faults that
+are all optional, is exempt.
 
 Each :class:`Unfired` names the fault (index and rendered text) or the step, its failpoint,
 how many hits of that failpoint the run reached, and the likely cause.
@@ -164,7 +165,7 @@ def _holds_missing(faults: Sequence[Fault], points: Sequence[TraceEvent],
         number += 1
         hold_at = str(call.data["args"].get("hold_at") or "")
         planned = [f for f in holds if f.failpoint.value == hold_at]
-        if planned and all(f.optional for f in planned):
+        if call.data["args"].get("optional") or (planned and all(f.optional for f in planned)):
             continue
         end = next((e.index for e in events[position + 1:]
                     if e.kind == Kind.DRIVER_CALL and e.data.get("method") == "concurrent_turn"

@@ -592,6 +592,8 @@ class _Run:
         planned = next((f.failpoint.value for f in self.scenario.faults
                         if f.action is Action.HOLD), None)
         args = {"session_id": session, "user_text": text, "hold_at": hold_at or planned}
+        if step.optional:
+            args["optional"] = True  # fault_coverage exempts this hold
         self.concurrent = _Hold(a, hold_at)
         try:
             first = self.drive(a, "concurrent_turn", {**args, "role": "A"},

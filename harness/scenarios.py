@@ -99,6 +99,8 @@ class Step:
     rules: tuple[Rule, ...] = ()
     permission_version: int = 0
     hold_at: Failpoint | None = None
+    optional: bool = False
+    """concurrent_turn only: the hold may legitimately not engage (see docs/scenarios.md)."""
     fixture: str = ""
     label: str = ""
 
@@ -109,7 +111,7 @@ STEP_KEYS: dict[StepKind, tuple[str, ...]] = {
     StepKind.UPDATE_RULES: ("session", "rules", "permission_version"),
     StepKind.CANCEL: ("session",),
     StepKind.RESTART: (),
-    StepKind.CONCURRENT_TURN: ("session", "text", "hold_at"),
+    StepKind.CONCURRENT_TURN: ("session", "text", "hold_at", "optional"),
     StepKind.LOAD_CHECKPOINT: ("session", "fixture"),
     StepKind.OBSERVE: ("label",),
 }
@@ -572,6 +574,8 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             raise r.error(f"{where}.hold_at", "required (a failpoint where the first instance "
                           "is held), unless a [[faults]] entry has action = \"hold\"; valid: "
                           + _choices(Failpoint))
+        if "optional" in table:
+            kwargs["optional"] = r.value(table, "optional", where, bool)
         if "fixture" in table:
             kwargs["fixture"] = r.value(table, "fixture", where, str)
             if not kwargs["fixture"]:

@@ -446,3 +446,11 @@ def test_the_reference_survives_a_campaign_over_every_bundled_scenario(tmp_path)
                             "--regressions-dir", str(tmp_path / "reg")])
     assert code == 0, out + err[-3000:]
     assert "no failure in 100 examples" in out
+
+
+def test_a_composed_run_makes_every_fault_and_concurrent_turn_optional():
+    base = scenarios.load(str(ROOT / "l4" / "concurrent_duplicates.toml"))
+    assert not any(s.optional for s in base.steps)
+    composed = chaos.with_faults(base, [chaos.make_fault("after_prepare", "1", "crash")])
+    assert all(f.optional for f in composed.faults) and composed.faults
+    assert all(s.optional for s in composed.steps if s.do == "concurrent_turn")

@@ -167,3 +167,10 @@ def test_a_required_planned_hold_that_did_not_hold_reports_fault_and_step():
 
 def test_the_kill_label_is_stable():
     assert FAULT_FIRED == "fault-fired"
+
+
+def test_a_concurrent_turn_marked_optional_is_exempt():
+    t = _Trace()
+    t.call("concurrent_turn", 0, args={"role": "A", "hold_at": "after_revalidation", "optional": True})
+    t.call("concurrent_turn", 1, args={"role": "B", "hold_at": "after_revalidation", "held": False})
+    assert unfired(t.build()) == ()

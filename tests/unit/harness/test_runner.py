@@ -541,3 +541,12 @@ def test_a_concurrent_turn_whose_hold_is_never_reached_makes_the_run_an_error():
     assert not result.trace.completed
     assert "concurrent_turn #1 (hold at during_checkpoint_build): did not fire" in result.error
     assert "instance A's turn never reached during_checkpoint_build" in result.error
+
+
+def test_an_optional_concurrent_turn_whose_hold_is_never_reached_is_clean():
+    text = (DATA / "runner_concurrent.toml").read_text().replace(
+        'hold_at = "after_prepare"', 'hold_at = "during_checkpoint_build"\noptional = true')
+    result = run(FakeImpl(), text)
+    assert result.error == "" and result.unfired == ()
+    a_call = next(e for e in kinds(result, Kind.DRIVER_CALL) if e.data["method"] == "concurrent_turn")
+    assert a_call.data["args"]["optional"] is True
