@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+from harness import fault_coverage
 from harness.contract import (
     Feature,
     Implementation,
@@ -59,7 +60,6 @@ from harness.contract import (
     canonical_json,
     to_json,
 )
-from harness import fault_coverage
 from harness.faults import Action, render
 from harness.scenarios import Scenario, Step, StepKind
 from harness.trace import (
