@@ -9,6 +9,10 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
   reference reached (learned by one plain run of each base, from its ``FAILPOINT`` events),
   never on a hit one of the base's own faults already uses, and at most one rule change per
   session (so every change installs a new, higher version). The base keeps its own faults.
+  Every fault and ``concurrent_turn`` hold of the composed run is ``optional`` (also in
+  the regression file): the drawn ones are exploratory, and they may divert the run from the path the base's own faults
+  were planned on, which is no defect of the implementation (a planned fault that does not
+  fire is an error only in the scenario as written, see ``harness.fault_coverage``).
 * **The property.** The base with the schedule added runs against the implementation under
   the campaign seed; it holds when the run completed and no criterion failed or errored.
   A base that already fails without extra faults on the implementation is left out (and
@@ -325,6 +329,8 @@ def _fault_table(fault: Fault) -> dict[str, Any]:
     table: dict[str, Any] = {"failpoint": fault.failpoint.value, "hits": fault.hits,
                              "action": fault.action.value}
     table.update(fault.params)
+    if fault.optional:
+        table["optional"] = True
     return table
 
 
@@ -371,13 +377,19 @@ def chaos_fault(base: Base, failpoint: str, hit: int, action: Action,
     elif action is not Action.CRASH:
         raise ChaosError(f"chaos_fault: action {action.value!r} is not drawn by campaigns "
                          f"(valid: {', '.join(a.value for a in ACTIONS)})")
-    return make_fault(failpoint, str(hit), action.value, params, where="chaos")
+    return make_fault(failpoint, str(hit), action.value, params, where="chaos", optional=True)
 
 
 def with_faults(base: Scenario, faults: Sequence[Fault]) -> Scenario:
-    """``base`` with ``faults`` added after its own (validated as one plan)."""
-    plan = FaultPlan(tuple(base.faults) + tuple(faults))
-    return dataclasses.replace(base, faults=plan.faults)
+    """``base`` with ``faults`` added after its own (validated as one plan), every fault
+    optional: the drawn faults are exploratory, and they may divert the run from the path
+    the base's own faults were planned on (a cancel before the tool runs leaves a crash
+    after it unreached) without any defect of the implementation."""
+    own = tuple(dataclasses.replace(f, optional=True) for f in base.faults)
+    plan = FaultPlan(own + tuple(dataclasses.replace(f, optional=True) for f in faults))
+    steps = tuple(dataclasses.replace(s, optional=True) if s.do == "concurrent_turn" else s
+                  for s in base.steps)  # a drawn crash may end instance A before its hold
+    return dataclasses.replace(base, faults=plan.faults, steps=steps)
 
 
 # --------------------------------------------------------------------------- judging
@@ -539,7 +551,13 @@ def regression_text(base: Base, schedule: Schedule, outcome: Outcome, *, seed: i
             _brief_fault(f) for f in schedule.faults),
         "tags": tags,
     }
-    faults = list(raw.get("faults", ())) + [_fault_table(f) for f in schedule.faults]
+    # Optional here too, for the reason with_faults gives: the regression replays the
+    # composed run, whose base faults the chaos ones may divert.
+    faults = [{**table, "optional": True} for table in raw.get("faults", ())] + [
+        _fault_table(f) for f in schedule.faults]
+    if "steps" in raw:
+        raw["steps"] = [{**step, "optional": True} if step.get("do") == "concurrent_turn" else step
+                        for step in raw["steps"]]
     for key, value in raw.items():
         if key in ("faults", "steps") and "faults" not in data:
             data["faults"] = faults  # where the base had them, else just before the steps

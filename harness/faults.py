@@ -16,7 +16,10 @@ Guarantees:
 
 * ``fail_checkpoint`` is shorthand for ``raise`` at ``during_checkpoint_build`` and is
   stored in that form; two faults of a plan never fire on the same hit of one failpoint;
-* :func:`render` gives one readable line per fault (printed at the start of every run).
+* :func:`render` gives one readable line per fault (printed at the start of every run);
+* a fault is required unless ``optional``: a required fault must fire on every hit it
+  lists and at least once in an ``N+`` range, or the run is an error
+  (:mod:`harness.fault_coverage` judges that from the trace).
 
 Validation errors are :class:`~harness.errors.ScenarioError` naming the field (prefixed by the
 caller's ``where``) and the valid choices. The actions themselves are carried out by the
@@ -179,6 +182,9 @@ class Fault:
     hits: str
     action: Action
     params: dict[str, Any] = field(default_factory=dict)
+    optional: bool = False
+    """May legitimately not fire (the branch varies between correct implementations); a
+    required fault that does not fire on each of its hits makes the run an error."""
     schedule: HitSchedule = field(default=HitSchedule(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -209,11 +215,12 @@ class Fault:
         return tuple(from_json(Rule, item) for item in self.params.get("rules", ()))
 
     def spec(self) -> FaultSpec:
-        return FaultSpec(self.failpoint.value, self.action.value, self.hits, dict(self.params))
+        return FaultSpec(self.failpoint.value, self.action.value, self.hits, dict(self.params),
+                         self.optional)
 
 
 def make_fault(failpoint: str | None, hits: str, action: str, params: Mapping[str, Any] | None = None,
-               *, where: str = "") -> Fault:
+               *, where: str = "", optional: bool = False) -> Fault:
     """Validate and build one fault; errors name ``where`` + the field and the valid choices."""
     prefix = f"{where}." if where else ""
     params = dict(params or {})
@@ -268,7 +275,7 @@ def make_fault(failpoint: str | None, hits: str, action: str, params: Mapping[st
         params = {"message": params.get("message", DEFAULT_CHECKPOINT_MESSAGE)}
     elif act is Action.RAISE:
         params.setdefault("message", DEFAULT_RAISE_MESSAGE)
-    return Fault(point, schedule.text(), act, params)
+    return Fault(point, schedule.text(), act, params, optional)
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,5 +344,12 @@ def render(plan: FaultPlan | Iterable[Fault]) -> tuple[str, ...]:
     ``fault 1: after_result_saved, hit #1 -> crash (...)``."""
     return tuple(
         f"fault {number}: {fault.failpoint.value}, {_hits_phrase(fault)} -> {describe(fault)}"
+        + (" [optional]" if fault.optional else "")
         for number, fault in enumerate(plan, start=1)
     )
+
+
+def from_spec(spec: FaultSpec) -> Fault:
+    """The fault a trace's :class:`~harness.trace.FaultSpec` records (hits already canonical)."""
+    return Fault(Failpoint(spec.failpoint), spec.hits, Action(spec.action), dict(spec.params),
+                 spec.optional)

@@ -101,6 +101,8 @@ class ScenarioResult:
     replay: str = ""
     requires: tuple[str, ...] = ()
     """Optional features the scenario needs (skipped when one is not declared)."""
+    faults_unfired: tuple[str, ...] = ()
+    """Planned faults / concurrent_turn holds that did not happen (then ``status`` is error)."""
 
 
 @dataclass(frozen=True, slots=True)

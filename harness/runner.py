@@ -16,6 +16,10 @@ Guarantees of :func:`run_scenario`:
   becomes ``HANG``, an unexpected exception ``DRIVER_RAISED`` with ``expected: false``; both
   end the run with ``completed=False`` and a non-empty ``error``: nothing the implementation
   does makes this function raise (only harness bugs do);
+* a required fault that did not fire on each of its hits, or a ``concurrent_turn`` whose
+  hold never engaged, makes the run an error naming it, its failpoint, the hits reached
+  and the likely cause (:mod:`harness.fault_coverage`, judged from the trace's world
+  events; also :attr:`ScenarioRun.unfired`);
 * only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
   while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
   interleaving);
@@ -43,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+from harness import fault_coverage
 from harness.contract import (
     Feature,
     Implementation,
@@ -88,6 +93,9 @@ class ScenarioRun:
     """"" if the run completed; else what went wrong (hang, IUT raised, ...)."""
     duration_s: float
     """Wall clock, for reports only; never inside the trace."""
+    unfired: tuple[str, ...] = ()
+    """Required faults and concurrent_turn holds that did not happen (one line each, see
+    :mod:`harness.fault_coverage`); when non-empty they are the run's ``error``."""
 
 
 DATA_ROOT_ENV = "LIFECYCLE_HARNESS_DATA_ROOT"
@@ -123,14 +131,14 @@ def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, 
     gc.freeze()
     try:
         run.execute()
-        trace, reached = run.result()
+        trace, reached, unfired = run.result()
     finally:
         run.shutdown()
         _release(implementation, data_dir)
         gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
-    return ScenarioRun(trace, reached, trace.error, time.monotonic() - started)
+    return ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired)
 
 
 # --------------------------------------------------------------------------- threads
@@ -249,6 +257,7 @@ class _Run:
         self.hung = False
         self.finished = False
         self.concurrent: _Hold | None = None
+        self.answered: set[str] = set()
         self._obs_lock = threading.Lock()
 
     # -- recording -------------------------------------------------------------------------
@@ -551,22 +560,34 @@ class _Run:
                                                   "skipped": reason})
 
     def answer(self, primary: int, step: Step) -> None:
+        approve = step.approve
         if step.wait == "next":
             wait_id = self.world.approver.next_unanswered()
+            missing = "no approval prompt is waiting for an answer"
         elif step.wait == "again":  # the same human answer delivered a second time
             wait_id = self.world.approver.last_answered()
+            missing = "no wait was answered before, so none can be answered again"
         else:
-            wait_id = step.wait
-        approve = step.approve
+            wait_id = self._wait_for_call(step.wait)
+            missing = f"no approval prompt was shown for tool call {step.wait!r}"
         if wait_id is None:
-            reason = ("no approval prompt is waiting for an answer" if step.wait == "next"
-                      else "no wait was answered before, so none can be answered again")
-            self.skip(primary, "answer_approval", {"wait_id": None, "approve": approve}, reason)
+            self.skip(primary, "answer_approval", {"wait_id": None, "approve": approve},
+                      missing)
             return
         self.world.approver.mark_answered(wait_id)  # the human clicked once, whatever follows
+        self.answered.add(wait_id)
         self.after(primary, self.drive(
             primary, "answer_approval", {"wait_id": wait_id, "approve": approve},
             lambda: self.runtime(primary).answer_approval(wait_id, approve)))
+
+    def _wait_for_call(self, tool_call_id: str) -> str | None:
+        """The wait shown for this tool call: the oldest one not answered yet, else the last
+        one shown (so a scenario can answer a wait twice)."""
+        prompts = [p for p in self.world.approver.prompted() if p.tool_call_id == tool_call_id]
+        unanswered = [p.wait_id for p in prompts if p.wait_id not in self.answered]
+        if unanswered:
+            return unanswered[0]
+        return prompts[-1].wait_id if prompts else None
 
     def concurrent_turn(self, a: int, session: str, step: Step) -> None:
         text = self.world.expand(step.text)
@@ -574,6 +595,8 @@ class _Run:
         planned = next((f.failpoint.value for f in self.scenario.faults
                         if f.action is Action.HOLD), None)
         args = {"session_id": session, "user_text": text, "hold_at": hold_at or planned}
+        if step.optional:
+            args["optional"] = True  # fault_coverage exempts this hold
         self.concurrent = _Hold(a, hold_at)
         try:
             first = self.drive(a, "concurrent_turn", {**args, "role": "A"},
@@ -629,7 +652,11 @@ class _Run:
 
     # -- the end -----------------------------------------------------------------------------
 
-    def result(self) -> tuple[Trace, tuple[str, ...]]:
+    def result(self) -> tuple[Trace, tuple[str, ...], tuple[str, ...]]:
+        """The trace, the failpoints reached, and what was planned but did not happen.
+
+        A run that stopped on its own error (hang, unexpected exception) keeps that error
+        alone: the faults it never got to are a consequence, not news."""
         info = self.impl.info
         sessions = self.scenario.sessions
         meta = TraceMeta(
@@ -648,10 +675,13 @@ class _Run:
         )
         with self._obs_lock:
             observations = tuple(self.observations)
-        error = "; ".join(self.errors)
-        trace = Trace(meta, self.log.events(), observations, completed=not self.errors,
-                      error=error)
-        return _scrub(trace, self.data_dir), self.world.failpoints_reached()
+        events = self.log.events()
+        unfired: tuple[str, ...] = ()
+        if not self.errors:
+            unfired = fault_coverage.messages(Trace(meta, events, observations))
+        errors = [*self.errors, *(f"planned but not carried out: {line}" for line in unfired)]
+        trace = Trace(meta, events, observations, completed=not errors, error="; ".join(errors))
+        return _scrub(trace, self.data_dir), self.world.failpoints_reached(), unfired
 
     def shutdown(self) -> None:
         """Close what is still open, outside the trace (nothing it does is recorded)."""

@@ -10,6 +10,13 @@ Guarantees:
   choices: unknown keys, wrong types, bad enum values, bad failpoint names, references to
   undeclared sessions / tools / tool calls, malformed ``{{...}}`` placeholders, a
   ``concurrent_turn`` with nothing to hold at, duplicate ids;
+* every reference names something the scenario declares, so a misspelling is a load error
+  and never a fault or rule that silently does nothing: sessions (model entries, steps,
+  faults), tools (capabilities, model tool calls, tool behaviours, and the ``tool`` pattern
+  of every rule: session rules and hard constraints, ``update_rules`` steps, ``change_rules``
+  faults, which must match at least one declared tool), tool-call ids (tool behaviours, and
+  an ``answer`` step's ``wait``, which is ``"next"``, ``"again"`` or the id of the call the wait asks
+  about), initial files (``{{sha256:...}}``);
 * :func:`discover` loads every ``*.toml`` below the given directories (recursively, sorted)
   and the given files, skipping nothing silently, and rejects duplicate scenario ids.
 
@@ -25,6 +32,7 @@ import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -94,6 +102,8 @@ class Step:
     rules: tuple[Rule, ...] = ()
     permission_version: int = 0
     hold_at: Failpoint | None = None
+    optional: bool = False
+    """concurrent_turn only: the hold may legitimately not engage (see docs/scenarios.md)."""
     fixture: str = ""
     label: str = ""
 
@@ -104,7 +114,7 @@ STEP_KEYS: dict[StepKind, tuple[str, ...]] = {
     StepKind.UPDATE_RULES: ("session", "rules", "permission_version"),
     StepKind.CANCEL: ("session",),
     StepKind.RESTART: (),
-    StepKind.CONCURRENT_TURN: ("session", "text", "hold_at"),
+    StepKind.CONCURRENT_TURN: ("session", "text", "hold_at", "optional"),
     StepKind.LOAD_CHECKPOINT: ("session", "fixture"),
     StepKind.OBSERVE: ("label",),
 }
@@ -164,7 +174,7 @@ MODEL_KEYS = ("session", "text", "tool_calls", "end", "repeat")
 CALL_KEYS = ("id", "tool", "args")
 BEHAVIOUR_KEYS = ("call", "tool", "behaviour", "times", "seconds")
 FAULT_KEYS = ("failpoint", "hits", "action", "seconds", "message", "session", "rules",
-              "permission_version")
+              "permission_version", "optional")
 
 
 def _choices(values: Iterable[Any]) -> str:
@@ -263,8 +273,8 @@ def _kind(value: Any) -> str:
 # --------------------------------------------------------------------------- parts
 
 
-def _rules(r: _Reader, value: Any, path: str, default_effect: RuleEffect | None = None
-           ) -> tuple[Rule, ...]:
+def _rules(r: _Reader, value: Any, path: str, tools: tuple[ToolSpec, ...],
+           default_effect: RuleEffect | None = None) -> tuple[Rule, ...]:
     if not isinstance(value, list):
         raise r.error(path, f"expected an array of rule tables, got {_kind(value)}")
     rules = []
@@ -274,10 +284,20 @@ def _rules(r: _Reader, value: Any, path: str, default_effect: RuleEffect | None 
         r.keys(table, where, RULE_KEYS, ("tool",) if default_effect else ("effect", "tool"))
         effect = r.value(table, "effect", where, RuleEffect,
                          default_effect if default_effect else _MISSING)
-        rules.append(Rule(effect, r.value(table, "tool", where, str),
-                          r.value(table, "pattern", where, str, "*"),
+        tool = r.value(table, "tool", where, str)
+        _names_a_tool(r, tool, f"{where}.tool", tools)
+        rules.append(Rule(effect, tool, r.value(table, "pattern", where, str, "*"),
                           r.value(table, "field", where, str, "")))
     return tuple(rules)
+
+
+def _names_a_tool(r: _Reader, pattern: str, path: str, tools: tuple[ToolSpec, ...]) -> None:
+    """A rule's ``tool`` is an fnmatch pattern over tool names: it must match a declared
+    tool, or the rule can never apply and the scenario silently tests nothing."""
+    names = [t.name for t in tools]
+    if not any(fnmatchcase(name, pattern) for name in names):
+        raise r.error(path, f"{pattern!r} matches no declared tool; declare it under [[tools]] "
+                            f"or fix the name (valid: {_choices(names) or 'none declared'})")
 
 
 def _thresholds(r: _Reader, value: Any, path: str) -> Thresholds:
@@ -346,7 +366,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
         version = r.value(table, "permission_version", where, int, 1)
         r.positive(version, f"{where}.permission_version")
         hard = _rules(r, table.get("hard_constraints", []), f"{where}.hard_constraints",
-                      default_effect=RuleEffect.DENY)
+                      tools, default_effect=RuleEffect.DENY)
         for j, rule in enumerate(hard):
             if rule.effect is not RuleEffect.DENY:
                 raise r.error(f"{where}.hard_constraints[{j}].effect",
@@ -358,7 +378,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
             mode=r.value(table, "mode", where, Mode, Mode.DEFAULT),
             capabilities=capabilities,
             hard_constraints=hard,
-            rules=_rules(r, table.get("rules", []), f"{where}.rules"),
+            rules=_rules(r, table.get("rules", []), f"{where}.rules", tools),
             permission_version=version,
             tools=tools,
             trusted_cwd=r.value(table, "trusted_cwd", where, str, "/repo"),
@@ -427,8 +447,8 @@ def _classifier(r: _Reader, data: dict[str, Any]) -> ClassifierConfig:
     return ClassifierConfig(dangerous, limit, tuple(script), delay)
 
 
-def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[str, str]
-           ) -> tuple[ScriptedResponse, ...]:
+def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[str, str],
+           tools: tuple[ToolSpec, ...]) -> tuple[ScriptedResponse, ...]:
     responses = []
     for i, table in enumerate(r.tables(data.get("model", []), "model")):
         where = f"model[{i}]"
@@ -445,6 +465,9 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             call_id, tool = r.value(call, "id", at, str), r.value(call, "tool", at, str)
             if not call_id or not tool:
                 raise r.error(at, "id and tool must not be empty")
+            r.member(tool, f"{at}.tool", [t.name for t in tools], "tool "
+                     "(a call of an undeclared tool never reaches a lifecycle step; declare it "
+                     "under [[tools]] or fix the name)")
             args = r.value(call, "args", at, "table", {})
             _placeholders(r, args, f"{at}.args", files)
             calls.append(ToolCall(call_id, tool, args))
@@ -483,13 +506,18 @@ def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
     return tuple(found)
 
 
-def _faults(r: _Reader, data: dict[str, Any], sessions: list[str]) -> tuple[Fault, ...]:
+def _faults(r: _Reader, data: dict[str, Any], sessions: list[str], tools: tuple[ToolSpec, ...]
+            ) -> tuple[Fault, ...]:
     faults = []
     for i, table in enumerate(r.tables(data.get("faults", []), "faults")):
         where = f"faults[{i}]"
         r.keys(table, where, FAULT_KEYS, ("action",))
         action = r.value(table, "action", where, Action)
-        params = {k: v for k, v in table.items() if k not in ("failpoint", "hits", "action")}
+        params = {k: v for k, v in table.items()
+                  if k not in ("failpoint", "hits", "action", "optional")}
+        optional = r.value(table, "optional", where, bool, False)
+        if action is Action.CHANGE_RULES and "rules" in params:
+            _rules(r, params["rules"], f"{where}.rules", tools)
         if action in (Action.CHANGE_RULES, Action.CANCEL):
             params.setdefault("session", sessions[0])
             r.member(r.convert(params["session"], f"{where}.session", str), f"{where}.session",
@@ -499,7 +527,8 @@ def _faults(r: _Reader, data: dict[str, Any], sessions: list[str]) -> tuple[Faul
             failpoint = r.convert(failpoint, f"{where}.failpoint", str)
         hits = r.value(table, "hits", where, str, "1")
         try:
-            faults.append(make_fault(failpoint, hits, action.value, params, where=where))
+            faults.append(make_fault(failpoint, hits, action.value, params, where=where,
+                                     optional=optional))
         except ScenarioError as exc:
             raise ScenarioError(f"{r.file}: {exc}") from None
     try:
@@ -510,7 +539,8 @@ def _faults(r: _Reader, data: dict[str, Any], sessions: list[str]) -> tuple[Faul
 
 
 def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[str, str],
-           faults: tuple[Fault, ...]) -> tuple[Step, ...]:
+           faults: tuple[Fault, ...], tools: tuple[ToolSpec, ...],
+           model: tuple[ScriptedResponse, ...]) -> tuple[Step, ...]:
     if "steps" not in data:
         raise r.error("steps", "required: at least one [[steps]] table")
     tables = r.tables(data["steps"], "steps")
@@ -531,12 +561,18 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             _placeholders(r, kwargs["text"], f"{where}.text", files)
         if "wait" in table:
             kwargs["wait"] = r.value(table, "wait", where, str)
-            if not kwargs["wait"]:
-                raise r.error(f"{where}.wait", 'must be "next" or a wait id')
+            call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
+            if kwargs["wait"] not in ("next", "again") and kwargs["wait"] not in call_ids:
+                # Wait ids are the implementation's own: a scenario that must run against
+                # any implementation names a wait by the model's tool call it asks about.
+                raise r.error(f"{where}.wait", f"{kwargs['wait']!r} is neither \"next\", \"again\" "
+                              "nor a tool-call id of the model script (a wait is named by the call "
+                              f"it asks about; valid: next, again, "
+                              f"{_choices(call_ids) or 'no calls declared'})")
         if "approve" in table:
             kwargs["approve"] = r.value(table, "approve", where, bool)
         if "rules" in table:
-            kwargs["rules"] = _rules(r, table["rules"], f"{where}.rules")
+            kwargs["rules"] = _rules(r, table["rules"], f"{where}.rules", tools)
         if "permission_version" in table:
             kwargs["permission_version"] = r.value(table, "permission_version", where, int)
             r.positive(kwargs["permission_version"], f"{where}.permission_version")
@@ -546,6 +582,8 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             raise r.error(f"{where}.hold_at", "required (a failpoint where the first instance "
                           "is held), unless a [[faults]] entry has action = \"hold\"; valid: "
                           + _choices(Failpoint))
+        if "optional" in table:
+            kwargs["optional"] = r.value(table, "optional", where, bool)
         if "fixture" in table:
             kwargs["fixture"] = r.value(table, "fixture", where, str)
             if not kwargs["fixture"]:
@@ -580,8 +618,8 @@ def parse(data: dict[str, Any], file: str, variant: str = "") -> Scenario:
     sessions = _sessions(r, data, tools)
     names = [s.session_id for s in sessions]
     files = _files(r, data)
-    model = _model(r, data, names, files)
-    faults = _faults(r, data, names)
+    model = _model(r, data, names, files, tools)
+    faults = _faults(r, data, names, tools)
     return Scenario(
         id=scenario_id,
         stage=stage,
@@ -595,7 +633,7 @@ def parse(data: dict[str, Any], file: str, variant: str = "") -> Scenario:
         model=model,
         tool_behaviours=_behaviours(r, data, tools, model),
         faults=faults,
-        steps=_steps(r, data, names, files, faults),
+        steps=_steps(r, data, names, files, faults, tools, model),
         requires=_requires(r, data),
         variant=variant,
     )

@@ -9,8 +9,11 @@ Guarantees of :func:`run_suite`:
   n/a on every trace; ``not_exercised`` otherwise (also with no scenarios at all);
 * every failing or erroring verdict becomes a :class:`~harness.result.Violation` carrying the
   scenario, the seed, the evidence, the exact replay command and a trace excerpt;
-* a scenario whose run reported an error (hang, IUT crash) or whose trace is not
-  ``completed`` is ``error`` and fails the gate;
+* a scenario whose run reported an error (hang, IUT crash, a planned fault or hold that
+  did not happen) or whose trace is not ``completed`` is ``error`` and fails the gate; its
+  verdicts count neither as a pass nor as an exercise of any criterion (a pass becomes
+  ``not_exercised`` saying why), while its failures and checker errors still count and
+  show;
 * conformance levels (:mod:`harness.conformance`): core features never gate a criterion; a
   scenario needing an optional feature the implementation does not declare is not run and
   is ``skipped`` (every verdict ``not_applicable``, judged by no criterion); a criterion
@@ -36,7 +39,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import harness
 from harness import conformance
 from harness.contract import Failpoint, Implementation, Thresholds
-from harness.criteria.base import Criterion, Evidence, Status, Verdict, combine, run_check
+from harness.criteria.base import (
+    Criterion,
+    Evidence,
+    Status,
+    Verdict,
+    combine,
+    not_exercised,
+    run_check,
+)
 from harness.errors import ExpectationsError
 from harness.result import (
     REPORT_SCHEMA_VERSION,
@@ -140,6 +151,15 @@ def render_faults(renderer: FaultRenderer, scenario: Any) -> tuple[str, ...]:
     if not faults:
         return ()
     return tuple(str(line) for line in renderer(faults))
+
+
+def uncounted(verdict: Verdict, error: str) -> Verdict:
+    """A verdict of an errored scenario: a pass there proves nothing (the run did not
+    happen as planned), so it becomes ``not_exercised``; failures and errors stay."""
+    if verdict.status is not Status.PASS:
+        return verdict
+    first = error.splitlines()[0] if error else "the run did not complete"
+    return not_exercised(verdict.criterion_id, f"not counted: the scenario errored ({first})")
 
 
 def _evidence(verdict: Verdict) -> tuple[EvidenceItem, ...]:
@@ -329,6 +349,7 @@ def _judge(
     )
     if error:
         status = ScenarioStatus.ERROR
+        verdicts = tuple(uncounted(v, error) for v in verdicts)
     elif any(v.status in (Status.FAIL, Status.ERROR) for v in verdicts):
         status = ScenarioStatus.FAILED
     else:
@@ -351,6 +372,7 @@ def _judge(
         error=error,
         replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
+        faults_unfired=tuple(getattr(run, "unfired", ())),
     )
     return _Judged(scenario, result, verdicts, run.trace)
 

@@ -159,6 +159,9 @@ class FaultSpec:
     """fail-rs-like sequence, e.g. "1" (first hit), "2*off->crash" style is normalized to
     the hit numbers it fires on, e.g. "3"."""
     params: dict[str, Any] = field(default_factory=dict)
+    optional: bool = False
+    """True when the scenario lets this fault not fire (``optional = true``); a required
+    fault that does not fire makes the run an error (see ``harness.fault_coverage``)."""
 
 
 @dataclass(frozen=True, slots=True)

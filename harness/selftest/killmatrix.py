@@ -11,7 +11,14 @@ Guarantees of :func:`run_selftest`:
   is complete only with ``full=True``);
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
   that fail are recorded too (``killed_by``); a checker error or a scenario error is never
-  counted as a kill (a crash is not a detection by the criterion);
+  counted as a criterion's kill (a crash is not a detection by the criterion);
+* one judgement that is not a criterion also kills: :data:`FAULT_FIRED` (``"fault-fired"``)
+  is in ``killed_by`` when a scenario errored because a planned fault or concurrent_turn
+  hold did not happen (its ``faults_unfired``, see :mod:`harness.fault_coverage`), and only
+  then (a hang or an unexpected exception is not it). A mutant whose defect is skipping a
+  failpoint names it in ``expected``; its first scenarios are those with a required fault
+  or a concurrent turn. It gets its own column in the matrix, and no entry in
+  ``kills_per_criterion`` (it is not a criterion);
 * ``kills_per_criterion`` counts, for every criterion of the catalogue, the mutants it
   failed on; criteria with no kill are listed as blind;
 * :func:`mutation_scores` (pure) scores each criterion (of the mutants expecting it, how
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from harness.criteria.base import Criterion
+from harness.fault_coverage import FAULT_FIRED
 from harness.result import (
     CriterionStatus,
     MutantResult,
@@ -97,6 +105,7 @@ def run_selftest(
                                   reference_clean(reference_result)))
     criterion_ids = [c.id for c in reference_result.criteria]
     exercising = exercising_scenarios(reference_result)
+    exercising[FAULT_FIRED] = {s.id for s in scenarios if _plans_something(s)}
     plans = [
         (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
     ]
@@ -216,13 +225,16 @@ class _Job:
             )
             ran.extend(chosen)
             killed |= {c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED}
+            if any(s.status is ScenarioStatus.ERROR and s.faults_unfired
+                   for s in mutated.scenarios):
+                killed.add(FAULT_FIRED)
             errors += [
                 f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
                 for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
             ]
             if killed & set(mutant.expected):
                 break
-        order = {cid: i for i, cid in enumerate(self.criterion_ids)}
+        order = {cid: i for i, cid in enumerate((*self.criterion_ids, FAULT_FIRED))}
         killed_by = tuple(sorted(killed, key=lambda cid: order.get(cid, len(order))))
         return MutantResult(
             name=mutant.name,
@@ -266,6 +278,13 @@ def _scenarios_for(
     return tuple(chosen for chosen in (own_stage, exercising_all, tuple(scenarios)) if chosen)
 
 
+def _plans_something(scenario: Any) -> bool:
+    """Does the scenario plan a required fault or a concurrent turn (so a skipped failpoint
+    can leave something unfired)?"""
+    return any(not getattr(f, "optional", False) for f in getattr(scenario, "faults", ())) or any(
+        str(getattr(step, "do", "")) == "concurrent_turn" for step in getattr(scenario, "steps", ()))
+
+
 def _stage_of(criterion_id: str) -> str:
     """"L4.1" -> "l4", "X3" -> "x", "M2" -> "m"."""
     return criterion_id.split(".")[0].lower() if "." in criterion_id else criterion_id[0].lower()
@@ -275,8 +294,11 @@ def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[s
     """The kill matrix as text: one row per mutant, one column per criterion.
 
     ``#`` expected criterion that killed it, ``o`` expected criterion that did not, ``+``
-    another criterion that killed it, ``.`` none.
+    another criterion that killed it, ``.`` none. A :data:`FAULT_FIRED` column follows the
+    criteria when a mutant expects it or was killed by it.
     """
+    if any(FAULT_FIRED in (*m.expected, *m.killed_by) for m in result.mutants):
+        criterion_ids = (*criterion_ids, FAULT_FIRED)
     name_width = max([len(m.name) for m in result.mutants] + [6])
     header_rows = []
     width = max(len(c) for c in criterion_ids)
@@ -292,9 +314,10 @@ def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[s
             else:
                 cells.append("+" if c in m.killed_by else ".")
         lines.append(f"{m.name:<{name_width}} {'caught ' if m.caught else 'MISSED '}{''.join(cells)}")
+    counts = {**result.kills_per_criterion,
+              FAULT_FIRED: sum(1 for m in result.mutants if FAULT_FIRED in m.killed_by)}
     kills = "".join(
-        (str(result.kills_per_criterion.get(c, 0)) if result.kills_per_criterion.get(c, 0) < 10 else "*")
-        for c in criterion_ids
+        (str(counts.get(c, 0)) if counts.get(c, 0) < 10 else "*") for c in criterion_ids
     )
     lines.append(f"{'kills':<{name_width}}        {kills}")
     return lines

@@ -283,7 +283,10 @@ def test_the_regression_file_holds_the_base_plus_the_shrunk_faults(base_file, tm
     loaded = scenarios.load(path)
     base = scenarios.load(base_file)
     assert loaded.id == path.stem and loaded.stage == base.stage
-    assert loaded.faults == base.faults + failure.schedule.faults
+    # In the composed run every fault is optional: the chaos ones may divert the base's.
+    assert loaded.faults == tuple(
+        dataclasses.replace(f, optional=True) for f in base.faults) + failure.schedule.faults
+    assert all(f.optional for f in loaded.faults) and loaded.faults
     assert dataclasses.replace(loaded, id=base.id, title=base.title, tags=base.tags,
                                faults=base.faults, file=base.file) == base
     assert set(loaded.tags) >= {"fake", "chaos", "regression"}
@@ -443,3 +446,11 @@ def test_the_reference_survives_a_campaign_over_every_bundled_scenario(tmp_path)
                             "--regressions-dir", str(tmp_path / "reg")])
     assert code == 0, out + err[-3000:]
     assert "no failure in 100 examples" in out
+
+
+def test_a_composed_run_makes_every_fault_and_concurrent_turn_optional():
+    base = scenarios.load(str(ROOT / "l4" / "concurrent_duplicates.toml"))
+    assert not any(s.optional for s in base.steps)
+    composed = chaos.with_faults(base, [chaos.make_fault("after_prepare", "1", "crash")])
+    assert all(f.optional for f in composed.faults) and composed.faults
+    assert all(s.optional for s in composed.steps if s.do == "concurrent_turn")

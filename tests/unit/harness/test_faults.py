@@ -142,3 +142,18 @@ def test_render_gives_one_readable_line_per_fault():
     )
     assert render(()) == ()
     assert render(plan.faults) == render(plan)
+
+
+def test_optional_is_carried_into_the_spec_and_rendered_and_old_traces_load():
+    from harness.contract import from_json
+    from harness.faults import from_spec, make_fault, render
+
+    fault = make_fault("after_result_saved", "3", "crash", optional=True)
+    assert fault.optional and fault.spec().optional
+    assert from_spec(fault.spec()) == fault
+    assert render([fault])[0].endswith("[optional]")
+    assert not make_fault("after_result_saved", "3", "crash").spec().optional
+    # a trace written before the field existed reads as a required fault
+    old = from_json(FaultSpec, {"failpoint": "after_result_saved", "action": "crash", "hits": "3",
+                                "params": {}})
+    assert old.optional is False

@@ -439,6 +439,9 @@ title = "two rule changes to one version"
 [[sessions]]
 id = "s1"
 
+[[tools]]
+library = "standard"
+
 [[steps]]
 do = "update_rules"
 session = "s1"
@@ -456,3 +459,94 @@ rules = [{ effect = "deny", tool = "read_file" }]
     assert "already had; every rule change must name a new version (e.g. 3)" in run.error
     calls = [e for e in run.trace.events if e.kind == "driver_call" and e.data["method"] == "update_rules"]
     assert len(calls) == 1  # the second change was never applied
+
+
+# --------------------------------------------------------------------------- faults must fire
+
+FIRE_BASE = """
+id = "t"
+stage = "l4"
+[[sessions]]
+id = "s1"
+[[tools]]
+name = "write_file"
+kind = "write"
+[[model]]
+tool_calls = [{ id = "c1", tool = "write_file", args = { path = "/repo/x", content = "x" } }]
+"""
+
+
+def test_a_misspelt_tool_in_a_fault_is_a_load_error_not_a_silent_fault():
+    from harness.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"faults\[0\]\.rules\[0\]\.tool: 'write_flie' "
+                                            r"matches no declared tool"):
+        loads(FIRE_BASE + """
+[[faults]]
+failpoint = "after_prepare"
+action = "change_rules"
+permission_version = 2
+rules = [{ effect = "deny", tool = "write_flie" }]
+[[steps]]
+do = "turn"
+""", "misspelt.toml")
+
+
+def test_a_fault_on_a_hit_never_reached_makes_the_run_an_error():
+    result = run(FakeImpl(), FIRE_BASE + """
+[[faults]]
+failpoint = "after_prepare"
+hits = "2"
+action = "crash"
+[[steps]]
+do = "turn"
+""")
+    assert not result.trace.completed
+    assert result.unfired and result.error == result.trace.error
+    assert "planned but not carried out: fault 1: after_prepare, hit #2 -> crash" in result.error
+    assert "reached only 1 time(s), so hit #2 never came" in result.error
+    assert not result.trace.crashes()  # nothing crashed: the happy path ran
+
+
+def test_an_optional_fault_that_does_not_fire_leaves_the_run_clean():
+    result = run(FakeImpl(), FIRE_BASE + """
+[[faults]]
+failpoint = "after_prepare"
+hits = "2"
+action = "crash"
+optional = true
+[[steps]]
+do = "turn"
+""")
+    assert result.error == "" and result.unfired == () and result.trace.completed
+
+
+def test_a_fault_that_fires_leaves_the_run_clean():
+    result = run(FakeImpl(), FIRE_BASE + """
+[[faults]]
+failpoint = "after_prepare"
+action = "delay"
+seconds = 1
+[[steps]]
+do = "turn"
+""")
+    assert result.error == "" and result.unfired == ()
+
+
+def test_a_concurrent_turn_whose_hold_is_never_reached_makes_the_run_an_error():
+    text = (DATA / "runner_concurrent.toml").read_text().replace(
+        'hold_at = "after_prepare"', 'hold_at = "during_checkpoint_build"')
+    assert "during_checkpoint_build" in text
+    result = run(FakeImpl(), text)
+    assert not result.trace.completed
+    assert "concurrent_turn #1 (hold at during_checkpoint_build): did not fire" in result.error
+    assert "instance A's turn never reached during_checkpoint_build" in result.error
+
+
+def test_an_optional_concurrent_turn_whose_hold_is_never_reached_is_clean():
+    text = (DATA / "runner_concurrent.toml").read_text().replace(
+        'hold_at = "after_prepare"', 'hold_at = "during_checkpoint_build"\noptional = true')
+    result = run(FakeImpl(), text)
+    assert result.error == "" and result.unfired == ()
+    a_call = next(e for e in kinds(result, Kind.DRIVER_CALL) if e.data["method"] == "concurrent_turn")
+    assert a_call.data["args"]["optional"] is True

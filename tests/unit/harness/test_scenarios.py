@@ -197,6 +197,45 @@ def test_references_must_name_declared_things():
         "tools[1]: tool 'write_file' is already declared by tools[0] (library standard)")
 
 
+def test_every_reference_of_the_format_is_checked_at_load():
+    # a model tool call names a declared tool
+    bad(replace('tool = "write_file", args', 'tool = "writefile", args'),
+        "model[0].tool_calls[0].tool: 'writefile' is not a declared tool", "valid: write_file")
+    # the tool of every rule matches a declared tool: session rules, hard constraints,
+    # update_rules steps, change_rules faults
+    bad(replace('id = "s1"', 'id = "s1"\nrules = [{ effect = "allow", tool = "write_fiel" }]'),
+        "sessions[0].rules[0].tool: 'write_fiel' matches no declared tool", "valid: write_file")
+    bad(replace('id = "s1"', 'id = "s1"\nhard_constraints = [{ tool = "Bash", pattern = "*sudo*" }]'),
+        "sessions[0].hard_constraints[0].tool: 'Bash' matches no declared tool")
+    bad(MINIMAL + '[[steps]]\ndo = "update_rules"\npermission_version = 2\n'
+        'rules = [{ effect = "deny", tool = "send_mail" }]\n',
+        "steps[1].rules[0].tool: 'send_mail' matches no declared tool")
+    bad(MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "change_rules"\n'
+        'permission_version = 2\nrules = [{ effect = "deny", tool = "wirte_file" }]\n',
+        "faults[0].rules[0].tool: 'wirte_file' matches no declared tool", "declare it under [[tools]]")
+    # an answer names its wait by a tool call of the model script (wait ids are the IUT's)
+    bad(MINIMAL + '[[steps]]\ndo = "answer"\nwait = "wait-123"\n',
+        "steps[1].wait: 'wait-123' is neither \"next\", \"again\" nor a tool-call id",
+        "valid: next, again, c1")
+    # a session named by a change_rules fault is declared
+    bad(MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "change_rules"\n'
+        'session = "s2"\npermission_version = 2\nrules = []\n',
+        "faults[0].session: 's2' is not a declared session")
+    # patterns and references that do match load
+    ok = loads(replace('id = "s1"', 'id = "s1"\nrules = [{ effect = "allow", tool = "write_*" }]')
+               + '[[steps]]\ndo = "answer"\nwait = "c1"\n', "ok.toml")
+    assert ok.steps[1].wait == "c1" and ok.sessions[0].rules[0].tool == "write_*"
+
+
+def test_optional_faults_are_carried_into_the_fault_and_its_trace_spec():
+    s = loads(MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "crash"\noptional = true\n'
+              '[[faults]]\nfailpoint = "after_tool_returned"\naction = "crash"\n', "o.toml")
+    assert [f.optional for f in s.faults] == [True, False]
+    assert [f.spec().optional for f in s.faults] == [True, False]
+    bad(MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "crash"\noptional = "yes"\n',
+        "faults[0].optional: expected a boolean")
+
+
 def test_placeholders_are_checked_at_load():
     bad(replace('text = "go"', 'text = "{{faker:no_such_provider}}"'),
         "steps[0].text: unknown Faker provider 'no_such_provider'")

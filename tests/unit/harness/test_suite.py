@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 from suite_fakes import FakeImplementation, FakeScenario, criterion, fake_runner, make_trace, render_faults
@@ -190,3 +191,38 @@ def test_an_incomplete_trace_counts_as_a_scenario_error_even_without_an_error_te
     assert result.scenarios[0].status is ScenarioStatus.ERROR
     assert result.scenarios[0].error == "the run did not complete"
     assert not result.gate_passed
+
+
+def test_an_errored_scenario_counts_for_no_criterion_but_its_failures_show():
+    # Only the errored scenario exercises A (a pass) and B (a failure).
+    unfired = FakeScenario("unfired", error="planned but not carried out: fault 1: ... did not fire",
+                           marks=("A:ok", "B:bad"))
+    result = _run(scenarios=(unfired,), criteria=(criterion("A"), criterion("B")))
+    a, b = result.criteria
+    assert a.status is CriterionStatus.NOT_EXERCISED and a.exercised == 0
+    assert a.scenarios_exercising == ()
+    assert b.status is CriterionStatus.FAILED and b.violations[0].scenario == "unfired"
+    (scenario,) = result.scenarios
+    assert scenario.status is ScenarioStatus.ERROR
+    verdict_a = scenario.verdicts[0]
+    assert verdict_a.status == "not_exercised" and verdict_a.exercised == 0
+    assert "not counted: the scenario errored (planned but not carried out" in verdict_a.evidence[0].note
+    assert not result.gate_passed
+
+
+def test_a_pass_elsewhere_still_counts_next_to_an_errored_scenario():
+    ok = FakeScenario("ok", marks=("A:ok",))
+    hung = FakeScenario("hung", error="hang", marks=("A:ok",))
+    (a,) = _run(scenarios=(ok, hung), criteria=(criterion("A"),)).criteria
+    assert a.status is CriterionStatus.PASSED and a.exercised == 1 and a.scenarios_exercising == ("ok",)
+
+
+def test_unfired_faults_of_the_run_reach_the_scenario_result():
+    def runner(implementation, scenario, seed, *, time_limit_s=20.0, data_root=None):
+        run = fake_runner()(implementation, scenario, seed)
+        return SimpleNamespace(trace=run.trace, failpoints_reached=(), error=run.error,
+                               duration_s=0.1, unfired=("fault 1: ... did not fire",))
+
+    result = run_suite(FakeImplementation(), (FakeScenario("u", error="planned but not ..."),), 7,
+                       criteria=(criterion("A"),), runner=runner, fault_renderer=render_faults)
+    assert result.scenarios[0].faults_unfired == ("fault 1: ... did not fire",)

@@ -86,7 +86,29 @@ def test_unknown_mutant_name_is_a_usage_error(monkeypatch, tmp_path):
 def test_every_catalogued_mutant_applies_and_names_known_criteria(mutant):
     from harness.criteria.catalogue import CRITERIA
 
-    ids = {c.id for c in CRITERIA}
+    from harness.fault_coverage import FAULT_FIRED
+
+    ids = {c.id for c in CRITERIA} | {FAULT_FIRED}
     assert mutant.expected and set(mutant.expected) <= ids
     with mutant.patches():  # every find text still matches the current reference
         pass
+
+
+def test_a_skipped_failpoint_is_killed_by_the_fault_fired_judgement():
+    from harness.fault_coverage import FAULT_FIRED
+
+    skipped = by_name("result-saved-failpoint-only-for-idempotent-tools")
+    # one scenario that crashes after a write's saved result, one without any fault
+    chosen = discover(["scenarios/l4/crash_after_result_saved.toml", "scenarios/m/eof_without_text.toml"])
+    reference_result, selftest = run_selftest(
+        reference_impl.implementation(), chosen, [skipped, INERT], 0)
+    caught, inert = selftest.mutants
+    assert caught.caught and FAULT_FIRED in caught.killed_by
+    assert caught.scenarios_run == ("l4-crash-after-result-saved",)  # scenarios with faults first
+    assert any("did not fire" in error for error in caught.scenario_errors)
+    assert FAULT_FIRED not in inert.killed_by  # no unfired fault, no kill
+    assert FAULT_FIRED not in selftest.kills_per_criterion  # not a criterion
+    lines = matrix_lines(selftest, [c.id for c in reference_result.criteria])
+    row = next(line for line in lines if line.startswith(skipped.name))
+    assert "caught" in row and row.endswith("#")  # its own last column
+    assert lines[-1].endswith("1")  # and its kill count
