@@ -387,14 +387,15 @@ def _pair_owner(pair: Pair) -> str:
 
 
 def _pair_counts(pair: Pair) -> bool:
-    """Does this pair exercise its owner criterion (beyond a routine comparison)?"""
+    """Does this pair exercise its owner criterion (beyond a routine comparison)?
+
+    L1.3 only on a Bash retry that differs only in ``description`` from an earlier call
+    that failed or was denied; L1.4 on non-Bash calls differing only in a ``description``
+    field; L1.5 on texts a shell-equivalence guesser would merge."""
     if pair.kind == "normalised":
         return True
     if pair.kind == "description_only":
-        return True
-    if pair.bash and pair.kind == "other":
-        # command, working directory and other execution fields stay in the key
-        return "command" not in pair.diff or (pair.diff - {"command", "description"}) != frozenset()
+        return not pair.bash or _failure_any(pair.a)
     return False
 
 
@@ -478,25 +479,37 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
 
 
 def check_l1_3(trace: Trace) -> Verdict:
-    """Bash: the stored dedup key leaves out ``description`` and nothing else; a Bash call
-    differing only in description from a call that failed or was denied up to the repeat
-    limit is not executed."""
+    """Bash: ``description`` is left out of the key, and only it.
+
+    Exercised: only by a Bash retry that differs only in ``description`` from an earlier
+    call that failed or was denied (a pair, or a reworded call past the repeat limit).
+    Judged on every pair of Bash calls of a session: the stored keys are equal exactly when
+    the policy's keys are (command, cwd and every other field stay in); a call differing
+    only in description from a call that failed or was denied up to the repeat limit under
+    its permission version is not executed; the guard refuses no call whose key never
+    failed."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.3"]
     return judge("L1.3", exercised, violations,
                  "no pair of Bash calls differing in description or execution fields")
 
 
 def check_l1_4(trace: Trace) -> Verdict:
-    """A non-Bash tool's own ``description`` field stays in its dedup key, and a call
-    differing from earlier failures only there is not refused as their repeat."""
+    """A non-Bash tool's own ``description`` field stays in its dedup key.
+
+    Exercised: two calls of one non-Bash tool that differ only in a ``description`` field
+    (a pair, or a call whose only earlier failures of the tool differ from it there).
+    Judged: their stored keys differ, and the call is not refused as their repeat."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.4"]
     return judge("L1.4", exercised, violations,
                  "no pair of non-Bash calls differing only in a 'description' field")
 
 
 def check_l1_5(trace: Trace) -> Verdict:
-    """Calls whose texts differ only in ways a shell might ignore (spacing, flag order,
-    case) have different dedup keys and are never refused as repeats of each other."""
+    """No shell-equivalence guessing.
+
+    Exercised: two calls of one tool whose texts differ only in ways a shell might ignore
+    (spacing, flag order, case). Judged: they have different stored keys and neither is
+    refused as a repeat of the other's failures."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.5"]
     return judge("L1.5", exercised, violations,
                  "no pair of calls differing only by whitespace, order or case")
@@ -656,12 +669,18 @@ def _runtime_faults(trace: Trace) -> list[tuple[TraceEvent, str, dict]]:
 
 
 def check_l1_7(trace: Trace) -> Verdict:
-    """Each failure class is its own result: the class the tool answered (param_error,
-    failed, transient, unknown, permission_denied) is what the store keeps and what the
-    model is told; a definite failure's output reaches the model and other granted calls
-    of the batch still run; unknown is never retried; a corrected param_error call is a new
-    operation; a rule denial is permission_denied with a reason; a runtime fault never turns
-    a known result into unknown."""
+    """Each failure class is its own result.
+
+    Exercised: once per executed failure the tool answered with a class (ledger
+    ``error_kind``), per rule denial, per call with the key of a rule-denied call served
+    under another permission version, and per known result a runtime fault could touch.
+    Judged: the class the tool answered is what the store keeps and what the model is told;
+    a definite failure (may have partial effects) is never retried automatically, its
+    complete ledger output is in the tool message of the session's next model request, and
+    other granted calls of its batch still run; unknown is never retried; a corrected
+    param_error call is a new operation; a rule denial is permission_denied with a reason,
+    and once the permission version changed the same call is not refused as its repeat; a
+    runtime fault never turns a known result into unknown."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -670,9 +689,14 @@ def check_l1_7(trace: Trace) -> Verdict:
         view = op.latest
         attempts = F.attempt_rows(op)
         for i, row in enumerate(attempts):
-            if row.data.get("error_kind") == "unknown" and i + 1 < len(attempts):
+            answered = row.data.get("error_kind")
+            if (row.data.get("status") == "error" and answered in ("unknown", "failed")
+                    and i + 1 < len(attempts)):
+                why = ("a definite failure may already have had partial effects"
+                       if answered == "failed" else "its effect is unknown")
                 violations.append(_ev(
-                    f"{F.describe(op)}: retried after the tool answered 'unknown'",
+                    f"{F.describe(op)}: retried automatically after the tool answered "
+                    f"{answered!r} ({why})",
                     (row.index, attempts[i + 1].index), (_seq(row), _seq(attempts[i + 1]))))
         row = _executed_failure(op)
         if row is not None and row.data.get("error_kind"):
@@ -699,6 +723,10 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"{F.value(stored.failure_kind)!r}", (row.index, point.index), (seq,)))
             request = F.next_model_request(trace, op.session_id, row.index)
             message = F.tool_message(request, op.tool_call_id) if request is not None else None
+            if kind == "failed" and request is not None and message is None and crash is None:
+                violations.append(_ev(
+                    f"{F.describe(op)}: the next model request carries no result for the definite "
+                    f"failure: the model cannot judge it", (row.index, request.index), (seq,)))
             if message is not None:
                 if kind != "unknown" and message.get("failure_kind") != kind:
                     violations.append(_ev(
@@ -707,7 +735,8 @@ def check_l1_7(trace: Trace) -> Verdict:
                 output = str(row.data.get("output") or "")
                 if kind == "failed" and output and output not in str(message.get("content", "")):
                     violations.append(_ev(
-                        f"{F.describe(op)}: the definite failure's output did not reach the model",
+                        f"{F.describe(op)}: the definite failure's complete output ({len(output)} "
+                        f"characters in the ledger) did not reach the model in the next request",
                         (row.index, request.index), (seq,)))
             if kind == "param_error":
                 for later in listed[position + 1:]:
@@ -742,6 +771,14 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"{F.describe(op)}: the model was told failure_kind "
                         f"{message.get('failure_kind')!r} for a rule denial",
                         (op.served[0].end_index, request.index)))
+    for earlier, later in _retries_after_change(trace, listed):
+        exercised += 1
+        if F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value:
+            violations.append(_ev(
+                f"{F.describe(later)}: refused as a repeat of the denied {earlier.tool_call_id} "
+                f"although the permission version changed (v{earlier.latest.identity.permission_version}"
+                f" -> v{later.latest.identity.permission_version}): a denied call may be retried "
+                f"once the permission changed", (earlier.latest_point.index, later.latest_point.index)))
     for fault, session_id, context in _runtime_faults(trace):
         victims = _fault_victims(trace, ops, fault.index, session_id, context)
         for op in victims:
@@ -755,6 +792,24 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"after a runtime fault", (fault.index, point.index), op.ledger_seqs))
                     break
     return judge("L1.7", exercised, violations, "no failure of any class happened")
+
+
+def _retries_after_change(trace: Trace, listed: list[F.Op]) -> list[tuple[F.Op, F.Op]]:
+    """(denied call, later call with the same key under another permission version)."""
+    found = []
+    for position, earlier in enumerate(listed):
+        if not (F.pre_call_denied(earlier) and F.value(earlier.latest.decided_by) in STRICT_DENIAL_SOURCES):
+            continue
+        key = O.dedup_key(trace, earlier.session_id, earlier.tool, earlier.args)
+        for later in listed[position + 1:]:
+            if (later.session_id == earlier.session_id and later.tool == earlier.tool
+                    and later.latest is not None and later.served
+                    and later.latest.identity.permission_version
+                    != earlier.latest.identity.permission_version
+                    and O.dedup_key(trace, later.session_id, later.tool, later.args) == key):
+                found.append((earlier, later))
+                break
+    return found
 
 
 def _fault_victims(trace: Trace, ops, index: int, session_id: str, context: dict) -> list[F.Op]:
@@ -815,9 +870,12 @@ def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[E
 
 
 def check_l1_8(trace: Trace) -> Verdict:
-    """Automatic retries: at most ``auto_retries_max`` per operation, and only after an
-    attempt that certainly did not execute (tool unavailable) or a transient error of a tool
-    declared idempotent."""
+    """Bounded, safe automatic retry.
+
+    Exercised: an operation whose attempt was refused by the world (tool unavailable) or
+    answered transient, or that the ledger shows attempted more than once. Judged: at most
+    1 + ``auto_retries_max`` attempts, and a retry follows only an attempt that certainly did
+    not execute (tool unavailable) or a transient error of a tool declared idempotent."""
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
