@@ -554,7 +554,7 @@ def _missing_entries(trace: Trace, call: TraceEvent, session_id: str, entries: l
     model = O.table_model(trace)
     later = [e.index for e in model.events if e.session_id == session_id and e.index > returned]
     point = next((p for p in F.points(trace)
-                  if p.index > returned and (not later or p.index < later[0])), None)
+                  if p.index >= returned and (not later or p.index < later[0])), None)
     if point is None:
         return [], None
     table = [e for e in point.observation.failure_table if e.session_id == session_id]
