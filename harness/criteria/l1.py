@@ -1,17 +1,19 @@
 """Stage L1 — failure policy, agent loop and continuation.
 
-Pure checks over a trace. The dedup key is recomputed here from the failure policy (Bash:
-the canonical args without ``description``; every other tool: all args; no normalisation)
-and compared with the keys the implementation stored; the repeat guard is judged against
-the failures the ledger and the store show; capacity and history come from the durable
-store read back at every observation point.
+Pure checks over a trace. What the failure policy demands is computed by
+:mod:`harness.criteria.failure_oracle` from the failures the world observed (ledger rows,
+tools refused to start, denials): the dedup keys (Bash: the canonical args without
+``description``; every other tool: all args; no normalisation), the recent-failure table of
+fixed capacity 16 and its evictions, and the repeat judgement. Behaviour is judged against
+it; ``inspect()``'s table and checkpoints are cross-checked against it, never the only
+witness. An old checkpoint is judged on what the harness read from the fixture bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.contract import DecisionSource, EventType, Feature, Outcome, Permission, execution_id_for
+from harness.contract import DecisionSource, EventType, Feature, Permission, execution_id_for
 from harness.criteria import facts as F
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -922,7 +924,7 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="Failure table capacity",
         statement=(
-            "The recent-failure table never holds more than its capacity (16 by default), "
+            "The recent-failure table never holds more than its fixed capacity of 16, "
             "failures beyond it are still recorded, every checkpoint stays within capacity, "
             "and the durable event log keeps the full failure history."
         ),
@@ -986,8 +988,8 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="Old checkpoints readable",
         statement=(
-            "A valid checkpoint written by an earlier format version loads, and the session "
-            "continues from its conversation."
+            "A valid checkpoint written by an earlier format version loads with its "
+            "conversation and its recent-failure entries, and the session continues from it."
         ),
         seed_clause="旧合法检查点可读。",
         check=check_l1_6,
@@ -1000,9 +1002,11 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Parameter errors, permission denials, transient faults, definite failures, unknown "
             "results and runtime faults are kept and reported as distinct classes, each with its "
-            "own consequence: corrected parameters make a new operation, denials name their rule, "
-            "definite failures return their output and let other approved work go on, unknown "
-            "results are never retried, runtime faults never make a known result unknown."
+            "own consequence: corrected parameters make a new operation, denials name their rule "
+            "and may be retried once the permission changed, definite failures (possibly with "
+            "partial effects) are never retried automatically, return their complete output to the "
+            "model and let other approved work go on, unknown results are never retried, runtime "
+            "faults never make a known result unknown."
         ),
         seed_clause=(
             "参数错误：返回结构化错误，允许修正实际参数。 … "

@@ -69,7 +69,11 @@ def check_l2_1(trace: Trace) -> Verdict:
     explicit deny > ask > exact grant > classifier) for every operation: nothing executes
     that a higher layer blocks, an ask needs the operation's own approval, the classifier's
     allow never lifts a layer above it, an exact grant is never sent to the classifier, and
-    the stored deciding layer is the one the precedence names (no skipped, no invented layer)."""
+    the stored deciding layer is the one the precedence names (no skipped, no invented layer).
+
+    Exercised: per operation that executed (its authorization recomputed), that an exact
+    grant covers, or whose settled record can be compared with the recomputed layer.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -354,7 +358,11 @@ def check_l2_4(trace: Trace) -> Verdict:
     """Model-written descriptions reach the classifier only as untrusted input (never in
     the trusted cwd, scope or requirements), and wording such as "safe, pre-approved" changes
     nothing: a dangerous operation so worded is still not auto-approved, and it is never
-    treated more permissively than the same operation without the wording."""
+    treated more permissively than the same operation without the wording.
+
+    Exercised: per classifier review of a call carrying a model-written description, and
+    per call worded like "safe, pre-approved" that is dangerous or has an unworded twin.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -429,7 +437,11 @@ def check_l2_5(trace: Trace) -> Verdict:
     """Every review outcome is recorded as the world gave it (a verdict slower than the
     session's timeout is a timeout): timeout, service error, cancellation, oversize and
     risk denial stay distinct, a missing verdict is never stored as a risk denial, and
-    only an explicit allow (or a later approval) lets the operation run."""
+    only an explicit allow (or a later approval) lets the operation run.
+
+    Exercised: per classifier request the world received for an operation the harness
+    can name.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -466,7 +478,11 @@ def check_l2_5(trace: Trace) -> Verdict:
 
 def check_l2_6(trace: Trace) -> Verdict:
     """For an operation that needs the classifier, nothing of its execution (start record,
-    execution_started event, ledger row) exists before the review's verdict."""
+    execution_started event, ledger row) exists before the review's verdict.
+
+    Exercised: per operation the classifier layer decides (by the rules in force when it
+    was served) that the world's classifier reviewed.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -525,7 +541,11 @@ def _review_op_at(trace: Trace, ops, revs, failpoint: TraceEvent, session_id: st
 
 def check_l2_7(trace: Trace) -> Verdict:
     """An operation whose session was cancelled while the classifier reviewed it (or whose
-    review was answered 'cancelled') is not executed and stays not_started."""
+    review was answered 'cancelled') is not executed and stays not_started.
+
+    Exercised: per operation under review when a ``cancel`` fault fired at
+    ``during_classifier_review``, or whose review the world answered ``cancelled``.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -575,7 +595,12 @@ def check_l2_8(trace: Trace) -> Verdict:
     """When the rules or the permission version change while an operation is under review
     (or between its verdict and its execution), the old verdict is void: the operation does
     not run unless a decision taken under the new rules allows it, and then under the new
-    version."""
+    version.
+
+    Exercised: per operation whose rules changed while it was under review (a
+    ``change_rules`` fault at ``during_classifier_review``) or between its review and its
+    execution.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -636,7 +661,11 @@ def check_l2_9(trace: Trace) -> Verdict:
     """Right before execution the permission version, the args, the approval and the file
     preconditions are rechecked: an approval given before a rule change or before the file
     it edits changed does not make the operation run; what runs carries the version in
-    force and exactly the approved args."""
+    force and exactly the approved args.
+
+    Exercised: per approved operation whose rules or edited file changed between its
+    prompt and its execution, and per operation executed after a rule change.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -703,7 +732,11 @@ def check_l2_9(trace: Trace) -> Verdict:
 def check_l2_10(trace: Trace) -> Verdict:
     """execution_started is exact: false for a pre-call denial, true for an operation that
     ran in the sandbox and was then refused extra permission (its outcome is then not
-    not_started: effects may be partial), and true for anything the ledger shows ran."""
+    not_started: effects may be partial), and true for anything the ledger shows ran.
+
+    Exercised: per pre-call denial (no ledger row, stored denied) and per sandboxed run
+    that asked for escalation.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -743,7 +776,10 @@ def check_l2_10(trace: Trace) -> Verdict:
 
 def check_l2_11(trace: Trace) -> Verdict:
     """A retry without sandbox after an escalation request happens only after an approval
-    of its own, prompted after that request: retrying is not authorization."""
+    of its own, prompted after that request: retrying is not authorization.
+
+    Exercised: per sandboxed run that asked for escalation.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -784,9 +820,11 @@ CRITERIA: tuple[Criterion, ...] = (
         title="Full-operation review",
         statement=(
             "The classifier receives the complete arguments exactly as they would execute, with "
-            "the trusted working directory, permission scope and user requirements; nothing is "
-            "truncated, an operation too large for review gets no verdict and is not auto-approved, "
-            "and in auto mode Bash is reviewed like any tool instead of being refused by name."
+            "the task context (trusted working directory, permission scope and user requirements); "
+            "an allow authorizes only the operation whose complete arguments it received; nothing "
+            "is truncated, an operation too large for review gets no verdict and is not "
+            "auto-approved, and in auto mode Bash is reviewed like any tool instead of being "
+            "refused by name."
         ),
         seed_clause=(
             "在登记执行前异步审查完整操作。传入可信工作目录、权限范围和必要的用户要求；"
