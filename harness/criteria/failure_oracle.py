@@ -77,6 +77,8 @@ class Eviction:
     key: str
     by: str
     """The key whose failure evicted it."""
+    by_call: str = ""
+    """The tool_call_id of that failure."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +203,7 @@ def table_model(trace: Trace, ops: dict[F.OpKey, F.Op] | None = None) -> TableMo
             table.remove(step.key)
         table.append(step.key)
         while len(table) > FAILURE_TABLE_CAPACITY:
-            evictions.append(Eviction(step.index, step.session_id, table.pop(0), step.key))
+            evictions.append(Eviction(step.index, step.session_id, table.pop(0), step.key, step.tool_call_id))
         snapshots.append((step.index, step.session_id, tuple(table)))
     return TableModel(events, tuple(evictions), loads, tuple(snapshots))
 

@@ -274,6 +274,18 @@ def _across(trace: Trace, pts, session_id: str, a, b, keys: int) -> list[Evidenc
     return found
 
 
+def _recorded_after(pts, op: F.Op | None, index: int):
+    """The first observation after ``index`` at which the evicting failure is recorded (the
+    store can only have evicted by then), else the first settled one."""
+    for point in pts:
+        if point.index <= index or op is None:
+            continue
+        view = next((v for p, v in op.views if p is point), None)
+        if view is not None and F.value(view.delivery) != "pending":
+            return point
+    return next((p for p in pts if p.index > index and p.label in SETTLED_LABELS), None)
+
+
 def check_l1_2(trace: Trace) -> Verdict:
     """Eviction from the full table changes nothing else.
 
@@ -293,7 +305,7 @@ def check_l1_2(trace: Trace) -> Verdict:
     for eviction in model.evictions:
         exercised += 1
         a = next((p for p in reversed(pts) if p.index < eviction.index), None)
-        b = next((p for p in pts if p.index > eviction.index), None)
+        b = _recorded_after(pts, ops.get((eviction.session_id, eviction.by_call)), eviction.index)
         if a is not None and b is not None:
             violations += _across(trace, pts, eviction.session_id, a, b, 1)
     if model.evictions:
@@ -439,14 +451,7 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
         near = [(p, *_classify(bash, p.args, op.args)) for p in prior if expected(p) != my_key and _failure_any(p)]
 
         # strict count under the same permission version, since the last success of the key
-        count = 0
-        for p in prior:
-            if expected(p) != my_key or p.latest is None:
-                continue
-            if _succeeded(p):
-                count = 0
-            elif p.latest.identity.permission_version == view.identity.permission_version and _failure_strict(p):
-                count += 1
+        count = len(O.counted_failures(trace, prior, op))
         limit = F.thresholds(trace, op.session_id).failure_repeat_limit
         reworded = bash and any(
             p.args.get("description") != op.args.get("description")
