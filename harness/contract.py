@@ -329,9 +329,16 @@ def execution_id_for(session_id: str, tool_call_id: str) -> str:
 # --------------------------------------------------------------------------- values
 
 
+FAILURE_TABLE_CAPACITY = 16
+"""The recent-failure table's capacity, fixed by the design ("固定容量", "统一限制为 16 条"):
+not a setting. ``Thresholds.failure_table_capacity`` stays only so old traces still load."""
+
+
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    failure_table_capacity: int = 16
+    failure_table_capacity: int = FAILURE_TABLE_CAPACITY
+    """Always :data:`FAILURE_TABLE_CAPACITY` (a scenario setting another value does not
+    load); kept so traces recorded before the capacity was fixed still deserialize."""
     consecutive_denials_max: int = 3
     cumulative_denials_max: int = 20
     legacy_classifier_window_chars: int = 800

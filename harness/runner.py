@@ -60,6 +60,7 @@ from harness.contract import (
     canonical_json,
     to_json,
 )
+from harness.checkpoint_fixture import read_fixture
 from harness.faults import Action, render
 from harness.scenarios import Scenario, Step, StepKind
 from harness.trace import (
@@ -634,7 +635,8 @@ class _Run:
         declared = tuple(self.impl.info.checkpoint_fixtures)
         matches = [d for d in declared if _fixture_matches(name, d)]
         if not matches:
-            self.skip(primary, "load_checkpoint", {**args, "expected_messages": None},
+            self.skip(primary, "load_checkpoint", {**args, "expected_messages": None,
+                                                   "fixture_content": None},
                       f"the implementation declares no checkpoint fixture {name!r} "
                       f"(declared: {', '.join(declared) or 'none'})")
             return
@@ -644,7 +646,10 @@ class _Run:
                       f"implementation's package ({type(self.impl).__module__})")
             return
         data = path.read_bytes()
+        # What the harness itself reads from the bytes it passes (L1.6 judges the load on it;
+        # null when the fixture is in no documented layout: the sidecar is all there is).
         args.update({"path": matches[0], "expected_messages": _expected_messages(path),
+                     "fixture_content": read_fixture(data),
                      "size_bytes": len(data),
                      "sha256": hashlib.sha256(data).hexdigest()})
         self.after(primary, self.drive(primary, "load_checkpoint", args,

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.contract import (
+    FAILURE_TABLE_CAPACITY,
     OPTIONAL_FEATURES,
     ClassifierOutcome,
     Failpoint,
@@ -310,6 +311,12 @@ def _thresholds(r: _Reader, value: Any, path: str) -> Thresholds:
         if name in table:
             kwargs[name] = r.value(table, name, path, hints[name])
             r.positive(kwargs[name], _join(path, name), 0 if hints[name] is float else 1)
+    capacity = kwargs.get("failure_table_capacity", FAILURE_TABLE_CAPACITY)
+    if capacity != FAILURE_TABLE_CAPACITY:
+        # The design fixes the capacity; a scenario cannot test another one (L1.1).
+        raise r.error(_join(path, "failure_table_capacity"),
+                      f"the recent-failure table's capacity is fixed at {FAILURE_TABLE_CAPACITY} "
+                      f"by the design, not configurable (got {capacity})")
     return Thresholds(**kwargs)
 
 

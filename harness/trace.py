@@ -96,7 +96,10 @@ class Kind:
     load_checkpoint: session_id, fixture (the declared fixture's name) and expected_messages
     (Message JSON list the fixture holds, from the fixture's manifest; L1.6 looks for them
     in the next model request of the session; without them it only checks that the
-    request carries history from before the turn)); load_checkpoint also carries path (the
+    request carries history from before the turn)), fixture_content (what the harness itself
+    read from the bytes it passed, see harness.checkpoint_fixture: format_version, messages,
+    failure_entries; null when the fixture is in no documented layout, L1.6 then judges on
+    expected_messages); load_checkpoint also carries path (the
     declared fixture path), size_bytes and sha256 of the bytes passed. Other methods: open
     (Implementation.open; args {}, the data dir is never recorded; concurrent_with: A's
     instance number when it opens instance B of a concurrent turn), open_session: config

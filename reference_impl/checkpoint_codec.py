@@ -1,7 +1,7 @@
 """Versioned checkpoint format: one writer (current), one reader per version ever written.
 
 A checkpoint is the session's continuation state: the conversation the next model request
-is built from, the recent-failure table (at most ``failure_table_capacity`` entries), the
+is built from, the recent-failure table (at most ``FAILURE_TABLE_CAPACITY`` = 16 entries), the
 last execution folded into it, and its sequence number.
 
 Guarantees:

@@ -7,7 +7,7 @@ Guarantees:
   ``description`` included); command text is never normalised (L1.3-L1.5);
 * every failure of an operation is logged once (one row per identity) in the durable
   failure history, and the per-session recent-failure table keeps at most
-  ``failure_table_capacity`` entries, the least recently touched evicted first (L1.1);
+  ``FAILURE_TABLE_CAPACITY`` (16, fixed) entries, the least recently touched evicted first (L1.1);
   eviction deletes a table row and nothing else (L1.2);
 * the repeat guard keeps its own counts per (session, dedup key, permission version), apart
   from the table, so eviction cannot reset them; only definite failures (``failed``,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from harness.contract import DecisionSource, FailureKind, Message, Outcome
+from harness.contract import FAILURE_TABLE_CAPACITY, DecisionSource, FailureKind, Message, Outcome
 from reference_impl import failure_policy
 from reference_impl.failure_policy import ToolOutcome
 from reference_impl.records import OperationRecord, SessionState, Stage
@@ -84,7 +84,6 @@ def save(
          outcome.reason, output, attempts, now),
     )
     if outcome.failure_kind is not None:
-        thresholds = session.config.thresholds
         failure_policy.record_failure(
             conn,
             session_id=op.session_id,
@@ -96,7 +95,7 @@ def save(
             consumes_budget=failure_policy.consumes_repeat_budget(
                 outcome.outcome, outcome.failure_kind, op.decided_by
             ),
-            capacity=thresholds.failure_table_capacity,
+            capacity=FAILURE_TABLE_CAPACITY,
             now=now,
         )
     if outcome.outcome is Outcome.SUCCEEDED:

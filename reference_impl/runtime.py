@@ -11,6 +11,7 @@ transaction is ever open at those moments.
 from __future__ import annotations
 
 from harness.contract import (
+    FAILURE_TABLE_CAPACITY,
     DecisionSource,
     EventType,
     Message,
@@ -143,7 +144,7 @@ class ReferenceRuntime:
                 _insert_session(conn, SessionConfig(session_id=session_id))
                 session = records.load_session(conn, session_id)
             failure_policy.replace_table(conn, session_id, loaded.failure_entries,
-                                         session.config.thresholds.failure_table_capacity)
+                                         FAILURE_TABLE_CAPACITY)
             sequence = continuation.save(
                 conn, session_id, loaded.messages, last_execution_id=loaded.last_execution_id,
                 reason=f"import_v{loaded.format_version}", now=self._world.now(),

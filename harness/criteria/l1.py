@@ -1,10 +1,12 @@
 """Stage L1 — failure policy, agent loop and continuation.
 
-Pure checks over a trace. The dedup key is recomputed here from the failure policy (Bash:
-the canonical args without ``description``; every other tool: all args; no normalisation)
-and compared with the keys the implementation stored; the repeat guard is judged against
-the failures the ledger and the store show; capacity and history come from the durable
-store read back at every observation point.
+Pure checks over a trace. What the failure policy demands is computed by
+:mod:`harness.criteria.failure_oracle` from the failures the world observed (ledger rows,
+tools refused to start, denials): the dedup keys (Bash: the canonical args without
+``description``; every other tool: all args; no normalisation), the recent-failure table of
+fixed capacity 16 and its evictions, and the repeat judgement. Behaviour is judged against
+it; ``inspect()``'s table and checkpoints are cross-checked against it, never the only
+witness. An old checkpoint is judged on what the harness read from the fixture bytes.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import shlex
 
 from dataclasses import dataclass
 
-from harness.contract import DecisionSource, EventType, Feature, Outcome, Permission
+from harness.contract import DecisionSource, EventType, Feature, Permission, execution_id_for
 from harness.criteria import facts as F
+from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace import Kind, Trace, TraceEvent
 
@@ -32,22 +35,13 @@ def _seq(row: TraceEvent) -> int:
 # --------------------------------------------------------------------------- failures
 
 
-STRICT_FAILURE_KINDS = ("failed", "param_error")
-"""Executed failures that certainly count toward the repeat limit."""
-
-STRICT_DENIAL_SOURCES = (
-    DecisionSource.HARD_CONSTRAINT.value,
-    DecisionSource.CAPABILITY.value,
-    DecisionSource.PLAN_MODE.value,
-    DecisionSource.EXPLICIT_DENY.value,
-    DecisionSource.DEFAULT_DENY.value,
-    DecisionSource.REPEAT_GUARD.value,
-)
-"""Denials that certainly count toward the repeat limit (classifier risk denials do not:
-L3.9; cancellations and missing verdicts are not failures of the call)."""
-
+STRICT_FAILURE_KINDS = O.STRICT_FAILURE_KINDS
+STRICT_DENIAL_SOURCES = O.STRICT_DENIAL_SOURCES
 RULE_DENIAL_SOURCES = STRICT_DENIAL_SOURCES[:-1]
 """Denials by a rule layer: their failure class is permission_denied (L1.7)."""
+
+SETTLED_LABELS = ("quiescent", "final", "after_restart")
+"""Observations read when no call is in flight: every failure before them is recorded."""
 
 
 def _executed_failure(op: F.Op) -> TraceEvent | None:
@@ -62,11 +56,7 @@ def _executed_failure(op: F.Op) -> TraceEvent | None:
 
 
 def _failure_strict(op: F.Op) -> bool:
-    row = _executed_failure(op)
-    if row is not None:
-        return row.data.get("error_kind") in STRICT_FAILURE_KINDS
-    view = op.latest
-    return F.pre_call_denied(op) and F.value(view.decided_by) in STRICT_DENIAL_SOURCES
+    return O.strict_failure(op)
 
 
 def _failure_any(op: F.Op) -> bool:
@@ -82,52 +72,111 @@ def _failure_any(op: F.Op) -> bool:
 
 
 def _succeeded(op: F.Op) -> bool:
-    view = op.latest
-    return view is not None and F.value(view.outcome) == Outcome.SUCCEEDED.value
+    return O.succeeded(op)
 
 
 # --------------------------------------------------------------------------- L1.1
 
 
+def _entry_keys(trace: Trace, ops, model: O.TableModel, session_id: str, entries) -> tuple[dict, list]:
+    """Map each stored entry to the oracle's key through the execution it names (the
+    implementation's own key text is opaque): ``({entry index: key}, [unresolved entries])``."""
+    by_execution: dict[str, F.Op] = {}
+    for op in ops.values():
+        if op.session_id != session_id:
+            continue
+        by_execution[execution_id_for(op.session_id, op.tool_call_id)] = op
+        for _, view in op.views:
+            by_execution[view.identity.execution_id] = op
+    loaded: dict[str, str] = {}
+    for table in model.loads:
+        if table.session_id == session_id:
+            for item in table.entries:
+                for name in ("last_execution_id", "dedup_key"):
+                    if item.get(name):
+                        loaded[str(item[name])] = O.fixture_key(item)
+    mapped: dict[int, str] = {}
+    unresolved = []
+    for position, entry in enumerate(entries):
+        op = by_execution.get(entry.last_execution_id)
+        # An op that ran fine but whose result a crash kept from the host is honestly unknown.
+        if op is not None and (not O.succeeded(op) or F.crashed_mid_execution(trace, op, ops)):
+            mapped[position] = O.dedup_key(trace, op.session_id, op.tool, op.args)
+        elif entry.last_execution_id in loaded or entry.dedup_key in loaded:
+            mapped[position] = loaded.get(entry.last_execution_id) or loaded[entry.dedup_key]
+        else:
+            unresolved.append(entry)
+    return mapped, unresolved
+
+
+def _cross_check_table(trace: Trace, ops, model: O.TableModel, point, session_id: str) -> list[Evidence]:
+    """inspect()'s table at a settled observation against the oracle's."""
+    found = []
+    entries = [e for e in point.observation.failure_table if e.session_id == session_id]
+    before = [e for e in model.events if e.session_id == session_id and e.index < point.index]
+    certain = {e.key for e in before if e.certain}
+    floor = min(O.FAILURE_TABLE_CAPACITY, len(certain))
+    if len(entries) < floor:
+        found.append(_ev(
+            f"session {session_id}: inspect() shows {len(entries)} failure-table entries at "
+            f"'{point.label}' but the world saw {len(certain)} distinct executed failures: the table "
+            f"must hold at least {floor}", (point.index,)))
+    mapped, unresolved = _entry_keys(trace, ops, model, session_id, entries)
+    for entry in unresolved[:1]:
+        found.append(_ev(
+            f"session {session_id}: failure-table entry {entry.dedup_key[:40]!r} (execution "
+            f"{entry.last_execution_id!r}) at '{point.label}' names no failure the world observed "
+            f"and no loaded checkpoint entry", (point.index,)))
+    last_certain = [e for e in before if e.certain]
+    if last_certain and not unresolved:
+        newest = last_certain[-1]
+        if newest.key not in mapped.values():
+            found.append(_ev(
+                f"session {session_id}: the most recent failure ({newest.tool_call_id}, "
+                f"{newest.tool}) is missing from the failure table at '{point.label}': the table "
+                f"must evict its oldest entry, never the newest", (newest.index, point.index),
+                (newest.ledger_seq,) if newest.ledger_seq is not None else ()))
+    return found
+
+
 def check_l1_1(trace: Trace) -> Verdict:
-    """The recent-failure table and each checkpoint stay within capacity at every
-    observation; once a session had more distinct failures than the capacity, every failed
-    operation is still recorded and the durable log holds at least one failure event per
-    failed operation."""
+    """The recent-failure table has the fixed capacity of 16, judged on what the world saw.
+
+    Exercised: the world observed more distinct failure keys in one session than the
+    capacity (ledger failures, tools refused to start, denials — the oracle's events, never
+    the size the store reports). Judged on every trace: at every observation no session's
+    table and no checkpoint holds more than 16 entries; at every settled observation (no call
+    in flight) inspect()'s table is cross-checked against the oracle: it holds at least
+    min(16, distinct executed failures so far), each entry names a failure the world observed
+    (or an entry of a checkpoint the harness loaded), and the newest executed failure is in
+    it. When exercised: every failure past the capacity is still recorded, no unexpected
+    exception is raised, and the durable log holds one failure event per failed operation."""
     violations: list[Evidence] = []
     exercised = 0
+    cap = O.FAILURE_TABLE_CAPACITY
+    ops = F.operations(trace)
+    model = O.table_model(trace, ops)
     pts = F.points(trace)
-    table_keys: dict[str, set[str]] = {}
     for point in pts:
         per_session: dict[str, int] = {}
         for entry in point.observation.failure_table:
             per_session[entry.session_id] = per_session.get(entry.session_id, 0) + 1
-            table_keys.setdefault(entry.session_id, set()).add(entry.dedup_key)
         for session_id, size in sorted(per_session.items()):
-            cap = F.thresholds(trace, session_id).failure_table_capacity
             if size > cap:
                 violations.append(_ev(
                     f"session {session_id}: recent-failure table holds {size} entries at "
                     f"'{point.label}', capacity is {cap}", (point.index,)))
         for checkpoint in point.observation.checkpoints:
-            cap = F.thresholds(trace, checkpoint.session_id).failure_table_capacity
             if checkpoint.failure_entries > cap:
                 violations.append(_ev(
                     f"session {checkpoint.session_id}: checkpoint {checkpoint.sequence} carries "
                     f"{checkpoint.failure_entries} failure entries at '{point.label}', capacity is {cap}",
                     (point.index,)))
-    ops = F.operations(trace)
+        if point.label in SETTLED_LABELS:
+            for session_id in sorted({e.session_id for e in model.events} | set(per_session)):
+                violations += _cross_check_table(trace, ops, model, point, session_id)
     failed_ops = [op for op in ops.values() if _executed_failure(op) is not None]
-    triggered = []
-    for session_id in sorted({op.session_id for op in ops.values()} | set(table_keys)):
-        cap = F.thresholds(trace, session_id).failure_table_capacity
-        distinct = {
-            F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
-            for op in ops.values()
-            if op.session_id == session_id and (_executed_failure(op) is not None or _failure_strict(op))
-        }
-        if max(len(distinct), len(table_keys.get(session_id, ()))) > cap:
-            triggered.append(session_id)
+    triggered = [s for s in model.sessions() if len(model.distinct_keys(s)) > cap]
     for session_id in triggered:
         exercised += 1
         for op in failed_ops:
@@ -174,124 +223,120 @@ def _disturbed(trace: Trace, lo: int, hi: int) -> bool:
     return False
 
 
-def _strict_repeats(trace: Trace, prior: list[F.Op], op: F.Op) -> list[F.Op]:
-    """The earlier operations that count toward ``op``'s repeat limit: same session, tool and
-    policy key, a strict failure or denial under ``op``'s permission version, since the last
-    success of the key."""
-    my_key = F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
-    counted: list[F.Op] = []
-    for p in prior:
-        if (p.session_id != op.session_id or p.tool != op.tool or p.first_seen >= op.first_seen
-                or p.latest is None
-                or F.expected_dedup_key(trace, p.session_id, p.tool, p.args) != my_key):
+def _across(trace: Trace, pts, session_id: str, a, b, keys: int) -> list[Evidence]:
+    """Counters and settled decisions must survive the eviction between ``a`` and ``b``."""
+    found: list[Evidence] = []
+    between = F.events_between(trace, a.index, b.index + 1)
+    approved = any(
+        e.kind == Kind.DRIVER_CALL and e.data.get("method") in F.ANSWER_METHODS
+        and F.driver_args(e).get("approve") for e in between
+    )
+    allowed = approved or any(
+        (e.kind == Kind.TOOL_EXECUTED and e.data.get("session_id") == session_id
+         and e.data.get("status") == "ok")
+        or (e.kind == Kind.CLASSIFIER_REQUEST and e.data.get("outcome") == "allow")
+        for e in between
+    )
+    after = {(c.session_id, c.permission_version): c for c in b.observation.denial_counters}
+    for before in a.observation.denial_counters:
+        if before.session_id != session_id:
             continue
-        if _succeeded(p):
-            counted = []
-        elif (p.latest.identity.permission_version == op.latest.identity.permission_version
-              and _failure_strict(p)):
-            counted.append(p)
-    return counted
+        now = after.get((before.session_id, before.permission_version))
+        cumulative = now.cumulative if now else 0
+        consecutive = now.consecutive if now else 0
+        if cumulative < before.cumulative and not approved:
+            found.append(_ev(
+                f"session {session_id} v{before.permission_version}: cumulative denials "
+                f"dropped {before.cumulative} -> {cumulative} across the eviction of "
+                f"{keys} failure entr(y/ies) ('{a.label}' -> '{b.label}')", (a.index, b.index)))
+        if consecutive < before.consecutive and not allowed:
+            found.append(_ev(
+                f"session {session_id} v{before.permission_version}: consecutive denials "
+                f"dropped {before.consecutive} -> {consecutive} across an eviction with no "
+                f"allowed operation in between", (a.index, b.index)))
+    views_b = {(v.session_id, v.identity.tool_call_id): v for v in b.observation.operations}
+    for view in a.observation.operations:
+        settled = F.value(view.delivery) != "pending" and F.value(view.permission) != "ask"
+        if not settled:
+            continue
+        key = (view.session_id, view.identity.tool_call_id)
+        now = views_b.get(key)
+        if now is None:
+            found.append(_ev(
+                f"{key[0]}/{key[1]}: the operation record vanished across a failure-table "
+                f"eviction", (a.index, b.index)))
+        elif not _disturbed(trace, a.index, b.index) and (
+            F.value(now.permission) != F.value(view.permission)
+            or F.value(now.decided_by) != F.value(view.decided_by)
+        ):
+            found.append(_ev(
+                f"{key[0]}/{key[1]}: permission changed {F.value(view.permission)}/"
+                f"{F.value(view.decided_by)} -> {F.value(now.permission)}/"
+                f"{F.value(now.decided_by)} across a failure-table eviction", (a.index, b.index)))
+    return found
+
+
+def _recorded_after(pts, op: F.Op | None, index: int):
+    """The first observation after ``index`` at which the evicting failure is recorded (the
+    store can only have evicted by then), else the first settled one."""
+    for point in pts:
+        if point.index <= index or op is None:
+            continue
+        view = next((v for p, v in op.views if p is point), None)
+        if view is not None and F.value(view.delivery) != "pending":
+            return point
+    return next((p for p in pts if p.index > index and p.label in SETTLED_LABELS), None)
 
 
 def check_l1_2(trace: Trace) -> Verdict:
-    """Across every eviction from a full failure table (an entry present in one observation
-    and gone in the next while the table is at capacity): no denial count drops without an
-    allowed operation or approval to explain it, every settled operation keeps its record,
-    permission and deciding layer, and the repeat judgement survives: a call whose key had
-    already failed up to the repeat limit before its entry was evicted is not executed."""
+    """Eviction from the full table changes nothing else.
+
+    Exercised: once per eviction the oracle computes from the failures the world observed
+    (a distinct failure arriving while 16 keys are held evicts the least recently failed),
+    and once per call whose key had failed up to the repeat limit before such an eviction of
+    its key. Judged: across each eviction (the observations just before and after it) no
+    denial count drops without an approval or allowed operation to explain it, every settled
+    operation keeps its record, permission and deciding layer; and the repeat judgement
+    survives: a call whose key had already failed up to the limit under its permission
+    version before its entry was evicted is not executed (ledger)."""
     violations: list[Evidence] = []
     exercised = 0
     pts = F.points(trace)
-    # (index, label, session, evicted keys) of every observed eviction at capacity
-    evictions: list[tuple[int, str, str, frozenset[str]]] = []
-    for a, b in zip(pts, pts[1:]):
-        sessions = {e.session_id for e in a.observation.failure_table}
-        for session_id in sorted(sessions):
-            cap = F.thresholds(trace, session_id).failure_table_capacity
-            keys_a = {e.dedup_key for e in a.observation.failure_table if e.session_id == session_id}
-            keys_b = {e.dedup_key for e in b.observation.failure_table if e.session_id == session_id}
-            evicted = keys_a - keys_b
-            if not evicted or max(len(keys_b), len(b.observation.failure_table)) < cap:
-                continue
-            exercised += 1
-            evictions.append((b.index, b.label, session_id, frozenset(evicted)))
-            between = F.events_between(trace, a.index, b.index + 1)
-            approved = any(
-                e.kind == Kind.DRIVER_CALL and e.data.get("method") in F.ANSWER_METHODS
-                and F.driver_args(e).get("approve") for e in between
-            )
-            allowed = approved or any(
-                (e.kind == Kind.TOOL_EXECUTED and e.data.get("session_id") == session_id)
-                or (e.kind == Kind.CLASSIFIER_REQUEST and e.data.get("outcome") == "allow")
-                for e in between
-            )
-            after = {
-                (c.session_id, c.permission_version): c for c in b.observation.denial_counters
-            }
-            for before in a.observation.denial_counters:
-                if before.session_id != session_id:
-                    continue
-                now = after.get((before.session_id, before.permission_version))
-                cumulative = now.cumulative if now else 0
-                consecutive = now.consecutive if now else 0
-                if cumulative < before.cumulative and not approved:
-                    violations.append(_ev(
-                        f"session {session_id} v{before.permission_version}: cumulative denials "
-                        f"dropped {before.cumulative} -> {cumulative} across the eviction of "
-                        f"{len(evicted)} failure entr(y/ies) ('{a.label}' -> '{b.label}')",
-                        (a.index, b.index)))
-                if consecutive < before.consecutive and not allowed:
-                    violations.append(_ev(
-                        f"session {session_id} v{before.permission_version}: consecutive denials "
-                        f"dropped {before.consecutive} -> {consecutive} across an eviction with no "
-                        f"allowed operation in between", (a.index, b.index)))
-            views_b = {(v.session_id, v.identity.tool_call_id): v for v in b.observation.operations}
-            for view in a.observation.operations:
-                settled = F.value(view.delivery) != "pending" and F.value(view.permission) != "ask"
-                if not settled:
-                    continue
-                key = (view.session_id, view.identity.tool_call_id)
-                now = views_b.get(key)
-                if now is None:
-                    violations.append(_ev(
-                        f"{key[0]}/{key[1]}: the operation record vanished across a failure-table "
-                        f"eviction", (a.index, b.index)))
-                elif not _disturbed(trace, a.index, b.index) and (
-                    F.value(now.permission) != F.value(view.permission)
-                    or F.value(now.decided_by) != F.value(view.decided_by)
-                ):
-                    violations.append(_ev(
-                        f"{key[0]}/{key[1]}: permission changed {F.value(view.permission)}/"
-                        f"{F.value(view.decided_by)} -> {F.value(now.permission)}/"
-                        f"{F.value(now.decided_by)} across a failure-table eviction",
-                        (a.index, b.index)))
-    if evictions:
-        listed = list(F.operations(trace).values())
+    ops = F.operations(trace)
+    model = O.table_model(trace, ops)
+    for eviction in model.evictions:
+        exercised += 1
+        a = next((p for p in reversed(pts) if p.index < eviction.index), None)
+        b = _recorded_after(pts, ops.get((eviction.session_id, eviction.by_call)), eviction.index)
+        if a is not None and b is not None:
+            violations += _across(trace, pts, eviction.session_id, a, b, 1)
+    if model.evictions:
+        listed = list(ops.values())
         for position, op in enumerate(listed):
             if op.latest is None or not op.served:
                 continue
-            counted = _strict_repeats(trace, listed[:position], op)
-            limit = F.thresholds(trace, op.session_id).failure_repeat_limit
-            if len(counted) < limit:
+            counted = O.must_refuse(trace, listed[:position], op)
+            if not counted:
                 continue
-            keys = {v.dedup_key for p in counted[-1:] + [op] for _, v in p.views}
+            key = O.dedup_key(trace, op.session_id, op.tool, op.args)
             gone = [
-                e for e in evictions
-                if e[2] == op.session_id and e[3] & keys
-                and counted[-1].first_seen < e[0] < op.served[0].end_index
+                e for e in model.evictions
+                if e.session_id == op.session_id and e.key == key
+                and counted[-1].first_seen < e.index < op.served[0].end_index
             ]
             if not gone:
                 continue
             exercised += 1
             attempts = F.attempt_rows(op)
             if attempts:
+                limit = F.thresholds(trace, op.session_id).failure_repeat_limit
                 violations.append(_ev(
                     f"{F.describe(op)}: executed although its key already failed {len(counted)} "
                     f"times (limit {limit}) under this permission version; the eviction of its "
-                    f"failure-table entry at '{gone[0][1]}' reset the repeat judgement",
-                    (counted[-1].first_seen, gone[0][0], attempts[0].index),
+                    f"failure-table entry (event {gone[0].index}) reset the repeat judgement",
+                    (counted[-1].first_seen, gone[0].index, attempts[0].index),
                     tuple(_seq(r) for r in attempts[:1])))
-    return judge("L1.2", exercised, violations, "no eviction from a full failure table was observed")
+    return judge("L1.2", exercised, violations, "the world's failures never evicted a table entry")
 
 
 # --------------------------------------------------------------------------- L1.3–L1.5
@@ -367,14 +412,15 @@ def _pair_owner(pair: Pair) -> str:
 
 
 def _pair_counts(pair: Pair) -> bool:
-    """Does this pair exercise its owner criterion (beyond a routine comparison)?"""
+    """Does this pair exercise its owner criterion (beyond a routine comparison)?
+
+    L1.3 only on a Bash retry that differs only in ``description`` from an earlier call
+    that failed or was denied; L1.4 on non-Bash calls differing only in a ``description``
+    field; L1.5 on texts a shell-equivalence guesser would merge."""
     if pair.kind == "normalised":
         return True
     if pair.kind == "description_only":
-        return True
-    if pair.bash and pair.kind == "other":
-        # command, working directory and other execution fields stay in the key
-        return "command" not in pair.diff or (pair.diff - {"command", "description"}) != frozenset()
+        return not pair.bash or _failure_any(pair.a)
     return False
 
 
@@ -416,14 +462,7 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
         near = [(p, *_classify(bash, p.args, op.args)) for p in prior if expected(p) != my_key and _failure_any(p)]
 
         # strict count under the same permission version, since the last success of the key
-        count = 0
-        for p in prior:
-            if expected(p) != my_key or p.latest is None:
-                continue
-            if _succeeded(p):
-                count = 0
-            elif p.latest.identity.permission_version == view.identity.permission_version and _failure_strict(p):
-                count += 1
+        count = len(O.counted_failures(trace, prior, op))
         limit = F.thresholds(trace, op.session_id).failure_repeat_limit
         reworded = bash and any(
             p.args.get("description") != op.args.get("description")
@@ -458,25 +497,37 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
 
 
 def check_l1_3(trace: Trace) -> Verdict:
-    """Bash: the stored dedup key leaves out ``description`` and nothing else; a Bash call
-    differing only in description from a call that failed or was denied up to the repeat
-    limit is not executed."""
+    """Bash: ``description`` is left out of the key, and only it.
+
+    Exercised: only by a Bash retry that differs only in ``description`` from an earlier
+    call that failed or was denied (a pair, or a reworded call past the repeat limit).
+    Judged on every pair of Bash calls of a session: the stored keys are equal exactly when
+    the policy's keys are (command, cwd and every other field stay in); a call differing
+    only in description from a call that failed or was denied up to the repeat limit under
+    its permission version is not executed; the guard refuses no call whose key never
+    failed."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.3"]
     return judge("L1.3", exercised, violations,
                  "no pair of Bash calls differing in description or execution fields")
 
 
 def check_l1_4(trace: Trace) -> Verdict:
-    """A non-Bash tool's own ``description`` field stays in its dedup key, and a call
-    differing from earlier failures only there is not refused as their repeat."""
+    """A non-Bash tool's own ``description`` field stays in its dedup key.
+
+    Exercised: two calls of one non-Bash tool that differ only in a ``description`` field
+    (a pair, or a call whose only earlier failures of the tool differ from it there).
+    Judged: their stored keys differ, and the call is not refused as their repeat."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.4"]
     return judge("L1.4", exercised, violations,
                  "no pair of non-Bash calls differing only in a 'description' field")
 
 
 def check_l1_5(trace: Trace) -> Verdict:
-    """Calls whose texts differ only in ways a shell might ignore (spacing, flag order,
-    case) have different dedup keys and are never refused as repeats of each other."""
+    """No shell-equivalence guessing.
+
+    Exercised: two calls of one tool whose texts differ only in ways a shell might ignore
+    (spacing, flag order, case). Judged: they have different stored keys and neither is
+    refused as a repeat of the other's failures."""
     exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.5"]
     return judge("L1.5", exercised, violations,
                  "no pair of calls differing only by whitespace, order or case")
@@ -509,9 +560,39 @@ def _missing_messages(expected: list, actual: list) -> list:
     return missing
 
 
+def _missing_entries(trace: Trace, call: TraceEvent, session_id: str, entries: list) -> tuple[list, object]:
+    """The loaded entries (the 16 most recent) absent from the session's failure table at the
+    first observation after the load returned, before any later failure could evict them."""
+    kept = entries[-O.FAILURE_TABLE_CAPACITY:]
+    if not kept:
+        return [], None
+    returned = next((e.index for e in trace.events if e.index > call.index
+                     and e.kind in (Kind.DRIVER_RETURN, Kind.DRIVER_RAISED)
+                     and e.data.get("method") == "load_checkpoint"), call.index)
+    model = O.table_model(trace)
+    later = [e.index for e in model.events if e.session_id == session_id and e.index > returned]
+    point = next((p for p in F.points(trace)
+                  if p.index >= returned and (not later or p.index < later[0])), None)
+    if point is None:
+        return [], None
+    table = [e for e in point.observation.failure_table if e.session_id == session_id]
+    names = {e.dedup_key for e in table} | {e.last_execution_id for e in table}
+    missing = [e for e in kept
+               if e.get("dedup_key") not in names and (not e.get("last_execution_id")
+                                                       or e.get("last_execution_id") not in names)]
+    return missing, point
+
+
 def check_l1_6(trace: Trace) -> Verdict:
-    """After an old-format checkpoint is loaded, the load returns normally, the session's
-    next model request carries the checkpoint's conversation, and that turn does not fail."""
+    """An old-format checkpoint loads with its conversation and its failure entries.
+
+    Exercised: a checkpoint fixture was loaded and the session's next model request
+    followed (or the load raised). Judged on what the harness itself read from the fixture
+    bytes it passed (``fixture_content``): the load returns normally, the next model request
+    of the session carries the fixture's messages in order, the failure table right after
+    the load holds the fixture's failure entries (its 16 most recent), and the continuing
+    turn does not fail. A fixture in no documented layout is judged on the messages of the
+    implementation's ``.expect.json`` sidecar, and without one only on carrying history."""
     violations: list[Evidence] = []
     exercised = 0
     for call in trace.of_kind(Kind.DRIVER_CALL):
@@ -536,19 +617,30 @@ def check_l1_6(trace: Trace) -> Verdict:
             continue
         exercised += 1
         messages = list(request.data.get("messages", ()))
-        expected = args.get("expected_messages")
+        content = args.get("fixture_content") if isinstance(args.get("fixture_content"), dict) else None
+        expected = content.get("messages") if content is not None else args.get("expected_messages")
+        source = "fixture" if content is not None else "sidecar"
         if isinstance(expected, list) and expected:
             missing = _missing_messages(expected, messages)
             if missing:
                 violations.append(_ev(
                     f"session {session_id}: the first model request after loading {fixture!r} lacks "
-                    f"{len(missing)} of the checkpoint's {len(expected)} messages (first missing: "
+                    f"{len(missing)} of the {len(expected)} messages the {source} holds (first missing: "
                     f"{missing[0].get('role')} {str(missing[0].get('content', ''))[:60]!r})",
                     (call.index, request.index)))
         elif not any(m.get("role") != "user" for m in messages) and len(messages) <= 1:
             violations.append(_ev(
                 f"session {session_id}: the first model request after loading {fixture!r} carries "
                 f"no history from the checkpoint", (call.index, request.index)))
+        if content is not None and isinstance(content.get("failure_entries"), list):
+            lost, point = _missing_entries(trace, call, session_id, content["failure_entries"])
+            if lost:
+                violations.append(_ev(
+                    f"session {session_id}: after loading {fixture!r} the failure table at "
+                    f"'{point.label}' lacks {len(lost)} of the fixture's "
+                    f"{min(len(content['failure_entries']), O.FAILURE_TABLE_CAPACITY)} most recent "
+                    f"failure entries (first: {lost[0].get('tool')} {lost[0].get('dedup_key', '')[:24]!r})",
+                    (call.index, point.index)))
         for event, sid, status in F.turn_returns(trace):
             if sid == session_id and event.index > request.index:
                 if status == "failed":
@@ -595,12 +687,18 @@ def _runtime_faults(trace: Trace) -> list[tuple[TraceEvent, str, dict]]:
 
 
 def check_l1_7(trace: Trace) -> Verdict:
-    """Each failure class is its own result: the class the tool answered (param_error,
-    failed, transient, unknown, permission_denied) is what the store keeps and what the
-    model is told; a definite failure's output reaches the model and other granted calls
-    of the batch still run; unknown is never retried; a corrected param_error call is a new
-    operation; a rule denial is permission_denied with a reason; a runtime fault never turns
-    a known result into unknown."""
+    """Each failure class is its own result.
+
+    Exercised: once per executed failure the tool answered with a class (ledger
+    ``error_kind``), per rule denial, per call with the key of a rule-denied call served
+    under another permission version, and per known result a runtime fault could touch.
+    Judged: the class the tool answered is what the store keeps and what the model is told;
+    a definite failure (may have partial effects) is never retried automatically, its
+    complete ledger output is in the tool message of the session's next model request, and
+    other granted calls of its batch still run; unknown is never retried; a corrected
+    param_error call is a new operation; a rule denial is permission_denied with a reason,
+    and once the permission version changed the same call is not refused as its repeat; a
+    runtime fault never turns a known result into unknown."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -609,9 +707,14 @@ def check_l1_7(trace: Trace) -> Verdict:
         view = op.latest
         attempts = F.attempt_rows(op)
         for i, row in enumerate(attempts):
-            if row.data.get("error_kind") == "unknown" and i + 1 < len(attempts):
+            answered = row.data.get("error_kind")
+            if (row.data.get("status") == "error" and answered in ("unknown", "failed")
+                    and i + 1 < len(attempts)):
+                why = ("a definite failure may already have had partial effects"
+                       if answered == "failed" else "its effect is unknown")
                 violations.append(_ev(
-                    f"{F.describe(op)}: retried after the tool answered 'unknown'",
+                    f"{F.describe(op)}: retried automatically after the tool answered "
+                    f"{answered!r} ({why})",
                     (row.index, attempts[i + 1].index), (_seq(row), _seq(attempts[i + 1]))))
         row = _executed_failure(op)
         if row is not None and row.data.get("error_kind"):
@@ -638,6 +741,10 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"{F.value(stored.failure_kind)!r}", (row.index, point.index), (seq,)))
             request = F.next_model_request(trace, op.session_id, row.index)
             message = F.tool_message(request, op.tool_call_id) if request is not None else None
+            if kind == "failed" and request is not None and message is None and crash is None:
+                violations.append(_ev(
+                    f"{F.describe(op)}: the next model request carries no result for the definite "
+                    f"failure: the model cannot judge it", (row.index, request.index), (seq,)))
             if message is not None:
                 if kind != "unknown" and message.get("failure_kind") != kind:
                     violations.append(_ev(
@@ -646,7 +753,8 @@ def check_l1_7(trace: Trace) -> Verdict:
                 output = str(row.data.get("output") or "")
                 if kind == "failed" and output and output not in str(message.get("content", "")):
                     violations.append(_ev(
-                        f"{F.describe(op)}: the definite failure's output did not reach the model",
+                        f"{F.describe(op)}: the definite failure's complete output ({len(output)} "
+                        f"characters in the ledger) did not reach the model in the next request",
                         (row.index, request.index), (seq,)))
             if kind == "param_error":
                 for later in listed[position + 1:]:
@@ -685,6 +793,14 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"{F.describe(op)}: the model was told failure_kind "
                         f"{message.get('failure_kind')!r} for a rule denial",
                         (op.served[0].end_index, request.index)))
+    for earlier, later in _retries_after_change(trace, listed):
+        exercised += 1
+        if F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value:
+            violations.append(_ev(
+                f"{F.describe(later)}: refused as a repeat of the denied {earlier.tool_call_id} "
+                f"although the permission version changed (v{earlier.latest.identity.permission_version}"
+                f" -> v{later.latest.identity.permission_version}): a denied call may be retried "
+                f"once the permission changed", (earlier.latest_point.index, later.latest_point.index)))
     for fault, session_id, context in _runtime_faults(trace):
         victims = _fault_victims(trace, ops, fault.index, session_id, context)
         for op in victims:
@@ -698,6 +814,24 @@ def check_l1_7(trace: Trace) -> Verdict:
                         f"after a runtime fault", (fault.index, point.index), op.ledger_seqs))
                     break
     return judge("L1.7", exercised, violations, "no failure of any class happened")
+
+
+def _retries_after_change(trace: Trace, listed: list[F.Op]) -> list[tuple[F.Op, F.Op]]:
+    """(denied call, later call with the same key under another permission version)."""
+    found = []
+    for position, earlier in enumerate(listed):
+        if not (F.pre_call_denied(earlier) and F.value(earlier.latest.decided_by) in STRICT_DENIAL_SOURCES):
+            continue
+        key = O.dedup_key(trace, earlier.session_id, earlier.tool, earlier.args)
+        for later in listed[position + 1:]:
+            if (later.session_id == earlier.session_id and later.tool == earlier.tool
+                    and later.latest is not None and later.served
+                    and later.latest.identity.permission_version
+                    != earlier.latest.identity.permission_version
+                    and O.dedup_key(trace, later.session_id, later.tool, later.args) == key):
+                found.append((earlier, later))
+                break
+    return found
 
 
 def _fault_victims(trace: Trace, ops, index: int, session_id: str, context: dict) -> list[F.Op]:
@@ -758,9 +892,12 @@ def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[E
 
 
 def check_l1_8(trace: Trace) -> Verdict:
-    """Automatic retries: at most ``auto_retries_max`` per operation, and only after an
-    attempt that certainly did not execute (tool unavailable) or a transient error of a tool
-    declared idempotent."""
+    """Bounded, safe automatic retry.
+
+    Exercised: an operation whose attempt was refused by the world (tool unavailable) or
+    answered transient, or that the ledger shows attempted more than once. Judged: at most
+    1 + ``auto_retries_max`` attempts, and a retry follows only an attempt that certainly did
+    not execute (tool unavailable) or a transient error of a tool declared idempotent."""
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -807,7 +944,7 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="Failure table capacity",
         statement=(
-            "The recent-failure table never holds more than its capacity (16 by default), "
+            "The recent-failure table never holds more than its fixed capacity of 16, "
             "failures beyond it are still recorded, every checkpoint stays within capacity, "
             "and the durable event log keeps the full failure history."
         ),
@@ -871,8 +1008,8 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="Old checkpoints readable",
         statement=(
-            "A valid checkpoint written by an earlier format version loads, and the session "
-            "continues from its conversation."
+            "A valid checkpoint written by an earlier format version loads with its "
+            "conversation and its recent-failure entries, and the session continues from it."
         ),
         seed_clause="旧合法检查点可读。",
         check=check_l1_6,
@@ -885,9 +1022,11 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Parameter errors, permission denials, transient faults, definite failures, unknown "
             "results and runtime faults are kept and reported as distinct classes, each with its "
-            "own consequence: corrected parameters make a new operation, denials name their rule, "
-            "definite failures return their output and let other approved work go on, unknown "
-            "results are never retried, runtime faults never make a known result unknown."
+            "own consequence: corrected parameters make a new operation, denials name their rule "
+            "and may be retried once the permission changed, definite failures (possibly with "
+            "partial effects) are never retried automatically, return their complete output to the "
+            "model and let other approved work go on, unknown results are never retried, runtime "
+            "faults never make a known result unknown."
         ),
         seed_clause=(
             "参数错误：返回结构化错误，允许修正实际参数。 … "

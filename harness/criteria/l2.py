@@ -69,7 +69,11 @@ def check_l2_1(trace: Trace) -> Verdict:
     explicit deny > ask > exact grant > classifier) for every operation: nothing executes
     that a higher layer blocks, an ask needs the operation's own approval, the classifier's
     allow never lifts a layer above it, an exact grant is never sent to the classifier, and
-    the stored deciding layer is the one the precedence names (no skipped, no invented layer)."""
+    the stored deciding layer is the one the precedence names (no skipped, no invented layer).
+
+    Exercised: per operation that executed (its authorization recomputed), that an exact
+    grant covers, or whose settled record can be compared with the recomputed layer.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -140,12 +144,59 @@ def _denial_streak(trace: Trace, revs, session_id: str, index: int) -> bool:
     return consecutive >= limits.consecutive_denials_max or cumulative >= limits.cumulative_denials_max
 
 
+def _byte_allow(trace: Trace, revs, session_id: str, tool: str, operation: str, before: int) -> F.Review | None:
+    """A review the world answered ``allow`` (in time) for exactly these bytes, before ``before``.
+
+    Matched on the world's record of what it reviewed (``raw``), never through the call
+    ids or execution ids the implementation puts in its failpoint contexts."""
+    for review in revs:
+        if (review.event.index < before and review.session_id == session_id and review.tool == tool
+                and review.operation == operation and F.effective_outcome(trace, review) == "allow"):
+            return review
+    return None
+
+
+def _unreviewed_executions(trace: Trace, ops, revs) -> tuple[int, list[Evidence]]:
+    """Ledger rows the classifier layer decided, run without an approval: each needs an allow
+    for its own complete canonical args. ``(judged rows, violations)``."""
+    judged, found = 0, []
+    for op in ops.values():
+        for row in F.attempt_rows(op):
+            args = row.data.get("args") if isinstance(row.data.get("args"), dict) else op.args
+            tool = str(row.data.get("tool") or op.tool)
+            state = F.rules_at(trace, op.session_id, row.index)
+            decision = F.static_decision(F.config(trace, op.session_id), state.rules, tool, args,
+                                         F.tool_kind(trace, tool, op.session_id))
+            if decision.source is not DecisionSource.CLASSIFIER:
+                continue
+            if F.approval_between(trace, op, -1, row.index) is not None:
+                continue  # a human approved it; L2.9 binds the approval to its args
+            judged += 1
+            text = canonical_json(args)
+            if _byte_allow(trace, revs, op.session_id, tool, text, row.index) is None:
+                found.append(_ev(
+                    f"{F.describe(op)}: executed on the classifier layer, but the world's classifier "
+                    f"never allowed these {len(text)} characters of arguments: an allow authorizes "
+                    f"only the operation whose complete canonical args it received",
+                    (row.index,), (_seq(row),)))
+    return judged, found
+
+
 def check_l2_2(trace: Trace) -> Verdict:
-    """Every classifier request carries the complete canonical args of the call, byte for
-    byte, with the session's trusted cwd, permission scope and user requirements; an
-    operation longer than the classifier's input limit gets no verdict and does not run
-    without approval; in auto mode Bash reaches the classifier instead of being refused by
-    its name."""
+    """Full-operation review, with the task context, and authorization tied to bytes.
+
+    Exercised: once per classifier request the world received, once per ledger row the
+    classifier layer decided (no rule, grant or approval), once per operation too large for
+    the classifier, and once per auto-mode Bash call decided without a fallback. Judged:
+    every classifier request carries the complete canonical args of the call, byte for
+    byte, in the same request as the session's trusted cwd, permission scope and user
+    requirements (the task context); every execution decided by the classifier layer has an
+    allow the world gave for exactly its complete canonical args (``CLASSIFIER_REQUEST.raw``
+    matched by the harness against the ledger row's args: a verdict cached by call id,
+    reused for other args, or given to a truncated text authorizes nothing — this criterion
+    owns that rule); an operation longer than the classifier's input limit gets no verdict
+    and does not run without approval; in auto mode Bash reaches the classifier instead of
+    being refused by its name."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -181,7 +232,11 @@ def check_l2_2(trace: Trace) -> Verdict:
             if fields.get(name, "") != getattr(cfg, name):
                 violations.append(_ev(
                     f"classifier request for {review.tool}: trusted field {name} is "
-                    f"{str(fields.get(name))[:80]!r}, the session's is {getattr(cfg, name)!r}", (index,)))
+                    f"{str(fields.get(name))[:80]!r}, the session's is {getattr(cfg, name)!r}: the "
+                    f"task context must reach the classifier with the full operation", (index,)))
+    judged, unreviewed = _unreviewed_executions(trace, ops, revs)
+    exercised += judged
+    violations += unreviewed
     for op in ops.values():
         if not op.served:
             continue
@@ -224,10 +279,21 @@ def check_l2_2(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L2.3
 
 
-def _tail_markers(trace: Trace, op: F.Op) -> list[str]:
+def _markers(trace: Trace, op: F.Op) -> list[str]:
+    """Dangerous markers anywhere in the operation's canonical args."""
+    text = canonical_json(op.args)
+    return [m for m in trace.meta.dangerous_markers if m and m in text]
+
+
+def _hidden(trace: Trace, op: F.Op, marker: str) -> bool:
+    """The hard case: past the legacy window, or inside one argument longer than the window
+    and not at its start (a reviewer reading only a prefix would miss it)."""
     text = canonical_json(op.args)
     window = F.thresholds(trace, op.session_id).legacy_classifier_window_chars
-    return [m for m in trace.meta.dangerous_markers if m and m in text and m not in text[:window]]
+    if marker not in text[:window]:
+        return True
+    return any(isinstance(v, str) and len(v) > window and marker in v and not v.startswith(marker)
+               for v in op.args.values())
 
 
 def _human_or_grant(auth: F.Authorization) -> bool:
@@ -235,31 +301,37 @@ def _human_or_grant(auth: F.Authorization) -> bool:
 
 
 def check_l2_3(trace: Trace) -> Verdict:
-    """An operation whose dangerous marker lies only beyond the legacy 800-character window
-    is never auto-approved: it runs only on an exact grant or a human approval, and the
-    store never records it as allowed by the classifier."""
+    """A dangerous part anywhere in an operation is never auto-approved.
+
+    Exercised: an operation whose dangerous marker is hidden — past the legacy 800-character
+    window, or inside an argument longer than the window and not at its start — reached the
+    permission check. Judged on every operation holding a marker anywhere in its canonical
+    args: it runs only on an exact grant or a human approval (never on a classifier allow),
+    and the store never records it as allowed by the classifier."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
     revs = F.reviews(trace, ops)
     for op in ops.values():
-        markers = _tail_markers(trace, op)
+        markers = _markers(trace, op)
         if not markers:
             continue
-        exercised += 1
+        if any(_hidden(trace, op, m) for m in markers) and (op.served or op.rows):
+            exercised += 1
+        where = "hidden" if _hidden(trace, op, markers[0]) else "in plain sight"
         first = _first_attempt(op)
         if first is not None:
             auth = F.authorization(trace, op, first.index, revs)
             if not _human_or_grant(auth):
                 violations.append(_ev(
-                    f"{F.describe(op)}: dangerous tail {markers[0]!r} beyond the window, executed "
+                    f"{F.describe(op)}: dangerous part {markers[0]!r} ({where}) executed "
                     f"on {auth.how}", (first.index,), (_seq(first),)))
         view = op.latest
         if view is not None and F.value(view.permission) == "allow" and F.value(view.decided_by) == "classifier":
             violations.append(_ev(
-                f"{F.describe(op)}: dangerous tail {markers[0]!r} beyond the window, stored as allowed "
+                f"{F.describe(op)}: dangerous part {markers[0]!r} ({where}) stored as allowed "
                 f"by the classifier", (op.latest_point.index,)))
-    return judge("L2.3", exercised, violations, "no operation with a dangerous marker past the window")
+    return judge("L2.3", exercised, violations, "no operation with a hidden dangerous part")
 
 
 # --------------------------------------------------------------------------- L2.4
@@ -286,7 +358,11 @@ def check_l2_4(trace: Trace) -> Verdict:
     """Model-written descriptions reach the classifier only as untrusted input (never in
     the trusted cwd, scope or requirements), and wording such as "safe, pre-approved" changes
     nothing: a dangerous operation so worded is still not auto-approved, and it is never
-    treated more permissively than the same operation without the wording."""
+    treated more permissively than the same operation without the wording.
+
+    Exercised: per classifier review of a call carrying a model-written description, and
+    per call worded like "safe, pre-approved" that is dangerous or has an unworded twin.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -361,7 +437,11 @@ def check_l2_5(trace: Trace) -> Verdict:
     """Every review outcome is recorded as the world gave it (a verdict slower than the
     session's timeout is a timeout): timeout, service error, cancellation, oversize and
     risk denial stay distinct, a missing verdict is never stored as a risk denial, and
-    only an explicit allow (or a later approval) lets the operation run."""
+    only an explicit allow (or a later approval) lets the operation run.
+
+    Exercised: per classifier request the world received for an operation the harness
+    can name.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -398,7 +478,11 @@ def check_l2_5(trace: Trace) -> Verdict:
 
 def check_l2_6(trace: Trace) -> Verdict:
     """For an operation that needs the classifier, nothing of its execution (start record,
-    execution_started event, ledger row) exists before the review's verdict."""
+    execution_started event, ledger row) exists before the review's verdict.
+
+    Exercised: per operation the classifier layer decides (by the rules in force when it
+    was served) that the world's classifier reviewed.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -457,7 +541,11 @@ def _review_op_at(trace: Trace, ops, revs, failpoint: TraceEvent, session_id: st
 
 def check_l2_7(trace: Trace) -> Verdict:
     """An operation whose session was cancelled while the classifier reviewed it (or whose
-    review was answered 'cancelled') is not executed and stays not_started."""
+    review was answered 'cancelled') is not executed and stays not_started.
+
+    Exercised: per operation under review when a ``cancel`` fault fired at
+    ``during_classifier_review``, or whose review the world answered ``cancelled``.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -507,7 +595,12 @@ def check_l2_8(trace: Trace) -> Verdict:
     """When the rules or the permission version change while an operation is under review
     (or between its verdict and its execution), the old verdict is void: the operation does
     not run unless a decision taken under the new rules allows it, and then under the new
-    version."""
+    version.
+
+    Exercised: per operation whose rules changed while it was under review (a
+    ``change_rules`` fault at ``during_classifier_review``) or between its review and its
+    execution.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -568,7 +661,11 @@ def check_l2_9(trace: Trace) -> Verdict:
     """Right before execution the permission version, the args, the approval and the file
     preconditions are rechecked: an approval given before a rule change or before the file
     it edits changed does not make the operation run; what runs carries the version in
-    force and exactly the approved args."""
+    force and exactly the approved args.
+
+    Exercised: per approved operation whose rules or edited file changed between its
+    prompt and its execution, and per operation executed after a rule change.
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -635,7 +732,11 @@ def check_l2_9(trace: Trace) -> Verdict:
 def check_l2_10(trace: Trace) -> Verdict:
     """execution_started is exact: false for a pre-call denial, true for an operation that
     ran in the sandbox and was then refused extra permission (its outcome is then not
-    not_started: effects may be partial), and true for anything the ledger shows ran."""
+    not_started: effects may be partial), and true for anything the ledger shows ran.
+
+    Exercised: per pre-call denial (no ledger row, stored denied) and per sandboxed run
+    that asked for escalation.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -675,7 +776,10 @@ def check_l2_10(trace: Trace) -> Verdict:
 
 def check_l2_11(trace: Trace) -> Verdict:
     """A retry without sandbox after an escalation request happens only after an approval
-    of its own, prompted after that request: retrying is not authorization."""
+    of its own, prompted after that request: retrying is not authorization.
+
+    Exercised: per sandboxed run that asked for escalation.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -716,9 +820,11 @@ CRITERIA: tuple[Criterion, ...] = (
         title="Full-operation review",
         statement=(
             "The classifier receives the complete arguments exactly as they would execute, with "
-            "the trusted working directory, permission scope and user requirements; nothing is "
-            "truncated, an operation too large for review gets no verdict and is not auto-approved, "
-            "and in auto mode Bash is reviewed like any tool instead of being refused by name."
+            "the task context (trusted working directory, permission scope and user requirements); "
+            "an allow authorizes only the operation whose complete arguments it received; nothing "
+            "is truncated, an operation too large for review gets no verdict and is not "
+            "auto-approved, and in auto mode Bash is reviewed like any tool instead of being "
+            "refused by name."
         ),
         seed_clause=(
             "在登记执行前异步审查完整操作。传入可信工作目录、权限范围和必要的用户要求；"
@@ -733,8 +839,8 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="Dangerous tail",
         statement=(
-            "An operation whose dangerous part lies beyond the first 800 characters is not "
-            "auto-approved."
+            "An operation whose dangerous part lies anywhere in it — beyond the first 800 "
+            "characters or deep inside a long argument — is not auto-approved."
         ),
         seed_clause=(
             "分类器只读取参数前 800 个字符，缺少可信工作目录和任务上下文。 … 危险尾部不会被忽略"

@@ -52,7 +52,7 @@ def test_a_full_file_loads_into_contract_values():
     assert s1.rules[0] == c.Rule(c.RuleEffect.ALLOW, "write_file", "/work/*", "path")
     assert s1.rules[1] == c.Rule(c.RuleEffect.ASK, "Bash")
     assert s1.hard_constraints == (c.Rule(c.RuleEffect.DENY, "Bash", "*sudo*", "command"),)
-    assert s1.thresholds == c.Thresholds(failure_table_capacity=4, classifier_timeout_s=5.0)
+    assert s1.thresholds == c.Thresholds(auto_retries_max=4, classifier_timeout_s=5.0)
     assert s2.interactive is False and s2.mode is c.Mode.PLAN and s2.thresholds == c.Thresholds()
     assert s.tools[: len(STANDARD_TOOLS)] == STANDARD_TOOLS
     assert s.tools[-1] == c.ToolSpec("deploy", c.ToolKind.EXTERNAL, True, "ship it")
@@ -173,6 +173,8 @@ def test_wrong_types_say_what_was_expected():
         "sessions[0].capabilities: expected an array of strings")
     bad(replace('id = "s1"', 'id = "s1"\nthresholds = { failure_table_capacity = 1.5 }'),
         "sessions[0].thresholds.failure_table_capacity: expected an integer")
+    bad(replace('id = "s1"', 'id = "s1"\nthresholds = { failure_table_capacity = 4 }'),
+        "sessions[0].thresholds.failure_table_capacity", "fixed at 16")
     bad(replace('id = "s1"', 'id = "s1"\nthresholds = { capacity = 1 }'),
         "sessions[0].thresholds.capacity: unknown key", "failure_table_capacity")
     bad(replace('text = "go"', 'text = 3'), "steps[0].text: expected a string")
