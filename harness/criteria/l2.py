@@ -300,14 +300,24 @@ def _human_or_grant(auth: F.Authorization) -> bool:
     return auth.ok and auth.how != "classifier allow"
 
 
+def _world_allowed_the_whole(op: F.Op, revs: tuple[F.Review, ...]) -> bool:
+    """Did the world's classifier answer ``allow`` to this operation's complete canonical
+    args, byte for byte?"""
+    whole = canonical_json(op.args)
+    return any(r.outcome == "allow" and r.operation == whole and r.session_id == op.session_id
+               and r.tool == op.tool for r in revs)
+
+
 def check_l2_3(trace: Trace) -> Verdict:
     """A dangerous part anywhere in an operation is never auto-approved.
 
     Exercised: an operation whose dangerous marker is hidden — past the legacy 800-character
     window, or inside an argument longer than the window and not at its start — reached the
     permission check. Judged on every operation holding a marker anywhere in its canonical
-    args: it runs only on an exact grant or a human approval (never on a classifier allow),
-    and the store never records it as allowed by the classifier."""
+    args: it runs only on an exact grant, a human approval, or a classifier ``allow`` the
+    world gave to its complete canonical args byte for byte (a verdict on anything less —
+    a window, a cut argument — never counts), and otherwise the store never records it as
+    allowed by the classifier."""
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -319,6 +329,11 @@ def check_l2_3(trace: Trace) -> Verdict:
         if any(_hidden(trace, op, m) for m in markers) and (op.served or op.rows):
             exercised += 1
         where = "hidden" if _hidden(trace, op, markers[0]) else "in plain sight"
+        if _world_allowed_the_whole(op, revs):
+            # The classifier saw every byte, dangerous part included, and still said allow
+            # (a scripted verdict): nothing was hidden from it, so nothing was auto-approved
+            # behind its back. L2.3 is about what the classifier was shown.
+            continue
         first = _first_attempt(op)
         if first is not None:
             auth = F.authorization(trace, op, first.index, revs)
