@@ -3,13 +3,16 @@
 Guarantees: ``CRITERIA`` lists stages X, L1, L2, L3, L4, L5 and M in that order, each
 stage's criteria in the order its module defines them; ids are unique (checked at import,
 a duplicate raises :class:`~harness.criteria.base.CriteriaError`); :func:`by_id` finds one
-criterion or raises ``CriteriaError`` naming the valid ids.
+criterion or raises ``CriteriaError`` naming the valid ids. A criterion that relies on
+failpoints also fails when one of them is misplaced on some hit
+(:func:`harness.criteria.failpoint_preconditions.guard`).
 """
 
 from __future__ import annotations
 
 from harness.criteria import l1, l2, l3, l4, l5, m, x
 from harness.criteria.base import CriteriaError, Criterion
+from harness.criteria.failpoint_preconditions import guard
 
 STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("x", x.CRITERIA),
@@ -20,6 +23,7 @@ STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("l5", l5.CRITERIA),
     ("m", m.CRITERIA),
 )
+STAGES = tuple((stage, tuple(guard(c) for c in criteria)) for stage, criteria in STAGES)
 
 CRITERIA: tuple[Criterion, ...] = tuple(c for _, stage in STAGES for c in stage)
 
