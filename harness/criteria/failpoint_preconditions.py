@@ -686,8 +686,7 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
 # --------------------------------------------------------------------------- the table
 
 F = Failpoint
-RESULT = "the result record (outcome and digest of the ledger's last row of this run; " \
-         "not_started when the tool was not called)"
+RESULT = "the result record (the outcome and digest of this run's last ledger row)"
 
 PRECONDITIONS: dict[str, FailpointPrecondition] = {p.failpoint.value: p for p in (
     FailpointPrecondition(
@@ -844,9 +843,9 @@ def _violations(trace: Trace) -> tuple[PlacementViolation, ...]:
         for problem in problems:
             number = event.data.get("hit", 0)
             found.append(PlacementViolation(name, number, precondition.relied_on_by, Evidence(
-                f"failpoint placement: {name} hit {number} ({_describe(event)}): {problem.note}; "
-                f"it must sit where {precondition.durable} is durable and not yet "
-                f"{precondition.not_yet}",
+                f"failpoint placement: {name} hit {number} ({_describe(event)}): {problem.note} "
+                f"(it must sit where {precondition.durable} is durable, and not yet "
+                f"{precondition.not_yet})",
                 (event.index, *problem.indexes), problem.rows)))
     found.extend(_attempt_violations(index))
     found.sort(key=lambda v: v.evidence.trace_indexes[0])

@@ -461,3 +461,16 @@ def test_the_catalogue_judges_placement_under_the_relying_criteria():
     verdict = catalogue.by_id("L4.1").check(trace)
     assert verdict.status is Status.FAIL
     assert any(e.note.startswith("failpoint placement: after_result_saved") for e in verdict.evidence)
+
+
+def test_the_docs_table_names_every_failpoint_and_its_relying_criteria():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[4] / "docs" / "lifecycle.md").read_text()
+    section = text.split("## Failpoint preconditions", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`"):
+            rows[cells[0].strip("`")] = tuple(c.strip() for c in cells[3].split(","))
+    assert rows == {name: p.relied_on_by for name, p in fp.PRECONDITIONS.items()}
