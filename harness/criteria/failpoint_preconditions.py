@@ -56,6 +56,7 @@ from typing import Any, Callable, Iterable
 from harness.contract import (
     Delivery,
     Failpoint,
+    Feature,
     Observation,
     OperationView,
     Outcome,
@@ -612,6 +613,11 @@ def _store_request(hit: _Hit) -> Any:
     return next((r for r in hit.probe.model_requests if r.request_id == hit.request_id), None)
 
 
+def _records_requests(hit: _Hit) -> bool:
+    """Only an implementation that declares model events must keep request records (M1)."""
+    return Feature.MODEL_EVENTS in hit.index.trace.meta.features
+
+
 def _ended(view: Any) -> bool:
     return view.status is not None or view.end_events > 0
 
@@ -654,9 +660,9 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
     if hit.probe is None:
         return problems
     view = _store_request(hit)
-    if view is None:
+    if view is None and _records_requests(hit):
         problems.append(Problem(f"the start of request {hit.request_id} is not in the store"))
-    elif _ended(view):
+    elif view is not None and _ended(view):
         problems.append(Problem(f"request {hit.request_id} is already ended in the store"))
     return problems
 
@@ -676,9 +682,9 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
     if hit.probe is None:
         return problems
     view = _store_request(hit)
-    if view is None:
+    if view is None and _records_requests(hit):
         problems.append(Problem(f"the start of request {hit.request_id} is not in the store"))
-    elif _ended(view):
+    elif view is not None and _ended(view):
         problems.append(Problem(f"the end of request {hit.request_id} is already recorded"))
     return problems
 

@@ -474,3 +474,16 @@ def test_the_docs_table_names_every_failpoint_and_its_relying_criteria():
         if len(cells) == 4 and cells[0].startswith("`"):
             rows[cells[0].strip("`")] = tuple(c.strip() for c in cells[3].split(","))
     assert rows == {name: p.relied_on_by for name, p in fp.PRECONDITIONS.items()}
+
+
+def test_request_records_are_required_only_with_model_events():
+    from harness.contract import Feature
+
+    def build(features) -> Trace:
+        b = TraceBuilder(S, features=features)
+        index = b.failpoint("after_model_request_started", context={"session_id": S, "request_id": "r1"})
+        b.probe("failpoint:after_model_request_started", at=index)  # no request record at all
+        return b.build()
+
+    assert names(build(tuple(Feature))) == ["after_model_request_started"]
+    assert names(build(tuple(f for f in Feature if f is not Feature.MODEL_EVENTS))) == []
