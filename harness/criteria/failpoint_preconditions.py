@@ -66,7 +66,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria.base import Criterion, Evidence, Status, Verdict
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace import Kind, Trace, TraceEvent
 
 OpKey = tuple[str, str]
 """``(session_id, tool_call_id)``."""
@@ -129,7 +129,6 @@ class _Index:
         self.trace = trace
         self.probes: dict[tuple[int, str], Observation] = {
             (p.index, p.label): p.observation for p in trace.observations}
-        self.points: tuple[ObservationPoint, ...] = trace.observations
         self.hits: list[TraceEvent] = list(trace.of_kind(Kind.FAILPOINT))
         self.attempts: dict[OpKey, list[TraceEvent]] = {}
         for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE):
@@ -154,7 +153,7 @@ class _Index:
                     event.index)
         self.answers: dict[str, list[int]] = {}
         for event in trace.of_kind(Kind.DRIVER_CALL):
-            if event.data.get("method") == "answer_approval":
+            if event.data.get("method") in ("answer_approval", "answer"):
                 wait_id = str((event.data.get("args") or {}).get("wait_id", ""))
                 self.answers.setdefault(wait_id, []).append(event.index)
         self.op_hits: dict[OpKey, list[TraceEvent]] = {}
