@@ -106,7 +106,8 @@ class FailpointPrecondition:
 class PlacementViolation:
     failpoint: str
     hit: int
-    """The 1-based hit number of that failpoint in the run."""
+    """The 1-based hit number of that failpoint in the run; 0 for a tool attempt that has
+    not the hit it needs next to it (the evidence then points at the attempt)."""
     relied_on_by: tuple[str, ...]
     evidence: Evidence
 
