@@ -66,7 +66,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria.base import Criterion, Evidence, Status, Verdict
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace import Kind, Source, Trace, TraceEvent
 
 OpKey = tuple[str, str]
 """``(session_id, tool_call_id)``."""
@@ -86,6 +86,14 @@ class Problem:
     note: str
     indexes: tuple[int, ...] = ()
     rows: tuple[int, ...] = ()
+    late: bool = False
+    """True when something the hit must precede is already there (the hit came late);
+    False when something missing must already be durable (the hit came early)."""
+
+
+def _late(note: str, indexes: tuple[int, ...] = (), rows: tuple[int, ...] = ()) -> Problem:
+    """Something the hit must precede is already there."""
+    return Problem(note, indexes, rows, late=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,12 @@ class _Index:
             if event.data.get("method") in ("answer_approval", "answer"):
                 wait_id = str((event.data.get("args") or {}).get("wait_id", ""))
                 self.answers.setdefault(wait_id, []).append(event.index)
+        self.first_event: dict[int, int] = {}
+        self.acts: list[TraceEvent] = []
+        for event in trace.events:
+            self.first_event.setdefault(event.instance, event.index)
+            if event.source != Source.HARNESS:
+                self.acts.append(event)
         self.op_hits: dict[OpKey, list[TraceEvent]] = {}
         for event in self.hits:
             key = _context_key(event)
@@ -197,6 +211,19 @@ class _Hit:
     @property
     def instance(self) -> int:
         return self.event.instance
+
+    def overtaken(self) -> bool:
+        """Did another instance act while this one was working on the operation (a
+        concurrent turn while this one was held), i.e. since this instance's first hit for
+        the operation (or, for a model request, its previous hit)? Then the other may
+        legitimately have done the steps this hit precedes, and only what must already be
+        durable is judged."""
+        own = [h.index for h in self.previous_hits() if h.instance == self.instance]
+        mine = [h.index for h in self.index.hits if h.instance == self.instance and h.index < self.at]
+        since = own[0] if own else (mine[-1] if mine else -1)
+        since = max(since, self.index.first_event.get(self.instance, -1))
+        return any(since < e.index < self.at and e.instance != self.instance
+                   for e in self.index.acts)
 
     # -- the operation ---------------------------------------------------------------
 
@@ -276,7 +303,7 @@ def _no_result_yet(hit: _Hit, op: OperationView | None, problems: list[Problem],
                    what: str = "a result is already saved") -> None:
     if op is not None and (op.delivery is not Delivery.PENDING
                            or op.outcome is not Outcome.NOT_STARTED):
-        problems.append(Problem(f"{what} ({_state(op)})"))
+        problems.append(_late(f"{what} ({_state(op)})"))
 
 
 def _not_started_yet(hit: _Hit, op: OperationView | None, problems: list[Problem]) -> None:
@@ -284,22 +311,22 @@ def _not_started_yet(hit: _Hit, op: OperationView | None, problems: list[Problem
     since = hit.last_hit(Failpoint.AFTER_TOOL_RETURNED.value)
     ran = hit.attempts(after=since)
     if ran:
-        problems.append(Problem(f"the tool was already called for {ran[-1].data.get('tool_call_id')}",
+        problems.append(_late(f"the tool was already called for {ran[-1].data.get('tool_call_id')}",
                                 tuple(e.index for e in ran), _ledger_rows(ran)))
     if op is not None and since < 0 and not hit.attempts() and op.execution_started:
-        problems.append(Problem("execution_started is already recorded"))
+        problems.append(_late("execution_started is already recorded"))
 
 
 def _no_pending_wait(hit: _Hit, op: OperationView | None, problems: list[Problem]) -> None:
     pending = [w.wait_id for w in hit.waits(op) if w.status is WaitStatus.PENDING]
     if pending:
-        problems.append(Problem(f"an approval wait is already pending ({', '.join(pending)})"))
+        problems.append(_late(f"an approval wait is already pending ({', '.join(pending)})"))
 
 
 def _no_prompt_since(hit: _Hit, after: int, problems: list[Problem]) -> None:
     shown = hit.prompts(after)
     if shown:
-        problems.append(Problem("an approval prompt was already shown",
+        problems.append(_late("an approval prompt was already shown",
                                 tuple(e.index for e in shown)))
 
 
@@ -382,17 +409,17 @@ def _result_saved(hit: _Hit, op: OperationView | None, problems: list[Problem]) 
 def _not_folded(hit: _Hit, op: OperationView | None, problems: list[Problem]) -> None:
     folded = hit.folding_checkpoints(op)
     if folded:
-        problems.append(Problem(
+        problems.append(_late(
             f"checkpoint {folded[-1].sequence} of {folded[-1].session_id} already folds it"))
 
 
 def _not_projected(hit: _Hit, op: OperationView | None, after: int,
                    problems: list[Problem]) -> None:
     if op is not None and op.delivery is Delivery.PROJECTED:
-        problems.append(Problem("delivery is already projected"))
+        problems.append(_late("delivery is already projected"))
     shown = hit.result_publications(after)
     if shown:
-        problems.append(Problem("its result was already published to the UI",
+        problems.append(_late("its result was already published to the UI",
                                 tuple(e.index for e in shown)))
 
 
@@ -417,9 +444,9 @@ def _after_prepare(hit: _Hit) -> list[Problem]:
     if op is not None:
         if op.execution_started or op.outcome is not Outcome.NOT_STARTED \
                 or op.delivery is not Delivery.PENDING:
-            problems.append(Problem(f"the new operation is not a fresh record ({_state(op)})"))
+            problems.append(_late(f"the new operation is not a fresh record ({_state(op)})"))
         if op.classifier_outcome is not None:
-            problems.append(Problem(f"a classifier outcome ({op.classifier_outcome.value}) is "
+            problems.append(_late(f"a classifier outcome ({op.classifier_outcome.value}) is "
                                     "already recorded"))
     _not_started_yet(hit, op, problems)
     _no_pending_wait(hit, op, problems)
@@ -428,7 +455,7 @@ def _after_prepare(hit: _Hit) -> list[Problem]:
         _no_prompt_since(hit, served, problems)
         reviewed = _reviews_since(hit, served, op.args if op is not None else None)
         if reviewed:
-            problems.append(Problem("the classifier already reviewed it",
+            problems.append(_late("the classifier already reviewed it",
                                     tuple(e.index for e in reviewed)))
     return problems
 
@@ -444,7 +471,7 @@ def _during_classifier_review(hit: _Hit) -> list[Problem]:
     _no_pending_wait(hit, op, problems)
     first_review = not hit.previous_hits(Failpoint.DURING_CLASSIFIER_REVIEW.value)
     if op is not None and first_review and op.classifier_outcome is not None:
-        problems.append(Problem(f"the verdict is already applied (classifier outcome "
+        problems.append(_late(f"the verdict is already applied (classifier outcome "
                                 f"{op.classifier_outcome.value} recorded)"))
     return problems
 
@@ -475,7 +502,7 @@ def _after_wait_persisted(hit: _Hit) -> list[Problem]:
     ids = {w.wait_id for w in pending}
     shown = [e for e in hit.prompts() if e.data.get("wait_id") in ids]
     if shown:
-        problems.append(Problem("its prompt was already shown", tuple(e.index for e in shown)))
+        problems.append(_late("its prompt was already shown", tuple(e.index for e in shown)))
     return problems
 
 
@@ -497,7 +524,7 @@ def _after_prompt(hit: _Hit) -> list[Problem]:
         problems.append(Problem(f"the prompted wait {wait_id} is not in the store", (prompt.index,)))
     elif wait.status is not WaitStatus.PENDING and not [
             i for i in hit.index.answers.get(wait_id, []) if i < hit.at]:
-        problems.append(Problem(f"the prompted wait {wait_id} is already {wait.status.value} "
+        problems.append(_late(f"the prompted wait {wait_id} is already {wait.status.value} "
                                 "although nobody answered it", (prompt.index,)))
     return problems
 
@@ -522,7 +549,7 @@ def _after_start_recorded(hit: _Hit) -> list[Problem]:
     since = hit.last_hit(Failpoint.AFTER_TOOL_RETURNED.value)
     ran = hit.attempts(after=since)
     if ran:
-        problems.append(Problem("the tool was already called", tuple(e.index for e in ran),
+        problems.append(_late("the tool was already called", tuple(e.index for e in ran),
                                 _ledger_rows(ran)))
     if not hit.attempts():
         _no_result_yet(hit, op, problems)
@@ -551,7 +578,7 @@ def _after_tool_returned(hit: _Hit) -> list[Problem]:
         before = (result_digest(str(earlier[-1].data.get("status", "")),
                                 str(earlier[-1].data.get("output", ""))) if earlier else None)
         if op.result_digest == digest and digest != before:
-            problems.append(Problem("the result of this run is already saved", (last.index,),
+            problems.append(_late("the result of this run is already saved", (last.index,),
                                     _ledger_rows([last])))
     return problems
 
@@ -634,7 +661,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
     open_ = [r.request_id for r in hit.probe.model_requests
              if r.session_id == hit.session_id and r.request_id in mine and not _ended(r)]
     if open_:
-        problems.append(Problem(f"model request {open_[-1]} of this instance is started and not "
+        problems.append(_late(f"model request {open_[-1]} of this instance is started and not "
                                 "ended yet"))
     later_hits = [h.index for h in hit.index.hits if h.index > hit.at
                   and h.instance == hit.instance and h.data.get("name") == hit.name
@@ -645,7 +672,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
     if following:
         request_id = str(following[0].data.get("request_id", ""))
         if any(r.request_id == request_id for r in hit.probe.model_requests):
-            problems.append(Problem(f"the start of the request it precedes ({request_id}) is "
+            problems.append(_late(f"the start of the request it precedes ({request_id}) is "
                                     "already recorded", (following[0].index,)))
     return problems
 
@@ -655,7 +682,7 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
     sent = [r for r in hit.index.requests
             if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
     if sent:
-        problems.append(Problem(f"request {hit.request_id} was already sent to the model",
+        problems.append(_late(f"request {hit.request_id} was already sent to the model",
                                 tuple(r.index for r in sent)))
     if hit.probe is None:
         return problems
@@ -663,7 +690,7 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
     if view is None and _records_requests(hit):
         problems.append(Problem(f"the start of request {hit.request_id} is not in the store"))
     elif view is not None and _ended(view):
-        problems.append(Problem(f"request {hit.request_id} is already ended in the store"))
+        problems.append(_late(f"request {hit.request_id} is already ended in the store"))
     return problems
 
 
@@ -677,7 +704,7 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
                                 tuple(r.index for r in sent)))
     recorded = [i for i in hit.index.request_ended.get(hit.request_id, []) if i < hit.at]
     if recorded:
-        problems.append(Problem(f"the end of request {hit.request_id} was already reported",
+        problems.append(_late(f"the end of request {hit.request_id} was already reported",
                                 tuple(recorded)))
     if hit.probe is None:
         return problems
@@ -685,7 +712,7 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
     if view is None and _records_requests(hit):
         problems.append(Problem(f"the start of request {hit.request_id} is not in the store"))
     elif view is not None and _ended(view):
-        problems.append(Problem(f"the end of request {hit.request_id} is already recorded"))
+        problems.append(_late(f"the end of request {hit.request_id} is already recorded"))
     return problems
 
 
@@ -846,6 +873,8 @@ def _violations(trace: Trace) -> tuple[PlacementViolation, ...]:
                        str(context.get("execution_id", "")), str(context.get("request_id", "")),
                        str(context.get("session_id", "")))
             problems = precondition.judge(hit)
+            if any(p.late for p in problems) and hit.overtaken():
+                problems = [p for p in problems if not p.late]
         for problem in problems:
             number = event.data.get("hit", 0)
             found.append(PlacementViolation(name, number, precondition.relied_on_by, Evidence(

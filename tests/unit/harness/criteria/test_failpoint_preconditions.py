@@ -487,3 +487,26 @@ def test_request_records_are_required_only_with_model_events():
 
     assert names(build(tuple(Feature))) == ["after_model_request_started"]
     assert names(build(tuple(f for f in Feature if f is not Feature.MODEL_EVENTS))) == []
+
+
+def test_a_concurrent_instance_may_do_the_later_steps_while_this_one_is_held():
+    def build(other_instance: bool) -> Trace:
+        b = TraceBuilder(S)
+        served(b)
+        hit(b, "after_start_recorded", STARTED)
+        b.executed(S, C, TOOL, ARGS, output=OUTPUT)
+        hit(b, "after_tool_returned", STARTED)
+        hit(b, "after_result_saved", SAVED)  # held here; the other instance catches up
+        held = b.instance
+        if other_instance:
+            b.instance = held + 1
+        b.publish(projection())
+        b.instance = held
+        hit(b, "during_diagnostics_write", PROJECTED, checkpoints=[CHECKPOINT])
+        hit(b, "during_checkpoint_build", PROJECTED, checkpoints=[CHECKPOINT])
+        hit(b, "after_checkpoint_saved", {**PROJECTED, "delivery": "pending"})  # still judged
+        return b.build()
+
+    assert set(names(build(other_instance=True))) == {"after_checkpoint_saved"}
+    assert set(names(build(other_instance=False))) == {
+        "during_diagnostics_write", "during_checkpoint_build", "after_checkpoint_saved"}
