@@ -45,6 +45,10 @@ folds it" is read from ``CheckpointView.last_execution_id`` (the last operation 
 that checkpoint folded), or from a checkpoint of the session first seen after the
 operation's ``after_result_saved`` hit. A "result projection" is a ``UI_PUBLISH`` for the
 operation whose status is not ``awaiting_approval`` (those publish the wait, not a result).
+When another instance acted while this one was working on the operation (a concurrent turn
+running while this one was held), its later hits are judged only on what must already be
+durable: the other instance may rightly have done the later steps. Request records are
+required only of an implementation that declares ``model_events``.
 """
 
 from __future__ import annotations
