@@ -316,7 +316,7 @@ def _not_started_yet(hit: _Hit, op: OperationView | None, problems: list[Problem
     ran = hit.attempts(after=since)
     if ran:
         problems.append(_late(f"the tool was already called for {ran[-1].data.get('tool_call_id')}",
-                                tuple(e.index for e in ran), _ledger_rows(ran)))
+                              tuple(e.index for e in ran), _ledger_rows(ran)))
     if op is not None and since < 0 and not hit.attempts() and op.execution_started:
         problems.append(_late("execution_started is already recorded"))
 
@@ -331,7 +331,7 @@ def _no_prompt_since(hit: _Hit, after: int, problems: list[Problem]) -> None:
     shown = hit.prompts(after)
     if shown:
         problems.append(_late("an approval prompt was already shown",
-                                tuple(e.index for e in shown)))
+                              tuple(e.index for e in shown)))
 
 
 def _review_matches(hit: _Hit, event: TraceEvent, args: dict[str, Any] | None) -> bool:
@@ -424,7 +424,7 @@ def _not_projected(hit: _Hit, op: OperationView | None, after: int,
     shown = hit.result_publications(after)
     if shown:
         problems.append(_late("its result was already published to the UI",
-                                tuple(e.index for e in shown)))
+                              tuple(e.index for e in shown)))
 
 
 PRE_RESULT = ("after_prepare", "during_classifier_review", "after_permission_decision",
@@ -451,7 +451,7 @@ def _after_prepare(hit: _Hit) -> list[Problem]:
             problems.append(_late(f"the new operation is not a fresh record ({_state(op)})"))
         if op.classifier_outcome is not None:
             problems.append(_late(f"a classifier outcome ({op.classifier_outcome.value}) is "
-                                    "already recorded"))
+                                  "already recorded"))
     _not_started_yet(hit, op, problems)
     _no_pending_wait(hit, op, problems)
     served = _served_at(hit)
@@ -460,7 +460,7 @@ def _after_prepare(hit: _Hit) -> list[Problem]:
         reviewed = _reviews_since(hit, served, op.args if op is not None else None)
         if reviewed:
             problems.append(_late("the classifier already reviewed it",
-                                    tuple(e.index for e in reviewed)))
+                                  tuple(e.index for e in reviewed)))
     return problems
 
 
@@ -476,7 +476,7 @@ def _during_classifier_review(hit: _Hit) -> list[Problem]:
     first_review = not hit.previous_hits(Failpoint.DURING_CLASSIFIER_REVIEW.value)
     if op is not None and first_review and op.classifier_outcome is not None:
         problems.append(_late(f"the verdict is already applied (classifier outcome "
-                                f"{op.classifier_outcome.value} recorded)"))
+                              f"{op.classifier_outcome.value} recorded)"))
     return problems
 
 
@@ -529,7 +529,7 @@ def _after_prompt(hit: _Hit) -> list[Problem]:
     elif wait.status is not WaitStatus.PENDING and not [
             i for i in hit.index.answers.get(wait_id, []) if i < hit.at]:
         problems.append(_late(f"the prompted wait {wait_id} is already {wait.status.value} "
-                                "although nobody answered it", (prompt.index,)))
+                              "although nobody answered it", (prompt.index,)))
     return problems
 
 
@@ -554,7 +554,7 @@ def _after_start_recorded(hit: _Hit) -> list[Problem]:
     ran = hit.attempts(after=since)
     if ran:
         problems.append(_late("the tool was already called", tuple(e.index for e in ran),
-                                _ledger_rows(ran)))
+                              _ledger_rows(ran)))
     if not hit.attempts():
         _no_result_yet(hit, op, problems)
     return problems
@@ -583,7 +583,7 @@ def _after_tool_returned(hit: _Hit) -> list[Problem]:
                                 str(earlier[-1].data.get("output", ""))) if earlier else None)
         if op.result_digest == digest and digest != before:
             problems.append(_late("the result of this run is already saved", (last.index,),
-                                    _ledger_rows([last])))
+                                  _ledger_rows([last])))
     return problems
 
 
@@ -666,7 +666,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
              if r.session_id == hit.session_id and r.request_id in mine and not _ended(r)]
     if open_:
         problems.append(_late(f"model request {open_[-1]} of this instance is started and not "
-                                "ended yet"))
+                              "ended yet"))
     later_hits = [h.index for h in hit.index.hits if h.index > hit.at
                   and h.instance == hit.instance and h.data.get("name") == hit.name
                   and _context(h).get("session_id") == hit.session_id]
@@ -677,7 +677,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
         request_id = str(following[0].data.get("request_id", ""))
         if any(r.request_id == request_id for r in hit.probe.model_requests):
             problems.append(_late(f"the start of the request it precedes ({request_id}) is "
-                                    "already recorded", (following[0].index,)))
+                                  "already recorded", (following[0].index,)))
     return problems
 
 
@@ -687,7 +687,7 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
             if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
     if sent:
         problems.append(_late(f"request {hit.request_id} was already sent to the model",
-                                tuple(r.index for r in sent)))
+                              tuple(r.index for r in sent)))
     if hit.probe is None:
         return problems
     view = _store_request(hit)
@@ -709,7 +709,7 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
     recorded = [i for i in hit.index.request_ended.get(hit.request_id, []) if i < hit.at]
     if recorded:
         problems.append(_late(f"the end of request {hit.request_id} was already reported",
-                                tuple(recorded)))
+                              tuple(recorded)))
     if hit.probe is None:
         return problems
     view = _store_request(hit)
