@@ -227,7 +227,11 @@ class Failpoint(enum.StrEnum):
     """Every named lifecycle point at which an IUT must call ``World.failpoint``.
 
     An IUT calls each point outside any open store transaction, so that a second instance
-    on the same data dir can proceed while the first is held there.
+    on the same data dir can proceed while the first is held there. Each point has a
+    precondition (what must be durable, what must not be yet) and a required context
+    (``session_id``, plus ``tool_call_id`` and ``execution_id`` at operation points, or
+    ``request_id`` after a model request started): ``docs/lifecycle.md``, "Failpoint
+    preconditions". The harness judges both at every hit.
     """
 
     AFTER_PREPARE = "after_prepare"

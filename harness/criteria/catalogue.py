@@ -5,7 +5,9 @@ stage's criteria in the order its module defines them; ids are unique (checked a
 a duplicate raises :class:`~harness.criteria.base.CriteriaError`); :func:`by_id` finds one
 criterion or raises ``CriteriaError`` naming the valid ids; each criterion's
 ``required_features`` are those of the optional-feature table of :mod:`harness.conformance`
-(empty for the core, which no declaration can make n/a).
+(empty for the core, which no declaration can make n/a). A criterion that relies on
+failpoints also fails when one of them is misplaced on some hit
+(:func:`harness.criteria.failpoint_preconditions.guard`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from harness.conformance import gate_criteria
 from harness.criteria import l1, l2, l3, l4, l5, m, x
 from harness.criteria.base import CriteriaError, Criterion
+from harness.criteria.failpoint_preconditions import guard
 
 STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("x", x.CRITERIA),
@@ -23,6 +26,7 @@ STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("l5", l5.CRITERIA),
     ("m", m.CRITERIA),
 )
+STAGES = tuple((stage, tuple(guard(c) for c in criteria)) for stage, criteria in STAGES)
 
 CRITERIA: tuple[Criterion, ...] = tuple(c for _, stage in STAGES for c in stage)
 
