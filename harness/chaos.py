@@ -804,7 +804,7 @@ def _budget(text: str) -> int:
 
 def add_parser(sub: Any) -> None:
     """Add ``chaos`` to the CLI's subparsers (registered through ``cli.SUBCOMMANDS``)."""
-    from harness import cli
+    from harness import cli_options as cli
 
     parser = sub.add_parser(
         "chaos", help="random fault schedules over the scenarios; shrink failures to "
@@ -853,7 +853,7 @@ def _progress(ctx: Any) -> Progress:
 def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
     import shlex
 
-    from harness import cli
+    from harness import cli_options as cli
 
     regressions = args.regressions_dir
     if os.path.exists(regressions) and not os.path.isdir(regressions):
@@ -863,7 +863,7 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
     implementation = ctx.deps.resolve_impl(args.impl)
     reference = (implementation if args.impl.strip() == cli.DEFAULT_IMPL_SPEC
                  else ctx.deps.resolve_impl(cli.DEFAULT_IMPL_SPEC))
-    scenarios = cli._discover(ctx, args.scenarios) if args.scenarios else default_bases(ctx)
+    scenarios = cli.discover_scenarios(ctx, args.scenarios) if args.scenarios else default_bases(ctx)
     if not scenarios:
         raise UsageError("no base scenarios found; pass --scenarios with scenario files or "
                          "folders")

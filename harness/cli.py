@@ -27,14 +27,24 @@ import os
 import shlex
 import sys
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
 import harness
 from harness import conformance
+from harness.cli_options import (  # re-exported: commands and tests reach them as cli.X
+    PROG,
+    Context,
+    Deps,
+    add_impl_option,
+    add_scenarios_option,
+    add_seed_option,
+    add_time_limit_option,
+    discover_scenarios,
+    positive_int,
+)
 from harness.contract import FAILPOINT_DESCRIPTIONS, Failpoint, Implementation
-from harness.criteria.base import Criterion, Status
+from harness.criteria.base import Status
 from harness.errors import (
     EXIT_CONFORMANCE_FAILURE,
     EXIT_HARNESS_BUG,
@@ -53,8 +63,6 @@ from harness.result import (
 )
 from harness.suite import (
     DEFAULT_IMPL_SPEC,
-    DEFAULT_SEED,
-    DEFAULT_TIME_LIMIT_S,
     ProgressEvent,
     display_path,
     evaluate,
@@ -64,88 +72,12 @@ from harness.suite import (
 from harness.trace import trace_digest
 from harness.tracelines import render_trace
 
-PROG = "lifecycle-harness"
 DEFAULT_REPORT_DIR = os.path.join("reports", "latest")
 DEFAULT_SELFTEST_REPORT_DIR = os.path.join("reports", "selftest")
 TRACEBACK_ENV = "LIFECYCLE_HARNESS_TRACEBACK"
 EXIT_BROKEN_PIPE = 141
 """128 + SIGPIPE, as a shell reports a command whose reader went away."""
 MAX_VIOLATIONS_PRINTED = 3
-
-
-# --------------------------------------------------------------------------- dependencies
-
-
-def _default_resolve(spec: str) -> Implementation:
-    from harness.implementations import resolve
-
-    return resolve(spec)
-
-
-def _default_discover(paths: Sequence[str]) -> tuple[Any, ...]:
-    from harness.scenarios import discover
-
-    return tuple(discover(paths))
-
-
-def _default_load_scenario(path: str, variant: str | None = None) -> Any:
-    from harness.scenarios import load
-
-    return load(path, variant)
-
-
-def _default_scenario_dir() -> str:
-    from harness.scenarios import DEFAULT_SCENARIO_DIR
-
-    return os.fspath(DEFAULT_SCENARIO_DIR)
-
-
-def _default_criteria() -> tuple[Criterion, ...]:
-    from harness.suite import default_criteria
-
-    return default_criteria()
-
-
-def _default_runner() -> Callable[..., Any]:
-    from harness.suite import default_runner
-
-    return default_runner()
-
-
-def _default_fault_renderer() -> Callable[[Any], Sequence[str]]:
-    from harness.suite import default_fault_renderer
-
-    return default_fault_renderer()
-
-
-@dataclass(frozen=True, slots=True)
-class Deps:
-    """What the commands use from the rest of the harness; tests inject fakes.
-
-    Every default is imported lazily, when a command first needs it.
-    """
-
-    resolve_impl: Callable[[str], Implementation] = _default_resolve
-    discover: Callable[[Sequence[str]], tuple[Any, ...]] = _default_discover
-    load_scenario: Callable[[str], Any] = _default_load_scenario
-    default_scenario_dir: Callable[[], str] = _default_scenario_dir
-    criteria: Callable[[], tuple[Criterion, ...]] = _default_criteria
-    runner: Callable[[], Callable[..., Any]] = _default_runner
-    fault_renderer: Callable[[], Callable[[Any], Sequence[str]]] = _default_fault_renderer
-
-
-@dataclass(slots=True)
-class Context:
-    deps: Deps
-    stdout: TextIO
-    stderr: TextIO
-    argv: tuple[str, ...] = field(default_factory=tuple)
-
-    def out(self, line: str = "") -> None:
-        print(line, file=self.stdout)
-
-    def err(self, line: str = "") -> None:
-        print(line, file=self.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------- parser
@@ -159,69 +91,6 @@ class _Parser(argparse.ArgumentParser):
             f"{message}\n{self.format_usage().rstrip()}\n"
             f"run `{self.prog} --help` for the options"
         )
-
-
-def _int_at_least(minimum: int, fix: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``minimum``; ``fix`` says what to give instead."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is too small; {fix}")
-        return value
-
-    return parse
-
-
-_non_negative_int = _int_at_least(0, "use a seed >= 0")
-_positive_int = _int_at_least(1, "give a number >= 1")
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0 seconds")
-    return value
-
-
-def add_impl_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--impl",
-        default=DEFAULT_IMPL_SPEC,
-        metavar="SPEC",
-        help="implementation under test: 'reference', python:MODULE:FACTORY, "
-        "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
-        f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
-    )
-
-
-def add_seed_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--seed", type=_non_negative_int, default=DEFAULT_SEED, metavar="N",
-        help=f"run seed; same seed, scenario and implementation give the same trace "
-        f"(default: {DEFAULT_SEED})",
-    )
-
-
-def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--time-limit-s", type=_positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
-        help="real-time limit per driver call before the run counts as hung "
-        f"(default: {DEFAULT_TIME_LIMIT_S:g})",
-    )
-
-
-def add_scenarios_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--scenarios", nargs="+", action="extend", metavar="PATH",
-        help="scenario files or folders (repeatable; default: the bundled scenarios)",
-    )
 
 
 def add_require_features_option(parser: argparse.ArgumentParser) -> None:
@@ -332,7 +201,7 @@ def _add_selftest(sub: Any) -> None:
         "mutant's expected criteria on the reference)",
     )
     parser.add_argument(
-        "--jobs", type=_positive_int, default=None, metavar="N",
+        "--jobs", type=positive_int, default=None, metavar="N",
         help="mutants run in N forked processes (default: the number of cores, at most 4)",
     )
     parser.set_defaults(handler=cmd_selftest)
@@ -385,23 +254,6 @@ def _progress_printer(ctx: Context) -> Callable[[ProgressEvent], None]:
     return show
 
 
-def _discover(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
-    paths = list(paths) if paths else [ctx.deps.default_scenario_dir()]
-    missing = [p for p in paths if not os.path.exists(p)]
-    if missing:
-        raise UsageError(
-            f"--scenarios: {', '.join(missing)} does not exist; pass scenario files or "
-            "folders that exist"
-        )
-    scenarios = ctx.deps.discover(paths)
-    if not scenarios:
-        raise UsageError(
-            f"no scenario files found under {', '.join(paths)}; pass --scenarios with "
-            "folders holding *.toml scenario files"
-        )
-    return scenarios
-
-
 def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
     """Criterion id → reason for criteria expected to fail (``--expectations FILE``)."""
     path = getattr(args, "expectations", None)
@@ -415,7 +267,7 @@ def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     required = required_features(args)
     implementation = ctx.deps.resolve_impl(args.impl)
-    scenarios = _discover(ctx, args.scenarios)
+    scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
     renderer = ctx.deps.fault_renderer()
     expectations = load_expectations(args)
@@ -526,7 +378,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         for c in ctx.deps.criteria():
             ctx.out(f"{c.id:<6} {c.stage:<3} {c.title}")
     elif args.what == "scenarios":
-        for s in _discover(ctx, args.scenarios):
+        for s in discover_scenarios(ctx, args.scenarios):
             ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
     elif args.what == "mutants":
         for mutant in _mutants():
@@ -621,7 +473,7 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
             )
         mutants = tuple(known[name] for name in args.mutants)
     reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
-    scenarios = _discover(ctx, args.scenarios)
+    scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
     jobs = args.jobs or default_jobs()
     ctx.err(f"selftest: reference + {len(mutants)} mutants over {len(scenarios)} scenarios, "

@@ -49,8 +49,8 @@ def test_every_bundled_scenario_round_trips_through_the_writer(path):
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     text = dumps_toml(data)
     assert tomllib.loads(text) == data
-    again = scenarios.loads(text, str(path))
-    assert again == scenarios.load(path)
+    again = scenarios.loads_all(text, str(path))
+    assert again == scenarios.load_all(path)
 
 
 _keys = st.text(st.characters(exclude_categories=("Cs",)), max_size=8)

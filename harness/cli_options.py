@@ -1,0 +1,182 @@
+"""What every subcommand shares: the command context, the injectable dependencies, the
+common options and their argument types, and scenario discovery with its usage errors.
+
+It sits below :mod:`harness.cli` and the commands registered there (``chaos``), so a command
+module imports it and never the command line itself (no import cycle). Guarantees: option
+types raise ``argparse.ArgumentTypeError`` with a message that says what to give instead;
+:func:`discover_scenarios` raises :class:`~harness.errors.UsageError` for a path that does
+not exist or holds no scenario; every default dependency is imported lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence, TextIO
+
+from harness.contract import Implementation
+from harness.criteria.base import Criterion
+from harness.errors import UsageError
+from harness.suite import DEFAULT_IMPL_SPEC, DEFAULT_SEED, DEFAULT_TIME_LIMIT_S
+
+PROG = "lifecycle-harness"
+
+
+# --------------------------------------------------------------------------- dependencies
+
+
+def _default_resolve(spec: str) -> Implementation:
+    from harness.implementations import resolve
+
+    return resolve(spec)
+
+
+def _default_discover(paths: Sequence[str]) -> tuple[Any, ...]:
+    from harness.scenarios import discover
+
+    return tuple(discover(paths))
+
+
+def _default_load_scenario(path: str, variant: str | None = None) -> Any:
+    from harness.scenarios import load
+
+    return load(path, variant)
+
+
+def _default_scenario_dir() -> str:
+    from harness.scenarios import DEFAULT_SCENARIO_DIR
+
+    return os.fspath(DEFAULT_SCENARIO_DIR)
+
+
+def _default_criteria() -> tuple[Criterion, ...]:
+    from harness.suite import default_criteria
+
+    return default_criteria()
+
+
+def _default_runner() -> Callable[..., Any]:
+    from harness.suite import default_runner
+
+    return default_runner()
+
+
+def _default_fault_renderer() -> Callable[[Any], Sequence[str]]:
+    from harness.suite import default_fault_renderer
+
+    return default_fault_renderer()
+
+
+@dataclass(frozen=True, slots=True)
+class Deps:
+    """What the commands use from the rest of the harness; tests inject fakes.
+
+    Every default is imported lazily, when a command first needs it.
+    """
+
+    resolve_impl: Callable[[str], Implementation] = _default_resolve
+    discover: Callable[[Sequence[str]], tuple[Any, ...]] = _default_discover
+    load_scenario: Callable[[str], Any] = _default_load_scenario
+    default_scenario_dir: Callable[[], str] = _default_scenario_dir
+    criteria: Callable[[], tuple[Criterion, ...]] = _default_criteria
+    runner: Callable[[], Callable[..., Any]] = _default_runner
+    fault_renderer: Callable[[], Callable[[Any], Sequence[str]]] = _default_fault_renderer
+
+
+@dataclass(slots=True)
+class Context:
+    deps: Deps
+    stdout: TextIO
+    stderr: TextIO
+    argv: tuple[str, ...] = field(default_factory=tuple)
+
+    def out(self, line: str = "") -> None:
+        print(line, file=self.stdout)
+
+    def err(self, line: str = "") -> None:
+        print(line, file=self.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- options
+
+
+def int_at_least(minimum: int, fix: str) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``minimum``; ``fix`` says what to give instead."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is too small; {fix}")
+        return value
+
+    return parse
+
+
+non_negative_int = int_at_least(0, "use a seed >= 0")
+positive_int = int_at_least(1, "give a number >= 1")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0 seconds")
+    return value
+
+
+def add_impl_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--impl",
+        default=DEFAULT_IMPL_SPEC,
+        metavar="SPEC",
+        help="implementation under test: 'reference', python:MODULE:FACTORY, "
+        "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
+        f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
+    )
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=DEFAULT_SEED, metavar="N",
+        help=f"run seed; same seed, scenario and implementation give the same trace "
+        f"(default: {DEFAULT_SEED})",
+    )
+
+
+def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--time-limit-s", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
+        help="real-time limit per driver call before the run counts as hung "
+        f"(default: {DEFAULT_TIME_LIMIT_S:g})",
+    )
+
+
+def add_scenarios_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--scenarios", nargs="+", action="extend", metavar="PATH",
+        help="scenario files or folders (repeatable; default: the bundled scenarios)",
+    )
+
+
+def discover_scenarios(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
+    """The scenarios of ``paths`` (default: the bundled suite), or a UsageError."""
+    paths = list(paths) if paths else [ctx.deps.default_scenario_dir()]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise UsageError(
+            f"--scenarios: {', '.join(missing)} does not exist; pass scenario files or "
+            "folders that exist"
+        )
+    scenarios = ctx.deps.discover(paths)
+    if not scenarios:
+        raise UsageError(
+            f"no scenario files found under {', '.join(paths)}; pass --scenarios with "
+            "folders holding *.toml scenario files"
+        )
+    return scenarios
