@@ -64,8 +64,8 @@ def _ended_abnormally(trace: Trace) -> set[str]:
 
 def check_m1(trace: Trace) -> Verdict:
     """Exercised per model request the world received whose stream did not end normally
-    (EOF, transport error, cancellation, or no end at all because a crash cut it off): that
-    is where a second end event or a missing one appears. Every request is judged: a reused
+    (EOF, transport error, cancellation, no end at all) or that a crash or injected fault cut
+    off before its end was recorded: that is where a second end event or a missing one appears. Every request is judged: a reused
     request id, other than one start event, more than one end event, or no end although
     nothing cut the request off fail, in the realtime channel and in the final store."""
     starts = _events_by_request(trace, "model_request_started")
@@ -80,9 +80,9 @@ def check_m1(trace: Trace) -> Verdict:
             violations.append(s.ev(f"request id {rid} was sent twice", seen[rid], request.index))
             continue
         seen[rid] = request.index
-        exercised += rid in hard
         mine_starts, mine_ends = starts.get(rid, []), ends.get(rid, [])
         cut = _interrupted(trace, request.index, mine_ends)
+        exercised += rid in hard or cut
         if len(mine_starts) != 1:
             violations.append(s.ev(f"request {rid} has {len(mine_starts)} start events", request.index,
                                    *(e.index for e in mine_starts)))
@@ -104,8 +104,9 @@ def check_m1(trace: Trace) -> Verdict:
 
 
 def check_m2(trace: Trace) -> Verdict:
-    """Exercised per stream that ended by EOF, transport error or cancellation and whose
-    end the implementation recorded (event or store). Every stream with a recorded end is
+    """Exercised per stream that ended by EOF, transport error or cancellation, or whose
+    response a crash lost before its end was recorded, and whose end the implementation
+    recorded (event or store). Every stream with a recorded end is
     judged: the recorded status must be the one its ending implies (completed, incomplete,
     failed, cancelled); a crash between the stream's end and its recorded end allows only
     incomplete or failed."""
@@ -122,11 +123,12 @@ def check_m2(trace: Trace) -> Verdict:
         view = views.get(rid)
         if not mine and (view is None or view.status is None):
             continue
-        exercised += how in NOT_ANSWERED
+        lost = _lost_in_crash(trace, stream, mine)
+        exercised += how in NOT_ANSWERED or lost
         # a crash between the stream's end and its recorded end lost the response: recovery
         # may only close the request as incomplete (or failed), never as something else
         allowed = {wanted.value}
-        if _lost_in_crash(trace, stream, mine):
+        if lost:
             allowed |= {ModelRequestStatus.INCOMPLETE.value, ModelRequestStatus.FAILED.value}
         for event in mine:
             status = ((event.data.get("event") or {}).get("data") or {}).get("status")
