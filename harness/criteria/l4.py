@@ -2,9 +2,15 @@
 
 Pure checks over a Trace. The side-effect ledger (``TOOL_EXECUTED`` rows) is the ground truth
 for "did it run"; crashes are located by the ``CRASH`` event and the ``FAILPOINT`` hit it
-fired at; the operation a failpoint concerns is read from the hit's context (session_id +
-tool_call_id, or execution_id), else derived from the world (the instance's last ledger row,
-or the probe read at that failpoint).
+fired at.
+
+"Exercised" means the hard case happened, never merely that a fault was planned: a crash
+criterion counts only when the crash's failpoint context names the operation *and* the store
+read at that failpoint (the probe) shows the state the point implies (L4.1: result saved;
+L4.2: result saved, a fresh checkpoint, not yet projected; L4.3/L4.9: start recorded, no
+result saved; L4.4: a checkpoint build raised after the result was saved). L4.10 counts only
+a real race (see :mod:`harness.criteria.races`). Each check's docstring states its rule.
+Violations are judged whether or not the hard case happened.
 """
 
 from __future__ import annotations
@@ -653,8 +659,9 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L4.1", "l4", "Saved result, then crash",
         "After a crash between saving an operation's result and building the checkpoint, the "
-        "restarted runtime does not execute the operation again and continues from the saved result.",
-        "结果保存后故障，重启不重复执行写操作",
+        "restarted runtime continues from the saved result; no tool of any kind (read, write, "
+        "web, terminal, user app...) is called again after a crash once its result was saved.",
+        "结果已保存，检查点未更新 | 使用结果补齐继续执行状态，不再次调用工具。",
         check_l4_1,
     ),
     Criterion(
@@ -699,8 +706,11 @@ CRITERIA: tuple[Criterion, ...] = (
     ),
     Criterion(
         "L4.8", "l4", "Repair does not guess",
-        "Recovery never turns an executed operation into not-started (whatever its output says) "
-        "and never marks an interrupted turn complete without a completed model answer.",
+        "Recovery matches each exact call against trusted permission events: an executed "
+        "operation is never recorded as not started (whatever its output says), an operation "
+        "in flight counts as not executed only when a trusted denial of that exact call says so "
+        "(never another call's), and an interrupted turn is never marked complete without a "
+        "completed model answer.",
         "修复旧会话必须核对精确调用与可信权限事件，不能只根据一段任意工具文字猜测未执行，更不能把整个任务标成完成。",
         check_l4_8,
     ),
