@@ -35,18 +35,12 @@ from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 # --------------------------------------------------------------------------- shared
 
 
-def _new_checkpoints(trace: Trace, point: ObservationPoint) -> list[CheckpointView]:
-    """Checkpoints first seen at ``point`` (else each session's latest one there)."""
-    position = next(i for i, p in enumerate(trace.observations) if p is point)
-    earlier = {(c.session_id, c.sequence) for p in trace.observations[:position] for c in p.observation.checkpoints}
-    new = [c for c in point.observation.checkpoints if (c.session_id, c.sequence) not in earlier]
-    if new:
-        return new
-    latest: dict[str, CheckpointView] = {}
-    for c in point.observation.checkpoints:
-        if c.session_id not in latest or c.sequence > latest[c.session_id].sequence:
-            latest[c.session_id] = c
-    return list(latest.values())
+def _fresh_checkpoints(trace: Trace, point: ObservationPoint, session_id: str) -> list[CheckpointView]:
+    """Checkpoints of the session first seen at ``point`` (none when it shows no new one)."""
+    earlier = {(c.session_id, c.sequence) for p in trace.observations if p.index < point.index
+               for c in p.observation.checkpoints}
+    return [c for c in point.observation.checkpoints
+            if c.session_id == session_id and (c.session_id, c.sequence) not in earlier]
 
 
 def _started_op(trace: Trace, crash: s.CrashAt) -> s.OpKey | None:
@@ -212,11 +206,7 @@ def _checkpointed_crash_op(trace: Trace, crash: s.CrashAt) -> s.OpKey | None:
     op = s.find_op(probe.observation, key)
     if op is None or op.delivery is not Delivery.RECORDED:
         return None
-    earlier = {(c.session_id, c.sequence) for p in trace.observations if p.index < probe.index
-               for c in p.observation.checkpoints}
-    fresh = [c for c in probe.observation.checkpoints
-             if c.session_id == key[0] and (c.session_id, c.sequence) not in earlier]
-    return key if fresh else None
+    return key if _fresh_checkpoints(trace, probe, key[0]) else None
 
 
 def check_l4_2(trace: Trace) -> Verdict:
@@ -336,41 +326,47 @@ def _has_result(op) -> bool:
 
 
 def check_l4_5(trace: Trace) -> Verdict:
-    """Exercised per checkpoint first seen in the store read at an ``after_checkpoint_saved``
-    hit that follows an operation (it names an execution id, or its session has executed
-    rows of that instance before it). Fails when the operation it names has no saved result
-    there, or an executed operation of its session has none (pending or not started)."""
+    """Exercised per ``after_checkpoint_saved`` hit whose context names an operation and whose
+    store reading shows a checkpoint of that operation's session first seen there (the
+    checkpoint that follows it). Fails when that operation, the one the checkpoint names
+    last, or an operation of the session the same instance executed before has no saved
+    result there (pending, or not started although executed); an operation already sent to
+    reconciliation is not required to have one."""
     exercised, violations = 0, []
-    fps = [e for e in trace.of_kind(Kind.FAILPOINT) if e.data.get("name") == "after_checkpoint_saved"]
-    for point in trace.observations_labelled("probe:failpoint:after_checkpoint_saved"):
+    for hit in trace.of_kind(Kind.FAILPOINT):
+        if hit.data.get("name") != "after_checkpoint_saved":
+            continue
+        key = s.op_from_context(trace, hit)
+        point = s.failpoint_probe(trace, hit)
+        fresh = _fresh_checkpoints(trace, point, key[0]) if key is not None and point is not None else []
+        if not fresh:
+            continue
+        assert key is not None and point is not None
+        exercised += 1
         obs = point.observation
-        hit = [e for e in fps if e.index <= point.index]
-        instance = hit[-1].instance if hit else None
-        judged = False
-        for cp in _new_checkpoints(trace, point):
-            if cp.last_execution_id:
-                judged = True
-                op = s.find_op_by_execution_id(obs, cp.last_execution_id)
-                if op is None or not _has_result(op):
-                    state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
-                    violations.append(s.ev(f"checkpoint {cp.sequence} of {cp.session_id} covers "
-                                           f"{cp.last_execution_id}, whose result is not saved ({state})", point.index))
-            for row in trace.ledger():
-                if row.index >= point.index or s.ledger_key(row)[0] != cp.session_id:
-                    continue
-                if instance is not None and row.instance != instance:
-                    continue
-                key = s.ledger_key(row)
-                op = s.find_op(obs, key)
-                judged = True
-                if op is not None and (op.reconciliation_required or op.outcome is Outcome.UNKNOWN):
-                    continue
-                if op is None or op.delivery is Delivery.PENDING or op.outcome is Outcome.NOT_STARTED:
-                    state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
-                    violations.append(s.ev(f"checkpoint {cp.sequence} of {cp.session_id} was saved before the "
-                                           f"result of executed {key[1]} ({state})", row.index, point.index, rows=[row]))
-        exercised += judged
-    return judge("L4.5", exercised, violations, "no probe at after_checkpoint_saved")
+        named = {execution_id_for(*key)} | {cp.last_execution_id for cp in fresh if cp.last_execution_id}
+        for execution_id in sorted(named):
+            op = s.find_op_by_execution_id(obs, execution_id)
+            if op is None or not _has_result(op):
+                state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
+                violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} follows {execution_id}, "
+                                       f"whose result is not saved ({state})", hit.index, point.index))
+        for row in trace.ledger():
+            if row.index >= hit.index or s.ledger_key(row)[0] != key[0] or row.instance != hit.instance:
+                continue
+            row_key = s.ledger_key(row)
+            if execution_id_for(*row_key) in named:
+                continue
+            op = s.find_op(obs, row_key)
+            if op is not None and (op.reconciliation_required or op.outcome is Outcome.UNKNOWN):
+                continue
+            if op is None or op.delivery is Delivery.PENDING or op.outcome is Outcome.NOT_STARTED:
+                state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
+                violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} was saved before the "
+                                       f"result of executed {row_key[1]} ({state})", row.index, point.index,
+                                       rows=[row]))
+    return judge("L4.5", exercised, violations,
+                 "no after_checkpoint_saved hit naming an operation with a fresh checkpoint of its session")
 
 
 # --------------------------------------------------------------------------- L4.6

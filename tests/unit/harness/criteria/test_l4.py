@@ -245,7 +245,7 @@ def _checkpoint_probe(tb, views, call=W, execute=True, sequence=1):
     tb.respond("s1", (call,))
     if execute:
         tb.executed("s1", call)
-    tb.failpoint("after_checkpoint_saved", context=CTX)
+    tb.failpoint("after_checkpoint_saved", context={"session_id": "s1", "tool_call_id": call.tool_call_id})
     return tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
         operations=views, checkpoints=(CheckpointView("s1", 2, sequence, 0, 100, xid(call.tool_call_id)),)))
 
@@ -262,6 +262,22 @@ def test_l4_5_fails_when_the_checkpoint_precedes_the_result():
     tb = TB(S1)
     point = _checkpoint_probe(tb, (op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),))
     assert_fail_at(check("L4.5", tb.build()), point)
+
+
+def test_l4_5_not_exercised_without_a_fresh_checkpoint_or_a_named_operation():
+    tb = TB(S1)
+    _checkpoint_probe(tb, (op(W, delivery=Delivery.RECORDED),))
+    # the same checkpoint again: nothing new was saved at this hit
+    tb.failpoint("after_checkpoint_saved", context=CTX)
+    tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
+        operations=(op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),),
+        checkpoints=(CheckpointView("s1", 2, 1, 0, 100, xid("c1")),)))
+    # a fresh checkpoint, but the hit names no operation
+    tb.failpoint("after_checkpoint_saved", context={"session_id": "s1"})
+    tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
+        operations=(op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),),
+        checkpoints=(CheckpointView("s1", 2, 2, 0, 100, xid("c1")),)))
+    assert_pass(check("L4.5", tb.build()), exercised=1)
 
 
 def test_l4_5_not_exercised_without_probes():
