@@ -107,6 +107,16 @@ def test_m2_passes_when_each_end_matches_its_stream():
     assert_pass(check("M2", tb.build()), exercised=2)
 
 
+def test_m2_a_normal_end_is_judged_but_exercises_nothing():
+    tb = TB()
+    rid, _ = _request(tb)
+    tb.observe("final", Observation(model_requests=(request_view(rid),)))
+    assert check("M2", tb.build()).status is Status.NOT_EXERCISED
+    tb = TB()
+    _request(tb, status="failed")
+    assert check("M2", tb.build()).status is Status.FAIL
+
+
 def test_m2_fails_when_an_eof_is_recorded_completed():
     tb = TB()
     _request(tb, how="eof", text="partial", status="completed")
