@@ -122,10 +122,10 @@ def _saved_before(trace: Trace, key: s.OpKey, index: int) -> ObservationPoint | 
 
 
 def _called_again_after_saved(trace: Trace) -> list:
-    """Every crash after which a tool, of any kind, ran again although its result had been
-    saved before the crash (only an approved escalation may legitimately run it again)."""
+    """Every crash or restart after which a tool, of any kind, ran again although its result
+    had been saved before it (only an approved escalation may legitimately run it again)."""
     violations, seen = [], set()
-    for crash in trace.crashes():
+    for crash in trace.of_kind(Kind.CRASH, Kind.RESTART):
         for key in sorted({s.ledger_key(r) for r in trace.ledger() if r.index < crash.index}):
             rows = s.ledger_rows_for(trace, key)
             again = [r for pos, r in enumerate(rows) if r.index > crash.index and pos > 0
@@ -137,8 +137,8 @@ def _called_again_after_saved(trace: Trace) -> list:
                 continue
             seen.update(r.index for r in again)
             kind = again[0].data.get("kind") or "?"
-            violations.append(s.ev(f"{key[1]} ({kind} tool) was called again after a crash although its result "
-                                   "was saved before it", saved.index, crash.index, *(r.index for r in again),
+            violations.append(s.ev(f"{key[1]} ({kind} tool) was called again after a {crash.kind} although its "
+                                   "result was saved before it", saved.index, crash.index, *(r.index for r in again),
                                    rows=again))
     return violations
 
@@ -146,7 +146,7 @@ def _called_again_after_saved(trace: Trace) -> list:
 def check_l4_1(trace: Trace) -> Verdict:
     """Exercised per crash at ``after_result_saved`` that hit an executed operation there
     (:func:`_saved_crash_op`) and was followed by a restart. Fails when any tool, whatever
-    its kind, runs again after a crash although its result was saved before it; when the
+    its kind, runs again after a crash or restart although its result was saved before it; when the
     restarted store does not hold the saved result; or when the continuation does not carry it."""
     exercised, violations = 0, _called_again_after_saved(trace)
     for crash in s.crashes_at(trace, "after_result_saved"):

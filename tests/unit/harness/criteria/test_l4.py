@@ -770,3 +770,15 @@ def test_l4_8_tool_text_never_justifies_not_executed():
     tb.ret("recover")
     point = tb.observe("after_restart", Observation(operations=(NOT_RUN,)))
     assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_1_fails_when_a_clean_restart_runs_a_saved_read_again():
+    tb = TB(S1)
+    tb.respond("s1", (R,))
+    tb.executed("s1", R, output="bee")
+    tb.observe("quiescent", Observation(operations=(op(R, output="bee"),)))
+    restart = tb.restart()
+    row = tb.executed("s1", R, output="bee")
+    verdict = check("L4.1", tb.build())
+    assert_fail_at(verdict, row)
+    assert restart in verdict.evidence[0].trace_indexes
