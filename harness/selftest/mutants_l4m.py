@@ -71,6 +71,26 @@ MUTANTS: tuple[Mutant, ...] = (
         trust_class="catalogue",
     ),
     Mutant(
+        "repair-matches-denial-by-tool",
+        "recovery records an operation whose start was recorded but whose result was never "
+        "saved as not executed when a call of the same tool (other arguments) was denied: it "
+        "matches the tool, not the exact call",
+        ("L4.8", "L4.3"),
+        edits(edit(RC, find="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                            "        with store.transaction() as conn:\n"
+                            "            saved = results.save(conn, records.load_session(conn, op.session_id), op, unknown,\n",
+                   replace="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                           "        same_tool_denied = store.connection.execute(\n"
+                           "            \"SELECT 1 FROM operations WHERE session_id = ? AND tool = ? AND permission = 'deny'\"\n"
+                           "            \" AND execution_id != ?\", (op.session_id, op.tool, op.execution_id)).fetchone()\n"
+                           "        guessed = ToolOutcome(Outcome.NOT_STARTED, FailureKind.PERMISSION_DENIED, False, False,\n"
+                           "                              f'{op.tool} is denied in this session: not executed')\n"
+                           "        with store.transaction() as conn:\n"
+                           "            saved = results.save(conn, records.load_session(conn, op.session_id), op,\n"
+                           "                                 guessed if same_tool_denied else unknown,\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
         "model-retry-after-eof",
         "a model stream that ended by EOF without any text is asked again once with the same "
         "conversation, as a hidden retry",
