@@ -29,7 +29,7 @@ from harness.contract import (
 )
 from harness.criteria import lm_support as s
 from harness.criteria import races, trusted_denials
-from harness.criteria.base import Criterion, Verdict, judge
+from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 # --------------------------------------------------------------------------- shared
@@ -121,7 +121,7 @@ def _saved_before(trace: Trace, key: s.OpKey, index: int) -> ObservationPoint | 
     return None
 
 
-def _called_again_after_saved(trace: Trace) -> list:
+def _called_again_after_saved(trace: Trace) -> list[Evidence]:
     """Every crash or restart after which a tool, of any kind, ran again although its result
     had been saved before it (only an approved escalation may legitimately run it again)."""
     violations, seen = [], set()
@@ -474,7 +474,7 @@ def _result_saved_before(trace: Trace, key: s.OpKey, index: int) -> bool:
 
 
 def _repair_guesses(trace: Trace, restart: TraceEvent, stop: int, point: ObservationPoint,
-                    judged: set) -> tuple[int, list]:
+                    judged: set[tuple[int, s.OpKey]]) -> tuple[int, list[Evidence]]:
     """Operations in flight when the instance stopped (start recorded, no result saved, no
     ledger row) that the first reading after the restart records as not executed: each needs
     a trusted denial of that exact call (:mod:`harness.criteria.trusted_denials`)."""
