@@ -2,9 +2,15 @@
 
 Pure checks over a Trace. The side-effect ledger (``TOOL_EXECUTED`` rows) is the ground truth
 for "did it run"; crashes are located by the ``CRASH`` event and the ``FAILPOINT`` hit it
-fired at; the operation a failpoint concerns is read from the hit's context (session_id +
-tool_call_id, or execution_id), else derived from the world (the instance's last ledger row,
-or the probe read at that failpoint).
+fired at.
+
+"Exercised" means the hard case happened, never merely that a fault was planned: a crash
+criterion counts only when the crash's failpoint context names the operation *and* the store
+read at that failpoint (the probe) shows the state the point implies (L4.1: result saved;
+L4.2: result saved, a fresh checkpoint, not yet projected; L4.3/L4.9: start recorded, no
+result saved; L4.4: a checkpoint build raised after the result was saved). L4.10 counts only
+a real race (see :mod:`harness.criteria.races`). Each check's docstring states its rule.
+Violations are judged whether or not the hard case happened.
 """
 
 from __future__ import annotations
@@ -22,42 +28,32 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import lm_support as s
-from harness.criteria.base import Criterion, Verdict, judge
+from harness.criteria import races, trusted_denials
+from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 # --------------------------------------------------------------------------- shared
 
 
-def _new_checkpoints(trace: Trace, point: ObservationPoint) -> list[CheckpointView]:
-    """Checkpoints first seen at ``point`` (else each session's latest one there)."""
-    position = next(i for i, p in enumerate(trace.observations) if p is point)
-    earlier = {(c.session_id, c.sequence) for p in trace.observations[:position] for c in p.observation.checkpoints}
-    new = [c for c in point.observation.checkpoints if (c.session_id, c.sequence) not in earlier]
-    if new:
-        return new
-    latest: dict[str, CheckpointView] = {}
-    for c in point.observation.checkpoints:
-        if c.session_id not in latest or c.sequence > latest[c.session_id].sequence:
-            latest[c.session_id] = c
-    return list(latest.values())
+def _fresh_checkpoints(trace: Trace, point: ObservationPoint, session_id: str) -> list[CheckpointView]:
+    """Checkpoints of the session first seen at ``point`` (none when it shows no new one)."""
+    earlier = {(c.session_id, c.sequence) for p in trace.observations if p.index < point.index
+               for c in p.observation.checkpoints}
+    return [c for c in point.observation.checkpoints
+            if c.session_id == session_id and (c.session_id, c.sequence) not in earlier]
 
 
 def _started_op(trace: Trace, crash: s.CrashAt) -> s.OpKey | None:
-    """The operation whose start was recorded (or whose tool returned) when the crash hit."""
+    """The operation the crash cut off between its recorded start and its saved result: the
+    crash's failpoint context names it, and the store read at that failpoint shows its start
+    recorded and no result saved. None otherwise (the hard case did not happen)."""
     key = s.op_from_context(trace, crash.failpoint_event)
-    if key is not None:
-        return key
-    if crash.failpoint == "after_tool_returned":
-        row = s.last_row_of_instance(trace, crash.index, crash.instance)
-        return s.ledger_key(row) if row is not None else None
-    if crash.failpoint_event is not None:
-        probe = s.probe_for(trace, crash.failpoint_event, f"probe:failpoint:{crash.failpoint}")
-        if probe is not None:
-            started = [op for op in probe.observation.operations
-                       if op.execution_started and op.outcome is Outcome.NOT_STARTED and op.delivery is Delivery.PENDING]
-            if len(started) == 1:
-                return (started[0].session_id, started[0].identity.tool_call_id)
-    return None
+    if key is None:
+        return None
+    op = s.op_at_hit(trace, crash.failpoint_event, key)
+    if op is None or not op.execution_started or op.delivery is not Delivery.PENDING:
+        return None
+    return key
 
 
 def _points_until_next_crash(trace: Trace, start: int) -> tuple[ObservationPoint, ...]:
@@ -99,21 +95,66 @@ def _result_problems(op, row: TraceEvent | None) -> list[str]:
 # --------------------------------------------------------------------------- L4.1
 
 
+def _saved_crash_op(trace: Trace, crash: s.CrashAt) -> tuple[s.OpKey, TraceEvent] | None:
+    """(operation, its ledger row) when the crash hit that executed operation right after its
+    result was saved: the failpoint context names it and the store read there holds its
+    result with the ledger's outcome."""
+    key = s.op_from_context(trace, crash.failpoint_event)
+    row = s.last_row_before(trace, key, crash.index) if key is not None else None
+    if key is None or row is None:
+        return None
+    op = s.op_at_hit(trace, crash.failpoint_event, key)
+    if op is None or op.delivery is Delivery.PENDING or op.outcome.value != s.expected_outcome(row):
+        return None
+    return key, row
+
+
+def _saved_before(trace: Trace, key: s.OpKey, index: int) -> ObservationPoint | None:
+    """The first store reading before event ``index`` that holds the executed operation's
+    final result (succeeded or failed, not waiting for an escalation answer)."""
+    for point in trace.observations:
+        if point.index >= index:
+            return None
+        op = s.find_op(point.observation, key)
+        if op is not None and op.delivery is not Delivery.PENDING and op.outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+            return point
+    return None
+
+
+def _called_again_after_saved(trace: Trace) -> list[Evidence]:
+    """Every crash or restart after which a tool, of any kind, ran again although its result
+    had been saved before it (only an approved escalation may legitimately run it again)."""
+    violations, seen = [], set()
+    for crash in trace.of_kind(Kind.CRASH, Kind.RESTART):
+        for key in sorted({s.ledger_key(r) for r in trace.ledger() if r.index < crash.index}):
+            rows = s.ledger_rows_for(trace, key)
+            again = [r for pos, r in enumerate(rows) if r.index > crash.index and pos > 0
+                     and not s.retry_justified(rows[pos - 1]) and r.index not in seen]
+            if not again:
+                continue
+            saved = _saved_before(trace, key, crash.index)
+            if saved is None:
+                continue
+            seen.update(r.index for r in again)
+            kind = again[0].data.get("kind") or "?"
+            violations.append(s.ev(f"{key[1]} ({kind} tool) was called again after a {crash.kind} although its "
+                                   "result was saved before it", saved.index, crash.index, *(r.index for r in again),
+                                   rows=again))
+    return violations
+
+
 def check_l4_1(trace: Trace) -> Verdict:
-    exercised, violations = 0, []
+    """Exercised per crash at ``after_result_saved`` that hit an executed operation there
+    (:func:`_saved_crash_op`) and was followed by a restart. Fails when any tool, whatever
+    its kind, runs again after a crash or restart although its result was saved before it; when the
+    restarted store does not hold the saved result; or when the continuation does not carry it."""
+    exercised, violations = 0, _called_again_after_saved(trace)
     for crash in s.crashes_at(trace, "after_result_saved"):
-        key = s.op_from_context(trace, crash.failpoint_event)
-        if key is None:
-            row = s.last_row_of_instance(trace, crash.index, crash.instance)
-            key = s.ledger_key(row) if row is not None else None
-        row = s.last_row_before(trace, key, crash.index) if key is not None else None
-        if key is None or row is None:
+        found = _saved_crash_op(trace, crash)
+        if found is None or crash.restart_index is None:
             continue
+        key, row = found
         exercised += 1
-        again = [r for r in s.ledger_rows_for(trace, key) if r.index > crash.index]
-        if again:
-            violations.append(s.ev(f"{key[1]} executed again after the crash that followed its saved result",
-                                   crash.index, *(r.index for r in again), rows=[row, *again]))
         wanted = s.expected_outcome(row)
         stored = [(p, s.find_op(p.observation, key)) for p in s.durable_points_after(trace, crash.index)]
         stored = [(p, op) for p, op in stored if op is not None]
@@ -137,7 +178,7 @@ def check_l4_1(trace: Trace) -> Verdict:
             elif wanted == "succeeded" and output and output not in str(message.get("content", "")):
                 violations.append(s.ev(f"the continuation carries another output for {key[1]} than the saved one",
                                        following.index, rows=[row]))
-        elif trace.completed and crash.restart_index is not None and not s.interrupted_between(
+        elif trace.completed and not s.interrupted_between(
                 trace, crash.restart_index, None, key[0]) and not s.cancelled(trace, key[0]):
             final = s.final_point(trace)
             waiting = final is not None and any(
@@ -145,25 +186,38 @@ def check_l4_1(trace: Trace) -> Verdict:
             if not waiting:
                 violations.append(s.ev(f"the turn of {key[1]} never continued from its saved result after restart",
                                        crash.index, crash.restart_index, rows=[row]))
-    return judge("L4.1", exercised, violations, "no crash after a saved result of an executed operation")
+    return judge("L4.1", exercised, violations,
+                 "no crash right after the saved result of an executed operation named by the failpoint")
 
 
 # --------------------------------------------------------------------------- L4.2
 
 
+def _checkpointed_crash_op(trace: Trace, crash: s.CrashAt) -> s.OpKey | None:
+    """The operation the crash hit between its checkpoint and its projection: the failpoint
+    context names it, and the store read there holds its result (delivery ``recorded``, not
+    yet ``projected``) and a checkpoint of its session first seen at that point."""
+    key = s.op_from_context(trace, crash.failpoint_event)
+    if key is None or crash.failpoint_event is None:
+        return None
+    probe = s.failpoint_probe(trace, crash.failpoint_event)
+    if probe is None:
+        return None
+    op = s.find_op(probe.observation, key)
+    if op is None or op.delivery is not Delivery.RECORDED:
+        return None
+    return key if _fresh_checkpoints(trace, probe, key[0]) else None
+
+
 def check_l4_2(trace: Trace) -> Verdict:
+    """Exercised per crash at ``after_checkpoint_saved`` that hit an operation there
+    (:func:`_checkpointed_crash_op`) and was followed by a restart. Fails on a tool call or
+    a re-sent model request for that step after the crash, or (in a completed run) when
+    the operation's projection is never published after the restart."""
     exercised, violations = 0, []
     requests = s.model_requests(trace)
     for crash in s.crashes_at(trace, "after_checkpoint_saved"):
-        key = s.op_from_context(trace, crash.failpoint_event)
-        if key is None and crash.failpoint_event is not None:
-            probe = s.probe_for(trace, crash.failpoint_event, "probe:failpoint:after_checkpoint_saved")
-            if probe is not None:
-                for cp in _new_checkpoints(trace, probe):
-                    key = key or s.key_for_execution_id(trace, cp.last_execution_id)
-        if key is None:
-            row = s.last_row_of_instance(trace, crash.index, crash.instance)
-            key = s.ledger_key(row) if row is not None else None
+        key = _checkpointed_crash_op(trace, crash)
         if key is None or crash.restart_index is None:
             continue
         exercised += 1
@@ -190,6 +244,11 @@ def check_l4_2(trace: Trace) -> Verdict:
 
 
 def check_l4_3(trace: Trace) -> Verdict:
+    """Exercised per crash at ``after_start_recorded`` or ``after_tool_returned`` that cut an
+    operation off between its recorded start and its saved result (:func:`_started_op`: the
+    context names it, the store read there shows the start and no result), followed by a
+    restart and a store reading (or a re-execution). Fails on any execution after the crash,
+    or when the restarted store holds it as anything but unknown + reconciliation_required."""
     exercised, violations = 0, []
     for crash, key in _unconfirmable(trace):
         if crash.restart_index is None:
@@ -220,19 +279,21 @@ def check_l4_3(trace: Trace) -> Verdict:
 
 
 def check_l4_4(trace: Trace) -> Verdict:
+    """Exercised per checkpoint build that really failed after a saved result: a
+    ``during_checkpoint_build`` hit answered with ``raise`` (``fail_checkpoint``) whose context
+    names the operation, the store read there already holding its result, and a later store
+    reading (or re-dispatch). Fails when the operation is dispatched again, or a later reading
+    shows it pending, sent to reconciliation, or with another outcome/digest than the ledger's."""
     exercised, violations = 0, []
-    fps = list(trace.of_kind(Kind.FAILPOINT))
-    for fp in fps:
+    for fp in trace.of_kind(Kind.FAILPOINT):
         if fp.data.get("name") != "during_checkpoint_build" or fp.data.get("action") not in ("raise", "fail_checkpoint"):
             continue
         key = s.op_from_context(trace, fp)
         if key is None:
-            since = max((e.index for e in fps if e.index < fp.index and e.instance == fp.instance
-                         and e.data.get("name") in ("during_checkpoint_build", "after_checkpoint_saved")), default=-1)
-            row = s.last_row_of_instance(trace, fp.index, fp.instance, since)
-            key = s.ledger_key(row) if row is not None else None
-        if key is None:
             continue
+        saved = s.op_at_hit(trace, fp, key)
+        if saved is None or saved.delivery is Delivery.PENDING:
+            continue  # the build failed before any result of it was saved: not this case
         row = s.last_row_before(trace, key, fp.index)
         points = [(p, s.find_op(p.observation, key)) for p in s.durable_points_after(trace, fp.index)]
         points = [(p, op) for p, op in points if op is not None]
@@ -265,43 +326,55 @@ def _has_result(op) -> bool:
 
 
 def check_l4_5(trace: Trace) -> Verdict:
+    """Exercised per ``after_checkpoint_saved`` hit whose context names an operation and whose
+    store reading shows a checkpoint of that operation's session first seen there (the
+    checkpoint that follows it). Fails when that operation, the one the checkpoint names
+    last, or an operation of the session the same instance executed before has no saved
+    result there (pending, or not started although executed); an operation already sent to
+    reconciliation is not required to have one."""
     exercised, violations = 0, []
-    fps = [e for e in trace.of_kind(Kind.FAILPOINT) if e.data.get("name") == "after_checkpoint_saved"]
-    for point in trace.observations_labelled("probe:failpoint:after_checkpoint_saved"):
+    for hit in trace.of_kind(Kind.FAILPOINT):
+        if hit.data.get("name") != "after_checkpoint_saved":
+            continue
+        key = s.op_from_context(trace, hit)
+        point = s.failpoint_probe(trace, hit)
+        fresh = _fresh_checkpoints(trace, point, key[0]) if key is not None and point is not None else []
+        if not fresh:
+            continue
+        assert key is not None and point is not None
+        exercised += 1
         obs = point.observation
-        hit = [e for e in fps if e.index <= point.index]
-        instance = hit[-1].instance if hit else None
-        judged = False
-        for cp in _new_checkpoints(trace, point):
-            if cp.last_execution_id:
-                judged = True
-                op = s.find_op_by_execution_id(obs, cp.last_execution_id)
-                if op is None or not _has_result(op):
-                    state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
-                    violations.append(s.ev(f"checkpoint {cp.sequence} of {cp.session_id} covers "
-                                           f"{cp.last_execution_id}, whose result is not saved ({state})", point.index))
-            for row in trace.ledger():
-                if row.index >= point.index or s.ledger_key(row)[0] != cp.session_id:
-                    continue
-                if instance is not None and row.instance != instance:
-                    continue
-                key = s.ledger_key(row)
-                op = s.find_op(obs, key)
-                judged = True
-                if op is not None and (op.reconciliation_required or op.outcome is Outcome.UNKNOWN):
-                    continue
-                if op is None or op.delivery is Delivery.PENDING or op.outcome is Outcome.NOT_STARTED:
-                    state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
-                    violations.append(s.ev(f"checkpoint {cp.sequence} of {cp.session_id} was saved before the "
-                                           f"result of executed {key[1]} ({state})", row.index, point.index, rows=[row]))
-        exercised += judged
-    return judge("L4.5", exercised, violations, "no probe at after_checkpoint_saved")
+        named = {execution_id_for(*key)} | {cp.last_execution_id for cp in fresh if cp.last_execution_id}
+        for execution_id in sorted(named):
+            op = s.find_op_by_execution_id(obs, execution_id)
+            if op is None or not _has_result(op):
+                state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
+                violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} follows {execution_id}, "
+                                       f"whose result is not saved ({state})", hit.index, point.index))
+        for row in trace.ledger():
+            if row.index >= hit.index or s.ledger_key(row)[0] != key[0] or row.instance != hit.instance:
+                continue
+            row_key = s.ledger_key(row)
+            if execution_id_for(*row_key) in named:
+                continue
+            op = s.find_op(obs, row_key)
+            if op is not None and (op.reconciliation_required or op.outcome is Outcome.UNKNOWN):
+                continue
+            if op is None or op.delivery is Delivery.PENDING or op.outcome is Outcome.NOT_STARTED:
+                state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
+                violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} was saved before the "
+                                       f"result of executed {row_key[1]} ({state})", row.index, point.index,
+                                       rows=[row]))
+    return judge("L4.5", exercised, violations,
+                 "no after_checkpoint_saved hit naming an operation with a fresh checkpoint of its session")
 
 
 # --------------------------------------------------------------------------- L4.6
 
 
 def check_l4_6(trace: Trace) -> Verdict:
+    """Exercised per ledger row with a store reading taken while the world ran the tool.
+    Fails when that reading has no operation record or execution_started false."""
     exercised, violations = 0, []
     for row in trace.ledger():
         probe = s.probe_for(trace, row, "probe:tool_executed")
@@ -321,6 +394,12 @@ def check_l4_6(trace: Trace) -> Verdict:
 
 
 def check_l4_7(trace: Trace) -> Verdict:
+    """Exercised per executed operation with a final result in the final store reading
+    (its record must bind the call's execution id, argument digest, version, the ledger's
+    outcome and result digest, execution_started, and a reason when failed), and per
+    diagnostics failure (``during_diagnostics_write`` answered with raise or crash) whose
+    context names an operation whose result the store already held there, with a later
+    store reading (the record must be intact)."""
     exercised, violations = 0, []
     final = s.final_point(trace)
     if final is not None:
@@ -345,11 +424,9 @@ def check_l4_7(trace: Trace) -> Verdict:
         if fp.data.get("name") != "during_diagnostics_write" or fp.data.get("action") not in ("raise", "crash"):
             continue
         key = s.op_from_context(trace, fp)
-        if key is None:
-            row = s.last_row_of_instance(trace, fp.index, fp.instance)
-            key = s.ledger_key(row) if row is not None else None
-        if key is None:
-            continue
+        saved = s.op_at_hit(trace, fp, key) if key is not None else None
+        if key is None or saved is None or saved.delivery is Delivery.PENDING:
+            continue  # the failure did not hit a saved result record
         row = s.last_row_before(trace, key, fp.index)
         points = [(p, s.find_op(p.observation, key)) for p in s.durable_points_after(trace, fp.index)]
         points = [(p, op) for p, op in points if op is not None]
@@ -391,7 +468,46 @@ def _wait_session(trace: Trace, wait_id: str) -> str:
     return ""
 
 
+def _result_saved_before(trace: Trace, key: s.OpKey, index: int) -> bool:
+    return any(p.index < index and (op := s.find_op(p.observation, key)) is not None
+               and op.delivery is not Delivery.PENDING for p in trace.observations)
+
+
+def _repair_guesses(trace: Trace, restart: TraceEvent, stop: int, point: ObservationPoint,
+                    judged: set[tuple[int, s.OpKey]]) -> tuple[int, list[Evidence]]:
+    """Operations in flight when the instance stopped (start recorded, no result saved, no
+    ledger row) that the first reading after the restart records as not executed: each needs
+    a trusted denial of that exact call (:mod:`harness.criteria.trusted_denials`)."""
+    exercised, violations = 0, []
+    for op in point.observation.operations:
+        key = (op.session_id, op.identity.tool_call_id)
+        if s.last_row_before(trace, key, point.index) is not None:
+            continue  # executed: judged against the ledger
+        if not s.start_recorded_before(trace, key, stop) or _result_saved_before(trace, key, stop):
+            continue
+        if (restart.index, key) not in judged:
+            judged.add((restart.index, key))
+            exercised += 1
+        claims_not_run = not op.execution_started or (
+            op.outcome is Outcome.NOT_STARTED and op.delivery is not Delivery.PENDING)
+        if claims_not_run and trusted_denials.trusted_denial(trace, key, point.index) is None:
+            others = trusted_denials.denials_of_other_calls(trace, key, point.index)
+            borrowed = f" (only another call was denied: {', '.join(k[1] for k in others)})" if others else ""
+            violations.append(s.ev(
+                f"after restart {key[1]}, whose start was recorded and whose result was never saved, is "
+                f"recorded as not executed (outcome {op.outcome.value}, execution_started={op.execution_started}) "
+                f"without a trusted denial of that exact call{borrowed}", stop, point.index))
+    return exercised, violations
+
+
 def check_l4_8(trace: Trace) -> Verdict:
+    """Exercised, per restart, by each executed operation (ledger) found in the first and last
+    store readings after it, by each operation in flight when the instance stopped (start
+    recorded, no result saved) found after it, and by each session whose turn was open at
+    the interruption. Fails when an executed operation is recorded as not started or not
+    executed (whatever its output says); when an in-flight operation is recorded as not
+    executed without a trusted denial of that exact call (never another call's); and when
+    recovery marks an interrupted turn completed without a completed model answer."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
     sessions = s.request_sessions(trace)
@@ -415,6 +531,11 @@ def check_l4_8(trace: Trace) -> Verdict:
         crashes = [c.index for c in trace.crashes() if c.index < restart.index]
         restarts = [r.index for r in trace.of_kind(Kind.RESTART) if r.index < restart.index]
         crash_index = crashes[-1] if crashes and (not restarts or crashes[-1] > restarts[-1]) else None
+        if points:
+            count, found = _repair_guesses(trace, restart, restart.index if crash_index is None else crash_index,
+                                           points[0], judged_ops)
+            exercised += count
+            violations += found
         interrupted: set[str] = set()
         cut = [sp for sp in spans if sp.end_kind == "crash" and sp.end_index == crash_index
                and sp.method in s.TURN_METHODS]
@@ -456,6 +577,9 @@ def check_l4_8(trace: Trace) -> Verdict:
 
 
 def check_l4_9(trace: Trace) -> Verdict:
+    """Exercised per operation cut off between its recorded start and its saved result
+    (as for L4.3) that something later reports on: the restarted store, a UI publication,
+    a ``result_saved`` event or a model request. Fails when any report is not unknown."""
     exercised, violations = 0, []
     for crash, key in _unconfirmable(trace):
         execution_id = execution_id_for(*key)
@@ -492,18 +616,23 @@ def check_l4_9(trace: Trace) -> Verdict:
 
 
 def check_l4_10(trace: Trace) -> Verdict:
+    """Exercised per operation both instances of a ``concurrent_turn`` really raced for
+    (:func:`harness.criteria.races.raced_operations`: the hold engaged, A was held in the
+    operation before its result was saved, and B reached the same identity meanwhile). A
+    hold that never engaged, or engaged before or after the operation, exercises nothing.
+    Whether raced or not, every call served during a concurrent turn is judged: more than
+    one execution (ledger), more than one operation record, or more result records than
+    operations with a result fail."""
     exercised, violations = 0, []
     repeats = s.reexecutions(trace)
-    for span in s.driver_spans(trace):
-        if span.method != "concurrent_turn":
-            continue
-        session = str(span.args.get("session_id") or s.default_session(trace))
-        end = span.end_index if span.end_index is not None else len(trace.events)
-        keys = sorted({c.key for c in s.emitted_calls(trace) if span.index < c.index < end and c.session_id == session})
+    for turn in races.concurrent_turns(trace):
+        end = turn.end if turn.end is not None else len(trace.events)
+        keys = sorted({c.key for c in s.emitted_calls(trace)
+                       if turn.a.index < c.index < end and c.session_id == turn.session_id})
+        exercised += len(races.raced_operations(trace, turn))
         after = list(s.durable_points_after(trace, end))
         point = after[0] if after else None
         for key in keys:
-            exercised += 1
             mine = [(a, b) for a, b in repeats if s.ledger_key(b) == key]
             if mine:
                 violations.append(s.ev(f"{key[1]}, delivered to two instances, executed more than once",
@@ -516,7 +645,8 @@ def check_l4_10(trace: Trace) -> Verdict:
             if point.observation.result_records > with_result:
                 violations.append(s.ev(f"{point.observation.result_records} result records for {with_result} "
                                        "operations with a result: a duplicate saved a second record", point.index))
-    return judge("L4.10", exercised, violations, "no concurrent duplicate delivery")
+    return judge("L4.10", exercised, violations,
+                 "no concurrent turn in which both instances reached one operation while A was held")
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -525,8 +655,9 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L4.1", "l4", "Saved result, then crash",
         "After a crash between saving an operation's result and building the checkpoint, the "
-        "restarted runtime does not execute the operation again and continues from the saved result.",
-        "结果保存后故障，重启不重复执行写操作",
+        "restarted runtime continues from the saved result; no tool of any kind (read, write, "
+        "web, terminal, user app...) is called again after a crash once its result was saved.",
+        "结果已保存，检查点未更新 | 使用结果补齐继续执行状态，不再次调用工具。",
         check_l4_1,
     ),
     Criterion(
@@ -571,8 +702,11 @@ CRITERIA: tuple[Criterion, ...] = (
     ),
     Criterion(
         "L4.8", "l4", "Repair does not guess",
-        "Recovery never turns an executed operation into not-started (whatever its output says) "
-        "and never marks an interrupted turn complete without a completed model answer.",
+        "Recovery matches each exact call against trusted permission events: an executed "
+        "operation is never recorded as not started (whatever its output says), an operation "
+        "in flight counts as not executed only when a trusted denial of that exact call says so "
+        "(never another call's), and an interrupted turn is never marked complete without a "
+        "completed model answer.",
         "修复旧会话必须核对精确调用与可信权限事件，不能只根据一段任意工具文字猜测未执行，更不能把整个任务标成完成。",
         check_l4_8,
     ),

@@ -806,3 +806,38 @@ def ev(note: str, *indexes: int, rows: Iterable[TraceEvent] = ()) -> Evidence:
         tuple(sorted({i for i in indexes if i is not None})),
         tuple(r.data.get("ledger_seq", -1) for r in rows),
     )
+
+
+# --------------------------------------------------------------------------- failpoint hits of one operation
+
+
+def names_op(event: TraceEvent, key: OpKey) -> bool:
+    """Does a failpoint hit's context name the operation (session + call, or execution id)?"""
+    context = event.data.get("context") or {}
+    if context.get("execution_id") == execution_id_for(*key):
+        return True
+    return (context.get("session_id"), context.get("tool_call_id")) == key
+
+
+def op_hits(trace: Trace, key: OpKey, *, instance: int | None = None, after: int = -1,
+            before: int | None = None) -> tuple[TraceEvent, ...]:
+    """Failpoint hits whose context names the operation, optionally of one instance and
+    strictly between two event indexes."""
+    return tuple(
+        e for e in trace.of_kind(Kind.FAILPOINT)
+        if after < e.index and (before is None or e.index < before)
+        and (instance is None or e.instance == instance) and names_op(e, key)
+    )
+
+
+def failpoint_probe(trace: Trace, hit: TraceEvent) -> ObservationPoint | None:
+    """The store as read while the world handled this failpoint hit."""
+    return probe_for(trace, hit, f"probe:failpoint:{hit.data.get('name', '')}")
+
+
+def op_at_hit(trace: Trace, hit: TraceEvent | None, key: OpKey) -> OperationView | None:
+    """The operation as the store held it at a failpoint hit (None without a probe or record)."""
+    if hit is None:
+        return None
+    probe = failpoint_probe(trace, hit)
+    return find_op(probe.observation, key) if probe is not None else None

@@ -54,10 +54,24 @@ def _views(trace: Trace):
 # --------------------------------------------------------------------------- M1
 
 
+def _ended_abnormally(trace: Trace) -> set[str]:
+    """Request ids whose stream ended otherwise than normally (EOF, transport error,
+    cancellation) or was never ended by the world (cut off by a crash or injected fault)."""
+    ended = {str(e.data.get("request_id", "")): str(e.data.get("how", "")) for e in s.stream_ends(trace)}
+    return {str(r.data.get("request_id", "")) for r in s.model_requests(trace)
+            if ended.get(str(r.data.get("request_id", "")), "") != "end"}
+
+
 def check_m1(trace: Trace) -> Verdict:
+    """Exercised per model request the world received whose stream did not end normally
+    (EOF, transport error, cancellation, no end at all) or that a crash or injected fault cut
+    off before its end was recorded: that is where a second end event or a missing one appears. Every request is judged: a reused
+    request id, other than one start event, more than one end event, or no end although
+    nothing cut the request off fail, in the realtime channel and in the final store."""
     starts = _events_by_request(trace, "model_request_started")
     ends = _events_by_request(trace, "model_request_ended")
     final, views = _views(trace)
+    hard = _ended_abnormally(trace)
     exercised, violations = 0, []
     seen: dict[str, int] = {}
     for request in s.model_requests(trace):
@@ -66,9 +80,9 @@ def check_m1(trace: Trace) -> Verdict:
             violations.append(s.ev(f"request id {rid} was sent twice", seen[rid], request.index))
             continue
         seen[rid] = request.index
-        exercised += 1
         mine_starts, mine_ends = starts.get(rid, []), ends.get(rid, [])
         cut = _interrupted(trace, request.index, mine_ends)
+        exercised += rid in hard or cut
         if len(mine_starts) != 1:
             violations.append(s.ev(f"request {rid} has {len(mine_starts)} start events", request.index,
                                    *(e.index for e in mine_starts)))
@@ -83,13 +97,19 @@ def check_m1(trace: Trace) -> Verdict:
     for rid, events in starts.items():
         if rid not in seen and len(events) > 1:
             violations.append(s.ev(f"request {rid} was started {len(events)} times", *(e.index for e in events)))
-    return judge("M1", exercised, violations, "no model request")
+    return judge("M1", exercised, violations, "no model request that ended otherwise than normally")
 
 
 # --------------------------------------------------------------------------- M2
 
 
 def check_m2(trace: Trace) -> Verdict:
+    """Exercised per stream that ended by EOF, transport error or cancellation, or whose
+    response a crash lost before its end was recorded, and whose end the implementation
+    recorded (event or store). Every stream with a recorded end is
+    judged: the recorded status must be the one its ending implies (completed, incomplete,
+    failed, cancelled); a crash between the stream's end and its recorded end allows only
+    incomplete or failed."""
     ends = _events_by_request(trace, "model_request_ended")
     final, views = _views(trace)
     exercised, violations = 0, []
@@ -103,11 +123,12 @@ def check_m2(trace: Trace) -> Verdict:
         view = views.get(rid)
         if not mine and (view is None or view.status is None):
             continue
-        exercised += 1
+        lost = _lost_in_crash(trace, stream, mine)
+        exercised += how in NOT_ANSWERED or lost
         # a crash between the stream's end and its recorded end lost the response: recovery
         # may only close the request as incomplete (or failed), never as something else
         allowed = {wanted.value}
-        if _lost_in_crash(trace, stream, mine):
+        if lost:
             allowed |= {ModelRequestStatus.INCOMPLETE.value, ModelRequestStatus.FAILED.value}
         for event in mine:
             status = ((event.data.get("event") or {}).get("data") or {}).get("status")
@@ -117,13 +138,16 @@ def check_m2(trace: Trace) -> Verdict:
         if view is not None and view.status is not None and view.status.value not in allowed and final is not None:
             violations.append(s.ev(f"stream of request {rid} ended by {how}, the store says {view.status.value}, "
                                    f"expected {wanted.value}", stream.index, final.index))
-    return judge("M2", exercised, violations, "no model stream with a recorded end")
+    return judge("M2", exercised, violations, "no EOF, transport error or cancelled stream with a recorded end")
 
 
 # --------------------------------------------------------------------------- M3
 
 
 def check_m3(trace: Trace) -> Verdict:
+    """Exercised per transport error or cancellation of a model stream inside a turn driver
+    call that then returned or raised, with no injected fault cutting it short in between.
+    Fails when the call returned normally or raised another exception."""
     spans = s.driver_spans(trace)
     exercised, violations = 0, []
     for stream in s.stream_ends(trace):
@@ -150,12 +174,17 @@ def check_m3(trace: Trace) -> Verdict:
 
 
 def check_m4(trace: Trace) -> Verdict:
+    """Exercised where a replay or an added retry would show: per stream ended by EOF,
+    transport error or cancellation inside a turn driver call that then ended (the call
+    must send no further request after it), and per legitimate tool retry (a ledger row
+    following a transient failure of the same identity: recording must add no execution).
+    Every request is judged: the world receiving the same conversation twice from one
+    instance with no crash between fails, as does any unjustified re-execution without a crash."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     exercised, violations = 0, []
     earlier: dict[tuple[str, str], list[TraceEvent]] = {}
     for request in requests:
-        exercised += 1
         key = (str(request.data.get("session_id", "")), s.messages_key(request))
         for before in earlier.get(key, []):
             if s.request_instance(before) == s.request_instance(request) and not s.crash_between(
@@ -170,25 +199,35 @@ def check_m4(trace: Trace) -> Verdict:
             continue
         session = sessions.get(stream.data.get("request_id", ""), "")
         span = s.innermost_span(spans, stream.index, s.TURN_METHODS)
-        stop = span.end_index if span is not None and span.end_index is not None else None
         if span is None:
             continue
+        stop = span.end_index if span.end_index is not None else None
+        exercised += span.end_kind in ("return", "raised")
         extra = [r for r in requests if r.index > stream.index and (stop is None or r.index < stop)
                  and r.data.get("session_id") == session and s.request_instance(r) == stream.instance]
         if extra:
             violations.append(s.ev(f"after request {stream.data.get('request_id')} ended by {stream.data.get('how')}, "
                                    "another model request was sent in the same call", stream.index, extra[0].index))
+    last: dict[s.OpKey, TraceEvent] = {}
+    for row in trace.ledger():
+        previous = last.get(s.ledger_key(row))
+        exercised += previous is not None and previous.data.get("error_kind") == "transient"
+        last[s.ledger_key(row)] = row
     for first, again in s.reexecutions(trace):
         if first.instance == again.instance and not s.crash_between(trace, first.index, again.index):
             violations.append(s.ev(f"{again.data.get('tool_call_id')} was executed again without any crash: "
                                    "recording replayed a tool", first.index, again.index, rows=[first, again]))
-    return judge("M4", exercised, violations, "no model request")
+    return judge("M4", exercised, violations, "no failed or incomplete model request and no tool retry")
 
 
 # --------------------------------------------------------------------------- M5
 
 
 def check_m5(trace: Trace) -> Verdict:
+    """Exercised per stream ended by EOF, transport error or cancellation. Fails when an EOF
+    request is not stored incomplete with its partial text, when the turn ends completed
+    (or, after EOF, anything but incomplete) on it, or when its partial text is later sent as
+    a complete assistant answer."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)

@@ -1,7 +1,111 @@
-"""Mutants of the reference (see :mod:`harness.selftest.mutants`): area `l4m`."""
+"""Mutants of the reference (see :mod:`harness.selftest.mutants`): area `l4m`.
+
+Each proves one of the sharpened L4/M rules caught, including the hard cases a weaker
+"exercised" rule would let pass: a claim that only fails when two instances really race
+under an engaged hold, a re-execution that only touches non-write tools, a repair that
+borrows another call's denial, a model retry that only follows an incomplete stream.
+"""
 
 from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
+from harness.selftest.source_patch import edit, edits
+from harness.selftest.targets import EX, RC, TU
 
-MUTANTS: tuple[Mutant, ...] = ()
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "claim-guarded-in-memory",
+        "the start claim is guarded by the instance's in-memory set of claims instead of the "
+        "stored stage, so a second instance on the same store claims and runs the operation "
+        "again (sequential turns never show it: only a race under an engaged hold does)",
+        ("L4.10",),
+        edits(edit(EX, find="            claimed = refusal is None and bool(conn.execute(\n"
+                            "                \"UPDATE operations SET stage = ?, execution_started = 1,\"\n"
+                            "                \" start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)\"\n"
+                            "                \" WHERE execution_id = ? AND stage = ? AND permission = ?\",\n"
+                            "                (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),\n"
+                            "            ).rowcount)\n",
+                   replace="            claims = self.__dict__.setdefault('_claims_in_memory', set())\n"
+                           "            claimed = refusal is None and (op.execution_id, op.stage.value) not in claims and bool(conn.execute(\n"
+                           "                \"UPDATE operations SET stage = ?, execution_started = 1,\"\n"
+                           "                \" start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)\"\n"
+                           "                \" WHERE execution_id = ? AND permission = ?\",\n"
+                           "                (Stage.STARTED.value, op.execution_id, Permission.ALLOW.value),\n"
+                           "            ).rowcount)\n"
+                           "            claims.add((op.execution_id, op.stage.value))\n")),
+        trust_class="world_judges",
+    ),
+    Mutant(
+        "reexecute-non-write-after-result-saved",
+        "recovery treats read, web, terminal, user-app and Bash operations whose saved result "
+        "is not checkpointed yet as safe to repeat and runs them again (writes are left alone)",
+        ("L4.1",),
+        edits(edit(RC, find="    completed = _fold_unsaved_results(store, pipeline)\n",
+                   replace="    with store.transaction() as conn:  # not checkpointed, and only a read/UI action: redo it\n"
+                           "        repeat = (\"SELECT execution_id FROM operations WHERE stage = 'recorded'\"\n"
+                           "                  \" AND checkpoint_sequence IS NULL\"\n"
+                           "                  \" AND tool_kind IN ('read', 'web', 'terminal', 'user_app', 'bash')\")\n"
+                           "        conn.execute(f\"DELETE FROM result_records WHERE execution_id IN ({repeat})\")\n"
+                           "        conn.execute(f\"UPDATE operations SET stage = 'decided', delivery = 'pending',\"\n"
+                           "                     f\" execution_started = 0 WHERE execution_id IN ({repeat})\")\n"
+                           "    completed = _fold_unsaved_results(store, pipeline)\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "repair-borrows-other-denial",
+        "recovery records an operation whose start was recorded but whose result was never "
+        "saved as not executed whenever another call of its session was denied",
+        ("L4.8", "L4.3"),
+        edits(edit(RC, find="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                            "        with store.transaction() as conn:\n"
+                            "            saved = results.save(conn, records.load_session(conn, op.session_id), op, unknown,\n",
+                   replace="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                           "        denied_nearby = store.connection.execute(\n"
+                           "            \"SELECT 1 FROM operations WHERE session_id = ? AND permission = 'deny'\"\n"
+                           "            \" AND execution_id != ?\", (op.session_id, op.execution_id)).fetchone()\n"
+                           "        guessed = ToolOutcome(Outcome.NOT_STARTED, FailureKind.PERMISSION_DENIED, False, False,\n"
+                           "                              'a denial in this session: not executed')\n"
+                           "        with store.transaction() as conn:\n"
+                           "            saved = results.save(conn, records.load_session(conn, op.session_id), op,\n"
+                           "                                 guessed if denied_nearby else unknown,\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "repair-matches-denial-by-tool",
+        "recovery records an operation whose start was recorded but whose result was never "
+        "saved as not executed when a call of the same tool (other arguments) was denied: it "
+        "matches the tool, not the exact call",
+        ("L4.8", "L4.3"),
+        edits(edit(RC, find="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                            "        with store.transaction() as conn:\n"
+                            "            saved = results.save(conn, records.load_session(conn, op.session_id), op, unknown,\n",
+                   replace="        op = records.load_operation(store.connection, row[\"execution_id\"])\n"
+                           "        same_tool_denied = store.connection.execute(\n"
+                           "            \"SELECT 1 FROM operations WHERE session_id = ? AND tool = ? AND permission = 'deny'\"\n"
+                           "            \" AND execution_id != ?\", (op.session_id, op.tool, op.execution_id)).fetchone()\n"
+                           "        guessed = ToolOutcome(Outcome.NOT_STARTED, FailureKind.PERMISSION_DENIED, False, False,\n"
+                           "                              f'{op.tool} is denied in this session: not executed')\n"
+                           "        with store.transaction() as conn:\n"
+                           "            saved = results.save(conn, records.load_session(conn, op.session_id), op,\n"
+                           "                                 guessed if same_tool_denied else unknown,\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "model-retry-after-eof",
+        "a model stream that ended by EOF without any text is asked again once with the same "
+        "conversation, as a hidden retry",
+        ("M4",),
+        edits(
+            edit(TU, find="        for _ in range(MAX_STEPS_PER_DRIVE):\n",
+                 replace="        retried = False\n        for _ in range(MAX_STEPS_PER_DRIVE):\n"),
+            edit(TU, find="            if reply.status is ModelRequestStatus.INCOMPLETE:\n"
+                          "                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n",
+                 replace="            if reply.status is ModelRequestStatus.INCOMPLETE and not reply.text and not retried:\n"
+                         "                retried = True  # a dropped connection: ask once more\n"
+                         "                continue\n"
+                         "            if reply.status is ModelRequestStatus.INCOMPLETE:\n"
+                         "                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n"),
+        ),
+        trust_class="world_judges",
+    ),
+)

@@ -5,9 +5,11 @@ from __future__ import annotations
 from harness.contract import (
     CheckpointView,
     Delivery,
+    FailureKind,
     Feature,
     Observation,
     Outcome,
+    Permission,
     Rule,
     RuleEffect,
     SessionConfig,
@@ -47,8 +49,21 @@ def test_catalogue_ids_and_stage():
     assert {c.stage for c in l4.CRITERIA} == {"l4"}
 
 
-def _crash(tb, failpoint, context=None):
-    tb.failpoint(failpoint, "crash", context)
+SAVED = op(W, delivery=Delivery.RECORDED)
+IN_FLIGHT = op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True, digest=None)
+
+
+def _hit(tb, failpoint, action="none", context=CTX, *views, checkpoints=(), instance=None):
+    """A failpoint hit and the store read while the world handled it."""
+    index = tb.add("failpoint", {"name": failpoint, "context": dict(context or {}), "hit": 1, "action": action,
+                                 "params": {}}, instance=instance)
+    if views or checkpoints:
+        tb.observe(f"probe:failpoint:{failpoint}", Observation(operations=views, checkpoints=checkpoints))
+    return index
+
+
+def _crash(tb, failpoint, context=CTX, *views, checkpoints=()):
+    _hit(tb, failpoint, "crash", context, *views, checkpoints=checkpoints)
     index = tb.crash(failpoint)
     tb.restart()
     tb.call("recover")
@@ -66,7 +81,7 @@ def _idle(tb):
 def _saved_then_crash(tb, again=False, carry=True):
     tb.respond("s1", (W,))
     tb.executed("s1", W, output="wrote a")
-    crash = _crash(tb, "after_result_saved")
+    crash = _crash(tb, "after_result_saved", CTX, op(W, output="wrote a", delivery=Delivery.RECORDED))
     row = tb.executed("s1", W, output="wrote a") if again else None
     content = "wrote a" if carry else ""
     messages = (USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED, content)) if carry else (USER, assistant((W,)))
@@ -111,7 +126,7 @@ def _checkpoint_then_crash(tb, resend=False, replay=True):
     first = tb.request("s1", (USER,))
     tb.stream_end(first, calls=(W,))
     tb.executed("s1", W)
-    crash = _crash(tb, "after_checkpoint_saved", CTX)
+    crash = _crash(tb, "after_checkpoint_saved", CTX, SAVED, checkpoints=(CheckpointView("s1", 2, 1, 0, 100, xid("c1")),))
     again = None
     if resend:
         again = len(tb.events)
@@ -153,7 +168,7 @@ def _start_then_crash(tb, after_view, failpoint="after_start_recorded", execute=
     tb.respond("s1", (W,))
     if execute:
         tb.executed("s1", W)
-    crash = _crash(tb, failpoint, None if execute else CTX)
+    crash = _crash(tb, failpoint, CTX, IN_FLIGHT)
     row = tb.executed("s1", W) if again else None
     tb.ret("recover")
     point = tb.observe("after_restart", Observation(operations=(after_view,)))
@@ -169,7 +184,7 @@ def test_l4_3_passes_when_the_operation_is_left_for_reconciliation():
     assert_pass(check("L4.3", tb.build()))
 
 
-def test_l4_3_passes_after_tool_returned_without_context():
+def test_l4_3_passes_after_tool_returned():
     tb = TB(S1)
     _start_then_crash(tb, UNKNOWN, "after_tool_returned", execute=True)
     assert_pass(check("L4.3", tb.build()))
@@ -199,7 +214,7 @@ def test_l4_3_not_exercised_without_that_crash():
 def _checkpoint_fails(tb, view):
     tb.respond("s1", (W,))
     tb.executed("s1", W)
-    fp = tb.failpoint("during_checkpoint_build", "raise")
+    fp = _hit(tb, "during_checkpoint_build", "raise", CTX, SAVED)
     tb.respond("s1", messages=(USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED)))
     point = tb.observe("quiescent", Observation(operations=(view,)))
     return fp, point
@@ -230,7 +245,7 @@ def _checkpoint_probe(tb, views, call=W, execute=True, sequence=1):
     tb.respond("s1", (call,))
     if execute:
         tb.executed("s1", call)
-    tb.failpoint("after_checkpoint_saved", context=CTX)
+    tb.failpoint("after_checkpoint_saved", context={"session_id": "s1", "tool_call_id": call.tool_call_id})
     return tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
         operations=views, checkpoints=(CheckpointView("s1", 2, sequence, 0, 100, xid(call.tool_call_id)),)))
 
@@ -247,6 +262,22 @@ def test_l4_5_fails_when_the_checkpoint_precedes_the_result():
     tb = TB(S1)
     point = _checkpoint_probe(tb, (op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),))
     assert_fail_at(check("L4.5", tb.build()), point)
+
+
+def test_l4_5_not_exercised_without_a_fresh_checkpoint_or_a_named_operation():
+    tb = TB(S1)
+    _checkpoint_probe(tb, (op(W, delivery=Delivery.RECORDED),))
+    # the same checkpoint again: nothing new was saved at this hit
+    tb.failpoint("after_checkpoint_saved", context=CTX)
+    tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
+        operations=(op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),),
+        checkpoints=(CheckpointView("s1", 2, 1, 0, 100, xid("c1")),)))
+    # a fresh checkpoint, but the hit names no operation
+    tb.failpoint("after_checkpoint_saved", context={"session_id": "s1"})
+    tb.observe("probe:failpoint:after_checkpoint_saved", Observation(
+        operations=(op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True),),
+        checkpoints=(CheckpointView("s1", 2, 2, 0, 100, xid("c1")),)))
+    assert_pass(check("L4.5", tb.build()), exercised=1)
 
 
 def test_l4_5_not_exercised_without_probes():
@@ -293,7 +324,7 @@ def test_l4_7_passes_when_the_record_binds_the_executed_result():
     tb = TB(S1)
     tb.respond("s1", (W,))
     tb.executed("s1", W, output="wrote")
-    tb.failpoint("during_diagnostics_write", "raise")
+    _hit(tb, "during_diagnostics_write", "raise", CTX, op(W, output="wrote", delivery=Delivery.RECORDED))
     tb.observe("final", Observation(operations=(op(W, output="wrote"),)))
     assert_pass(check("L4.7", tb.build()), exercised=2)
 
@@ -310,7 +341,7 @@ def test_l4_7_fails_when_a_diagnostics_failure_damages_the_record():
     tb = TB(S1)
     tb.respond("s1", (W,))
     tb.executed("s1", W)
-    fp = tb.failpoint("during_diagnostics_write", "raise")
+    fp = _hit(tb, "during_diagnostics_write", "raise", CTX, SAVED)
     tb.observe("quiescent", Observation(operations=(UNKNOWN,)))
     assert_fail_at(check("L4.7", tb.build()), fp)
 
@@ -395,7 +426,7 @@ def test_l4_8_not_exercised_without_restarts():
 def _unconfirmed(tb, view, published=Outcome.UNKNOWN):
     tb.respond("s1", (W,))
     tb.executed("s1", W)
-    _crash(tb, "after_tool_returned")
+    _crash(tb, "after_tool_returned", CTX, IN_FLIGHT)
     publish = tb.publish(projection_of(view, outcome=published))
     tb.ret("recover")
     point = tb.observe("after_restart", Observation(operations=(view,)))
@@ -425,13 +456,28 @@ def test_l4_9_not_exercised_without_unconfirmed_operations():
 # --------------------------------------------------------------------------- L4.10
 
 
-def _concurrent(tb, twice=False, records=1):
-    tb.call("concurrent_turn", session_id="s1", user_text="go", hold_at="after_revalidation")
+def _driver(tb, kind, instance, method, **data):
+    return tb.add(kind, {"method": method, **data}, source="harness", instance=instance)
+
+
+def _concurrent(tb, twice=False, records=1, hold_at="after_revalidation", engaged=True, b_reaches=True,
+                held_view=IN_FLIGHT, hold_context=CTX):
+    """A concurrent_turn as the runner records it: A (instance 1) is held, B (instance 2)
+    runs the same turn, then A is released."""
+    args = {"session_id": "s1", "user_text": "go", "hold_at": hold_at}
+    _driver(tb, "driver_call", 1, "concurrent_turn", args={**args, "role": "A"})
     tb.respond("s1", (W,), instance=1)
-    tb.respond("s1", (W,), instance=2)
-    tb.executed("s1", W, instance=2)
+    _hit(tb, hold_at, "hold" if engaged else "none", hold_context, held_view, instance=1)
+    _driver(tb, "driver_call", 2, "concurrent_turn", args={**args, "role": "B", "held": engaged})
+    if b_reaches:
+        tb.respond("s1", (W,), instance=2)
+        _hit(tb, "after_revalidation", "none", CTX, instance=2)
+        tb.executed("s1", W, instance=2)
+    else:
+        tb.respond("s1", instance=2)
+    _driver(tb, "driver_return", 2, "concurrent_turn", result=None)
     row = tb.executed("s1", W, instance=1) if twice else None
-    tb.ret("concurrent_turn")
+    _driver(tb, "driver_return", 1, "concurrent_turn", result=None)
     point = tb.observe("quiescent", Observation(operations=(op(W),), result_records=records))
     return row, point
 
@@ -456,6 +502,37 @@ def test_l4_10_fails_on_two_result_records():
     assert_fail_at(check("L4.10", tb.build()), point)
 
 
+def test_l4_10_not_exercised_when_the_hold_never_engaged():
+    tb = TB(S1)
+    _concurrent(tb, engaged=False)
+    verdict = check("L4.10", tb.build())
+    assert verdict.status is Status.NOT_EXERCISED, verdict
+
+
+def test_l4_10_a_duplicate_without_an_engaged_hold_still_fails():
+    tb = TB(S1)
+    row, _ = _concurrent(tb, twice=True, engaged=False)
+    assert_fail_at(check("L4.10", tb.build()), row)
+
+
+def test_l4_10_not_exercised_when_a_was_held_before_reaching_the_operation():
+    tb = TB(S1)
+    _concurrent(tb, hold_at="before_model_request", hold_context={"session_id": "s1"})
+    assert check("L4.10", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_10_not_exercised_when_a_was_held_after_the_result_was_saved():
+    tb = TB(S1)
+    _concurrent(tb, hold_at="after_result_saved", held_view=SAVED)
+    assert check("L4.10", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_10_not_exercised_when_b_never_reached_the_operation():
+    tb = TB(S1)
+    _concurrent(tb, b_reaches=False)
+    assert check("L4.10", tb.build()).status is Status.NOT_EXERCISED
+
+
 def test_l4_10_not_exercised_without_concurrent_turns():
     tb = TB(S1)
     _idle(tb)
@@ -476,3 +553,232 @@ def test_l4_9_an_unrecovered_in_flight_record_claims_nothing():
     tb.observe("final", Observation(operations=(
         op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING, started=True, digest=None),)))
     assert check("L4.9", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- the hard case happened
+
+
+R = ToolCall("c2", "read_file", {"path": "/repo/b"})
+CTX2 = {"session_id": "s1", "tool_call_id": "c2", "execution_id": xid("c2")}
+
+
+def test_l4_1_not_exercised_when_the_crash_names_another_operation():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_result_saved", CTX2, SAVED)
+    tb.ret("recover")
+    assert check("L4.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_1_not_exercised_when_the_store_holds_no_saved_result_there():
+    # the failpoint was called before the result was saved: the crash did not hit that point
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_result_saved", CTX, op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.PENDING,
+                                             started=True, digest=None))
+    tb.ret("recover")
+    assert check("L4.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_1_not_exercised_without_a_context_naming_the_operation():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_result_saved", {"session_id": "s1"}, SAVED)
+    tb.ret("recover")
+    assert check("L4.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_1_fails_when_a_read_tool_runs_again_after_its_saved_result():
+    tb = TB(S1)
+    tb.respond("s1", (R,))
+    tb.executed("s1", R, output="bee")
+    _crash(tb, "after_result_saved", CTX2, op(R, output="bee", delivery=Delivery.RECORDED))
+    row = tb.executed("s1", R, output="bee")
+    tb.ret("recover")
+    verdict = check("L4.1", tb.build())
+    assert_fail_at(verdict, row)
+    assert "called again" in verdict.evidence[0].note
+
+
+def test_l4_1_fails_when_any_crash_is_followed_by_a_repeat_of_a_saved_result():
+    # the crash hit another point; the read's result had been saved before it
+    tb = TB(S1)
+    tb.respond("s1", (R,))
+    tb.executed("s1", R, output="bee")
+    tb.observe("quiescent", Observation(operations=(op(R, output="bee"),)))
+    tb.respond("s1", (W,))
+    _crash(tb, "after_start_recorded", CTX, IN_FLIGHT)
+    row = tb.executed("s1", R, output="bee")
+    tb.ret("recover")
+    assert_fail_at(check("L4.1", tb.build()), row)
+
+
+def test_l4_1_an_approved_escalation_may_run_again():
+    tb = TB(S1)
+    tb.respond("s1", (R,))
+    tb.executed("s1", R, status="error", error_kind="failed", escalation=True)
+    tb.observe("quiescent", Observation(operations=(op(R, outcome=Outcome.FAILED, delivery=Delivery.RECORDED,
+                                                       status="error"),)))
+    _crash(tb, "after_prompt", CTX2)
+    tb.executed("s1", R)
+    tb.ret("recover")
+    assert check("L4.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_2_not_exercised_without_a_fresh_checkpoint_there():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_checkpoint_saved", CTX, SAVED)
+    tb.publish(projection_of(op(W)))
+    tb.ret("recover")
+    assert check("L4.2", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_2_not_exercised_when_the_operation_was_already_projected():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_checkpoint_saved", CTX, op(W), checkpoints=(CheckpointView("s1", 2, 1, 0, 100, xid("c1")),))
+    tb.ret("recover")
+    assert check("L4.2", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_3_not_exercised_when_the_result_was_already_saved_at_the_crash():
+    # the failpoint was called after the result was saved: nothing was left unconfirmed
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_tool_returned", CTX, SAVED)
+    tb.ret("recover")
+    tb.observe("after_restart", Observation(operations=(SAVED,)))
+    assert check("L4.3", tb.build()).status is Status.NOT_EXERCISED
+    assert check("L4.9", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_3_not_exercised_when_the_context_names_no_operation():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    _crash(tb, "after_start_recorded", {"session_id": "s1"}, IN_FLIGHT)
+    tb.ret("recover")
+    tb.observe("after_restart", Observation(operations=(UNKNOWN,)))
+    assert check("L4.3", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_4_not_exercised_when_the_build_failed_before_any_result_was_saved():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _hit(tb, "during_checkpoint_build", "raise", CTX, IN_FLIGHT)
+    tb.observe("quiescent", Observation(operations=(op(W, delivery=Delivery.RECORDED),)))
+    assert check("L4.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_4_not_exercised_when_nothing_was_raised():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _hit(tb, "during_checkpoint_build", "none", CTX, SAVED)
+    tb.observe("quiescent", Observation(operations=(op(W, delivery=Delivery.RECORDED),)))
+    assert check("L4.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l4_7_a_diagnostics_failure_before_the_result_was_saved_does_not_count():
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _hit(tb, "during_diagnostics_write", "raise", CTX, IN_FLIGHT)
+    tb.observe("quiescent", Observation(operations=(UNKNOWN,)))
+    assert check("L4.7", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L4.8: trusted denials only
+
+D = ToolCall("c0", "drop_table", {"table": "invoices"})
+NOT_RUN = op(W, outcome=Outcome.NOT_STARTED, delivery=Delivery.RECORDED, started=False, digest=None,
+             permission=Permission.DENY, failure_kind=FailureKind.PERMISSION_DENIED)
+
+
+def _in_flight_repair(tb, after_view, *, before_restart=()):
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", (D, W))
+    tb.observe("quiescent", Observation(operations=(denied(D, delivery=Delivery.RECORDED), IN_FLIGHT)))
+    for action in before_restart:
+        action(tb)
+    _crash(tb, "after_start_recorded", CTX, IN_FLIGHT)
+    tb.ret("recover")
+    return tb.observe("after_restart", Observation(operations=(denied(D), after_view)))
+
+
+S_DENY = SessionConfig("s1", rules=(Rule(RuleEffect.DENY, "drop_table"), Rule(RuleEffect.ALLOW, "write_file")))
+
+
+def test_l4_8_passes_when_an_in_flight_call_stays_unknown():
+    tb = TB(S_DENY)
+    _in_flight_repair(tb, UNKNOWN)
+    assert_pass(check("L4.8", tb.build()), exercised=2)
+
+
+def test_l4_8_fails_when_repair_borrows_another_calls_denial():
+    tb = TB(S_DENY)
+    point = _in_flight_repair(tb, NOT_RUN)
+    verdict = check("L4.8", tb.build())
+    assert_fail_at(verdict, point)
+    assert "only another call was denied: c0" in verdict.evidence[0].note
+
+
+def test_l4_8_a_rule_denying_that_exact_call_justifies_not_executed():
+    tb = TB(S_DENY)
+    _in_flight_repair(tb, NOT_RUN, before_restart=(
+        lambda t: t.update_rules("s1", (Rule(RuleEffect.DENY, "write_file", "/repo/a", "path"),), 2),))
+    assert_pass(check("L4.8", tb.build()), exercised=2)
+
+
+def test_l4_8_a_rule_denying_other_arguments_does_not_justify_it():
+    tb = TB(S_DENY)
+    point = _in_flight_repair(tb, NOT_RUN, before_restart=(
+        lambda t: t.update_rules("s1", (Rule(RuleEffect.DENY, "write_file", "/etc/*", "path"),), 2),))
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_a_rejected_prompt_for_that_exact_call_justifies_not_executed():
+    def reject(t):
+        _, wait_id = t.prompt("s1", W)
+        t.call("answer_approval", wait_id=wait_id, approve=False)
+        t.ret("answer_approval")
+    tb = TB(S_DENY)
+    _in_flight_repair(tb, NOT_RUN, before_restart=(reject,))
+    assert_pass(check("L4.8", tb.build()), exercised=2)
+
+
+def test_l4_8_a_classifier_denial_of_another_call_does_not_justify_it():
+    tb = TB(S_DENY)
+    point = _in_flight_repair(tb, NOT_RUN, before_restart=(
+        lambda t: t.review("s1", "drop_table", D.args, "risk_deny"),))
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_tool_text_never_justifies_not_executed():
+    tb = TB(S1)
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, output="not executed: nothing was written")
+    _crash(tb, "after_tool_returned", CTX, IN_FLIGHT)
+    tb.ret("recover")
+    point = tb.observe("after_restart", Observation(operations=(NOT_RUN,)))
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_1_fails_when_a_clean_restart_runs_a_saved_read_again():
+    tb = TB(S1)
+    tb.respond("s1", (R,))
+    tb.executed("s1", R, output="bee")
+    tb.observe("quiescent", Observation(operations=(op(R, output="bee"),)))
+    restart = tb.restart()
+    row = tb.executed("s1", R, output="bee")
+    verdict = check("L4.1", tb.build())
+    assert_fail_at(verdict, row)
+    assert restart in verdict.evidence[0].trace_indexes

@@ -48,9 +48,17 @@ def test_catalogue_ids_and_stage():
 
 def test_m1_passes_with_one_start_and_one_end():
     tb = TB()
+    rid, _ = _request(tb, how="eof", text="", status="incomplete")
+    tb.observe("final", Observation(model_requests=(request_view(rid, status=ModelRequestStatus.INCOMPLETE,
+                                                                 incomplete=True),)))
+    assert_pass(check("M1", tb.build()))
+
+
+def test_m1_requests_that_ended_normally_are_judged_but_exercise_nothing():
+    tb = TB()
     rid, _ = _request(tb)
     tb.observe("final", Observation(model_requests=(request_view(rid),)))
-    assert_pass(check("M1", tb.build()))
+    assert check("M1", tb.build()).status is Status.NOT_EXERCISED
 
 
 def test_m1_fails_on_two_end_events():
@@ -97,6 +105,16 @@ def test_m2_passes_when_each_end_matches_its_stream():
         request_view(rid, status=ModelRequestStatus.INCOMPLETE, partial="partial", incomplete=True),
         request_view(rid2, status=ModelRequestStatus.FAILED))))
     assert_pass(check("M2", tb.build()), exercised=2)
+
+
+def test_m2_a_normal_end_is_judged_but_exercises_nothing():
+    tb = TB()
+    rid, _ = _request(tb)
+    tb.observe("final", Observation(model_requests=(request_view(rid),)))
+    assert check("M2", tb.build()).status is Status.NOT_EXERCISED
+    tb = TB()
+    _request(tb, status="failed")
+    assert check("M2", tb.build()).status is Status.FAIL
 
 
 def test_m2_fails_when_an_eof_is_recorded_completed():
@@ -155,14 +173,42 @@ def test_m3_not_exercised_without_broken_streams():
 # --------------------------------------------------------------------------- M4
 
 
-def test_m4_passes_when_every_request_is_new():
+def test_m4_not_exercised_when_nothing_could_have_been_retried():
     tb = TB()
     tb.call("run_turn", session_id="s1", user_text="go")
     tb.respond("s1", (W,), messages=(USER,))
     tb.executed("s1", W)
     tb.respond("s1", messages=(USER, assistant((W,))))
     tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "done"})
-    assert_pass(check("M4", tb.build()), exercised=2)
+    assert check("M4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_m4_passes_when_an_incomplete_request_is_not_retried():
+    tb = TB()
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", how="eof", text="par")
+    tb.ret("run_turn", {"session_id": "s1", "status": "incomplete", "final_text": "par"})
+    tb.call("run_turn", session_id="s1", user_text="again")
+    tb.respond("s1", messages=(USER, assistant(content="par", incomplete=True), Message("user", "again")))
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "done"})
+    assert_pass(check("M4", tb.build()))
+
+
+def test_m4_a_legitimate_tool_retry_exercises_and_passes():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", error_kind="transient")
+    tb.executed("s1", W)
+    assert_pass(check("M4", tb.build()))
+
+
+def test_m4_an_incomplete_request_cut_by_a_crash_exercises_nothing():
+    tb = TB()
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", how="eof", text="par")
+    tb.failpoint("after_model_stream_ended", "crash")
+    tb.crash("after_model_stream_ended")
+    assert check("M4", tb.build()).status is Status.NOT_EXERCISED
 
 
 def test_m4_fails_on_a_duplicate_request():
