@@ -311,7 +311,7 @@ def test_l3_5_passes_when_the_cumulative_approval_resets_both_counts():
     tb = TB(SMALL, tools=BASH)
     _cumulative_fallback(tb, (0, 0))
     verdict = check("L3.5", tb.build())
-    assert verdict.status is Status.PASS and verdict.exercised == 2
+    assert verdict.status is Status.PASS and verdict.exercised == 3  # two observations, one prompt
 
 
 def test_l3_5_fails_when_the_cumulative_approval_keeps_the_cumulative_count():
