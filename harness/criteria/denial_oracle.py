@@ -533,8 +533,9 @@ def fallback_findings(trace: Trace, replays: CounterReplays) -> tuple[Finding, .
             continue
         alts = [(rules, alt.moments[n]) for rules, alt, _ in replays.alternatives]
         if m.what in ("review", "silent") and m.armed_all and not m.replay:
-            out.append(Finding(m, "missing" if m.what == "review" else "silent",
-                               tuple(rules for rules, a in alts if not a.armed_all)))
+            # a broken counting rule can explain a review (no fallback), never a silent denial
+            explained = tuple(rules for rules, a in alts if not a.armed_all) if m.what == "review" else ()
+            out.append(Finding(m, "missing" if m.what == "review" else "silent", explained))
         elif m.what == "prompt" and not m.armed_any and not (m.ask_rule or m.escalation):
             out.append(Finding(m, "early", tuple(rules for rules, a in alts if a.armed_any)))
     return tuple(out)

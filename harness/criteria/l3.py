@@ -138,7 +138,23 @@ def check_l3_1(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L3.2
 
 
+STOPPED_BEFORE_RUN = (
+    DecisionSource.REVALIDATION, DecisionSource.HARD_CONSTRAINT, DecisionSource.EXPLICIT_DENY,
+    DecisionSource.CAPABILITY, DecisionSource.PLAN_MODE, DecisionSource.CANCELLATION,
+)
+"""Who may legitimately stop an approved operation before it runs (the record must say so)."""
+
+
 def check_l3_2(trace: Trace) -> Verdict:
+    """Each prompt matches a pending wait already durable when it was shown (probe), survives a
+    crash after it, and its first answer takes effect exactly once, judged from the ledger: an
+    approved wait leads to exactly one execution after the answer (none before), unless the
+    operation's record shows it not started, stopped by revalidation or a rule that cannot be
+    lifted; a rejected one to none; a repeated answer changes nothing (no second execution, the
+    wait keeps the first answer's status).
+
+    Exercised: a prompt probed when shown, a crash after a prompt followed by a restart
+    before its answer, or an answered prompt."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
     all_answers = s.answers(trace)
@@ -187,6 +203,28 @@ def check_l3_2(trace: Trace) -> Verdict:
         if not approve and late:
             violations.append(s.ev(f"{key[1]} executed although its wait {wait_id} was rejected",
                                    first_answer.index, *(r.index for r in late), rows=late))
+        unavailable = [e for e in trace.of_kind(Kind.TOOL_UNAVAILABLE)
+                       if s.ledger_key(e) == key and e.index > first_answer.index]
+        if approve and not late and not unavailable and trace.completed and final is not None \
+                and final.index > first_answer.index:
+            op = s.find_op(final.observation, key)
+            stopped = (op is not None and op.outcome is Outcome.NOT_STARTED and not op.execution_started
+                       and op.decided_by in STOPPED_BEFORE_RUN)
+            if not stopped and not s.cancelled(trace, key[0], first_answer.index) and not s.interrupted_between(
+                    trace, first_answer.index, None, key[0]):
+                state = "missing" if op is None else f"{op.outcome.value} (decided by {op.decided_by.value})"
+                violations.append(s.ev(f"wait {wait_id} was approved, yet {key[1]} never executed and its "
+                                       f"record ({state}) does not say revalidation stopped it",
+                                       first_answer.index, final.index))
+        for again in mine[1:]:
+            later = [p for p in trace.observations if p.index > again.index and p.label in s.DURABLE_LABELS]
+            wanted = WaitStatus.APPROVED if approve else WaitStatus.REJECTED
+            changed = [p for p in later if (w := s.find_wait(p.observation, wait_id)) is not None
+                       and w.status is not wanted and w.status is not WaitStatus.PENDING]
+            if changed:
+                violations.append(s.ev(f"a second answer to wait {wait_id} changed it to "
+                                       f"{s.find_wait(changed[0].observation, wait_id).status.value}",
+                                       again.index, changed[0].index))
         repeats = [pair for pair in s.reexecutions(trace) if s.ledger_key(pair[1]) == key]
         if repeats:
             violations.append(s.ev(f"the answer to wait {wait_id} was applied more than once",
