@@ -248,6 +248,13 @@ def check_l3_2(trace: Trace) -> Verdict:
 
 
 def check_l3_3(trace: Trace) -> Verdict:
+    """A session that is not interactive, or whose owner cannot approve, gets no prompt and no
+    wait (the world's prompts, the store's waits, no operation left asking); every denial of
+    its operations reaches the model in a later request (the loop goes on), unless the run
+    was cancelled or interrupted.
+
+    Exercised: such a session had a call denied (classifier, rule or fallback), or got a
+    prompt or wait, or left a call asking."""
     configs = s.session_configs(trace)
     closed = {sid for sid, config in configs.items() if not s.can_approve(config)}
     if not closed:
@@ -326,6 +333,11 @@ UNLIFTABLE = (DecisionSource.HARD_CONSTRAINT, DecisionSource.EXPLICIT_DENY)
 
 
 def check_l3_4(trace: Trace) -> Verdict:
+    """A call a hard constraint or an explicit deny rule forbids (judged from the rules in
+    force, not the implementation's label) gets no prompt and no execution in the world, and
+    is stored as deny/not_started without a wait.
+
+    Exercised: a call the rules in force forbid that way was emitted (or so recorded)."""
     changes = s.rule_changes(trace)
     exercised, violations = 0, []
     judged: set[s.OpKey] = set()
@@ -383,21 +395,45 @@ def check_l3_4(trace: Trace) -> Verdict:
 
 
 def check_l3_5(trace: Trace) -> Verdict:
+    """Reset rules (allowed operations and approved fallbacks reset only the consecutive
+    count; the cumulative count resets when the approval its threshold triggered completes),
+    judged by behaviour and then by the stored counts (see :func:`_judge_counters`); also
+    reports stored counts no counting rule explains.
+
+    Exercised: a moment or observation where breaking one reset rule changes what is
+    expected (an allow or an approval happened between denials that matter)."""
     return _judge_counters("L3.5", trace, RESET_LENS, "denial counters do not follow the reset rules",
                            general=True)
 
 
 def check_l3_6(trace: Trace) -> Verdict:
+    """Counts per (session, permission version); a new version starts at zero.
+
+    Exercised: a moment or observation where sharing counts across versions or sessions
+    would change what is expected (denials in one period, then a review, prompt or
+    observation in another)."""
     return _judge_counters("L3.6", trace, ISOLATION_LENS,
                            "denial counters are not isolated per session and permission version")
 
 
 def check_l3_7(trace: Trace) -> Verdict:
+    """A risk denial counts once per operation identity: re-deliveries, recovery replays and
+    concurrent duplicates do not count again, and a crash right after the decision does not
+    lose it.
+
+    Exercised: a moment or observation where counting a replay or duplicate again, or losing
+    a denial to the crash that followed its decision, changes what is expected."""
     return _judge_counters("L3.7", trace, DEDUPE_LENS,
                            "a replayed or duplicated operation changed the denial counters again")
 
 
 def check_l3_8(trace: Trace) -> Verdict:
+    """Classifier timeouts, service errors, cancellations and oversize no-verdicts change
+    neither count: a fallback that comes early because a fault was counted (or late because
+    it reset the streak) fails, whatever the store says; so do stored counts that moved.
+
+    Exercised: a classifier fault happened where counting it, or letting it reset the
+    streak, changes a later fallback moment or an observed count."""
     return _judge_counters("L3.8", trace, FAULT_LENS,
                            "a classifier fault (no verdict) changed the denial counters")
 
@@ -406,6 +442,12 @@ def check_l3_8(trace: Trace) -> Verdict:
 
 
 def check_l3_9(trace: Trace) -> Verdict:
+    """Risk denials do not use up the execution-failure repeat budget: an auto-mode call that
+    repeats an operation risk-denied at least ``failure_repeat_limit`` times (no execution
+    failure of it) still reaches the classifier or an approval, and is not refused by the
+    repeat guard.
+
+    Exercised: such a repeat was emitted and processed (reviewed, prompted or stored)."""
     configs = s.session_configs(trace)
     changes = s.rule_changes(trace)
     all_reviews = s.reviews(trace)
@@ -463,23 +505,49 @@ def check_l3_9(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L3.10
 
 
+def _open_at(trace: Trace, session: str, index: int) -> bool:
+    """The session had not been cancelled before event ``index``."""
+    return not any(e.index < index and e.data.get("method") == "cancel"
+                   and (e.data.get("args") or {}).get("session_id", session) == session
+                   for e in trace.of_kind(Kind.DRIVER_CALL))
+
+
+def _needs_owner(state: s.RuleState, tool: str, args: dict) -> bool:
+    """Rules alone send this call to a human: an ask rule, or no rule at all in default mode."""
+    if state.denial_for(tool, args) is not None:
+        return False
+    if state.asks(tool, args):
+        return True
+    granted = any(r.effect.value == "allow" and s.rule_matches(r, tool, args) for r in state.rules)
+    return state.mode is Mode.DEFAULT and not granted
+
+
 def check_l3_10(trace: Trace) -> Verdict:
+    """Prompts and waits exist only for interactive sessions whose owner can approve; in any
+    other session an operation that would need an owner's approval is denied without a wait,
+    and nothing is decided by an approval.
+
+    Exercised, only for sessions still open (not cancelled) at that moment: a prompt or a
+    wait in such a session (the capability check let it through), or an operation of a
+    session whose owner cannot approve that the rules send to a human (ask rule, or no rule
+    in default mode) - the capability check had to refuse the wait. A wait or denial in a
+    cancelled session is judged but exercises nothing: cancellation alone explains it."""
     configs = s.session_configs(trace)
+    changes = s.rule_changes(trace)
     exercised, violations = 0, []
     for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
         session = prompt.data.get("session_id", "")
-        exercised += 1
+        exercised += _open_at(trace, session, prompt.index)
         if not s.can_approve(configs.get(session)):
             violations.append(s.ev(f"session {session} (not an interactive owner who can approve) got an "
                                    "approval prompt", prompt.index))
     seen: set[str] = {str(p.data.get("wait_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
-    closed_denied: set[str] = set()
     for point in trace.observations:
         for wait in point.observation.approval_waits:
             if wait.wait_id in seen:
                 continue
             seen.add(wait.wait_id)
-            exercised += 1
+            exercised += _open_at(trace, wait.session_id, point.index)
             if not s.can_approve(configs.get(wait.session_id)):
                 violations.append(s.ev(f"session {wait.session_id} (not an interactive owner who can approve) "
                                        f"has approval wait {wait.wait_id}", point.index))
@@ -489,10 +557,14 @@ def check_l3_10(trace: Trace) -> Verdict:
             if op.decided_by is DecisionSource.APPROVAL:
                 violations.append(s.ev(f"{op.identity.tool_call_id} of session {op.session_id} was decided by an "
                                        "approval its owner cannot give", point.index))
-            if op.permission is Permission.DENY and op.session_id not in closed_denied:
-                closed_denied.add(op.session_id)
-                exercised += 1
-    return judge("L3.10", exercised, violations, "no approval prompt, wait or denial in a closed session")
+    for key, call in s.first_emissions(trace).items():
+        if call.tool is None or call.args is None or s.can_approve(configs.get(call.session_id)):
+            continue
+        if call.session_id in configs and _open_at(trace, call.session_id, call.index) and _needs_owner(
+                s.rules_in_force(trace, call.session_id, call.index + 1, changes), call.tool, call.args):
+            exercised += 1
+    return judge("L3.10", exercised, violations,
+                 "no prompt, wait, or call needing an owner in a session still open")
 
 
 # --------------------------------------------------------------------------- catalogue
