@@ -524,20 +524,39 @@ def _fallback_sessions(trace: Trace) -> frozenset[str]:
                      if config.mode is Mode.AUTO and s.can_approve(config))
 
 
+def _agrees(m: Moment, predicted: Moment) -> bool:
+    """Does the behaviour seen at ``m`` agree with a replay that predicts ``predicted``?"""
+    if m.replay or (m.what == "prompt" and (m.ask_rule or m.escalation)):
+        return True
+    if m.what == "prompt":
+        return predicted.armed_any
+    if m.what == "review":
+        return not predicted.armed_all
+    return False  # a silent denial agrees with no counting rule
+
+
 def fallback_findings(trace: Trace, replays: CounterReplays) -> tuple[Finding, ...]:
-    """Every moment where the behaviour the world saw contradicts the fallback rule."""
+    """Every moment where the behaviour the world saw contradicts the fallback rule, with the
+    broken rules that explain it: those whose replay agrees with the session's behaviour at
+    that moment *and at every other moment* (a runtime that never falls back is not
+    explained by a counting rule that would have armed it later)."""
     sessions = _fallback_sessions(trace)
+    moments = replays.real.moments
+    consistent: dict[tuple[int, str], bool] = {}
+    for k, (_, alt, _) in enumerate(replays.alternatives):
+        for n, m in enumerate(moments):
+            ok = consistent.get((k, m.session), True)
+            consistent[(k, m.session)] = ok and _agrees(m, alt.moments[n])
     out = []
-    for n, m in enumerate(replays.real.moments):
+    for n, m in enumerate(moments):
         if m.session not in sessions:
             continue
-        alts = [(rules, alt.moments[n]) for rules, alt, _ in replays.alternatives]
-        if m.what in ("review", "silent") and m.armed_all and not m.replay:
-            # a broken counting rule can explain a review (no fallback), never a silent denial
-            explained = tuple(rules for rules, a in alts if not a.armed_all) if m.what == "review" else ()
-            out.append(Finding(m, "missing" if m.what == "review" else "silent", explained))
-        elif m.what == "prompt" and not m.armed_any and not (m.ask_rule or m.escalation):
-            out.append(Finding(m, "early", tuple(rules for rules, a in alts if a.armed_any)))
+        if (m.what in ("review", "silent") and m.armed_all and not m.replay) or (
+                m.what == "prompt" and not m.armed_any and not (m.ask_rule or m.escalation)):
+            explained = tuple(rules for k, (rules, alt, _) in enumerate(replays.alternatives)
+                              if consistent[(k, m.session)])
+            kind = {"review": "missing", "silent": "silent", "prompt": "early"}[m.what]
+            out.append(Finding(m, kind, explained))
     return tuple(out)
 
 
