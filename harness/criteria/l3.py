@@ -27,32 +27,22 @@ from harness.contract import (
 )
 from harness.criteria import lm_support as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.trace import Kind, Trace
-
-# --------------------------------------------------------------------------- oracle
-
-# The counting replay lives in :mod:`harness.criteria.denial_oracle`; the names below are
-# re-exported for the criteria and their tests.
-from harness.criteria.denial_oracle import (  # noqa: E402
+from harness.criteria.denial_oracle import (
     ALL_LENSES,
     DEDUPE_LENS,
     FAULT_LENS,
     ISOLATION_LENS,
-    REAL,
     RESET_LENS,
     Comparison,
-    CounterReplays,
     CounterRules,
-    Counts,
     Finding,
-    Moment,
-    Replay,
-    comparisons,
     counter_replays,
     fallback_findings,
     fallback_moments_judged,
-    replay,
 )
+from harness.trace import Kind, Trace
+
+# --------------------------------------------------------------------------- L3.5-L3.8 (shared)
 
 
 def _counter_evidence(comp: Comparison, why: str) -> Evidence:

@@ -31,7 +31,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "fallback-counts-classifier-faults",
         "the fallback decision counts classifier timeouts, service errors and cancellations "
         "as denials, while the stored counters (what inspect reports) stay unchanged",
-        ("L3.8",),
+        ("L3.8", "L3.1"),
         edits(edit(EX, find="            trigger = denial_counters.fallback_trigger(counts, config.thresholds)\n",
                    replace="            faults = self._store.connection.execute(\n"
                            "                \"SELECT COUNT(*) FROM operations WHERE session_id = ? AND permission_version = ?\"\n"
