@@ -200,8 +200,10 @@ def check_l3_2(trace: Trace) -> Verdict:
             op = s.find_op(final.observation, key)
             stopped = (op is not None and op.outcome is Outcome.NOT_STARTED and not op.execution_started
                        and op.decided_by in STOPPED_BEFORE_RUN)
-            if not stopped and not s.cancelled(trace, key[0], first_answer.index) and not s.interrupted_between(
-                    trace, first_answer.index, None, key[0]):
+            asked_again = any(p.index > first_answer.index and (p.data.get("session_id"), p.data.get("tool_call_id")) == key
+                              for p in trace.of_kind(Kind.APPROVAL_PROMPT))
+            if not stopped and not asked_again and not s.cancelled(trace, key[0], first_answer.index) \
+                    and not s.interrupted_between(trace, first_answer.index, None, key[0]):
                 state = "missing" if op is None else f"{op.outcome.value} (decided by {op.decided_by.value})"
                 violations.append(s.ev(f"wait {wait_id} was approved, yet {key[1]} never executed and its "
                                        f"record ({state}) does not say revalidation stopped it",
