@@ -207,8 +207,8 @@ def needs_review(state: s.RuleState, tool: str, args: dict) -> bool:
 
 def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s.Review, ...]) -> list[_Step]:
     """One step per first emission of a call that needed review; ``silent`` when the world
-    shows it got no review, no prompt and no execution, yet its denial reached the model (it
-    was decided by the implementation alone). Calls a failure-repeat budget may have refused,
+    shows it got no review, no prompt and no execution, yet its denial reached the model or
+    was published to the UI (it was decided by the implementation alone). Calls a failure-repeat budget may have refused,
     or that a cancellation or an interruption cut short, are not silent."""
     reviewed = {(r.session_id, r.tool_call_id) for r in all_reviews}
     prompted = {(p.data.get("session_id"), p.data.get("tool_call_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
@@ -227,8 +227,13 @@ def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s
                          and s.ledger_key(row)[0] == call.session_id and row.data.get("status") != "ok"
                          and s.dedup_key(str(row.data.get("tool", "")), row.data.get("args") or {},
                                          kinds.get(str(row.data.get("tool", "")))) == dk]
+        # the denial reached the model, or the UI showed it denied (a loop that stopped there)
         carried = next((r for r in requests if r.index > call.index and r.data.get("session_id") == call.session_id
-                        and s.tool_message(r, call.tool_call_id) is not None), None)
+                        and s.tool_message(r, call.tool_call_id) is not None), None) or next(
+            (e for e in trace.of_kind(Kind.UI_PUBLISH) if e.index > call.index
+             and (e.data.get("projection") or {}).get("session_id") == call.session_id
+             and (e.data.get("projection") or {}).get("tool_call_id") == call.tool_call_id
+             and (e.data.get("projection") or {}).get("permission") == "deny"), None)
         silent = (key not in reviewed and key not in prompted and key not in ran and carried is not None
                   and not failed_before and not s.cancelled(trace, call.session_id, call.index)
                   and not s.interrupted_between(trace, call.index, carried.index, call.session_id))

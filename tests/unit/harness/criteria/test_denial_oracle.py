@@ -154,3 +154,15 @@ def test_a_non_interactive_session_has_no_fallback_findings():
     for i in (1, 2, 3, 4):
         deny(tb, bash(f"d{i}"))
     assert _findings(tb) == ()
+
+
+def test_a_denial_only_published_to_the_ui_is_silent_too():
+    from harness.contract import Permission, Projection
+    tb = TB(AUTO, tools=BASH)
+    for i in (1, 2, 3):
+        deny(tb, bash(f"d{i}"))
+    call = bash("d4")
+    tb.respond("s1", (call,))
+    tb.publish(Projection("s1", "x", "d4", Permission.DENY, Outcome.NOT_STARTED, "denied", "", ()))
+    (finding,) = _findings(tb)
+    assert finding.kind == "silent" and finding.moment.tool_call_id == "d4"
