@@ -1,21 +1,19 @@
 """Stage L3: permission state and approval waits (denial counters, fallback, durable waits).
 
-Every check is a pure function of the Trace. The denial-counter criteria (L3.5-L3.8) share
-one replay of the world's classifier answers: the expected counters per (session,
-permission version) are rebuilt from what the world answered (risk denials per operation
-identity; allowed operations = classifier allows, ledger rows and, possibly, reported allow
-decisions that never ran; answered fallback approvals; version changes) and compared with
-the store's ``denial_counters`` at each observation at rest. Where the trace cannot tell
-(a verdict cut off by a crash, an approval voided by a rule change...) the replay keeps
-every reading, so the expectation is a set of (consecutive, cumulative) pairs. Each criterion judges the comparisons where *its* rule makes a
-difference: the replay is re-run with that rule broken, and a comparison counts as an
-exercise of the criterion when the broken replay expects other counts there.
+Every check is a pure function of the Trace. The world judges: the denial criteria (L3.1,
+L3.5-L3.8) are decided first by *behaviour* against :mod:`harness.criteria.denial_oracle`
+(which operation went to the classifier, to a wait, or was denied silently, given the counts
+the world's events demand), then by the store's ``denial_counters`` compared with the
+oracle's counts at every observation at rest (the second witness: a mismatch fails too).
+A wrong behaviour or count is reported by the criterion whose rule, broken on purpose in
+the oracle (a lens), predicts it; a missing or silent fallback always fails L3.1, an early
+one fails L3.1 when no broken rule explains it.
+
+"Exercised" means the hard case happened; each check's docstring states its rule, and a
+trace without it is ``not_exercised``, never ``pass``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, replace
-from typing import Callable, Iterable
 
 from harness.contract import (
     ClassifierOutcome,
@@ -23,404 +21,28 @@ from harness.contract import (
     Delivery,
     Feature,
     Mode,
+    Outcome,
     Permission,
     WaitStatus,
-    execution_id_for,
 )
 from harness.criteria import lm_support as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.trace import Kind, ObservationPoint, Trace
-
-# --------------------------------------------------------------------------- counter replay
-
-
-@dataclass(frozen=True, slots=True)
-class CounterRules:
-    """The counting rules of the lifecycle; a criterion's lens flips one of them."""
-
-    dedupe: bool = True
-    count_deliveries: bool = False
-    """Broken rule: every re-delivery or recovery replay of a risk-denied identity counts."""
-    faults_count: bool = False
-    faults_reset: bool = False
-    allow_resets_consecutive: bool = True
-    allow_resets_cumulative: bool = False
-    approval_resets: bool = True
-    cumulative_approval_resets: bool = True
-    per_version: bool = True
-    per_session: bool = True
-
-
-REAL = CounterRules()
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    consecutive: int = 0
-    cumulative: int = 0
-    counted: frozenset[str] = frozenset()
-    fallbacks: frozenset[tuple[str, bool]] = frozenset()
-    """Pending fallback waits: (wait_id, triggered by the cumulative threshold)."""
-
-    @property
-    def pair(self) -> tuple[int, int]:
-        return (self.consecutive, self.cumulative)
-
-
-Key = tuple[str, object]
-States = frozenset[Counts]
-
-
-@dataclass(frozen=True, slots=True)
-class _Step:
-    index: int
-    what: str  # review | redeliver | allowed | prompt | answer | observe
-    session: str = ""
-    version: int = 0
-    review: s.Review | None = None
-    uncertain: bool = False
-    wait_id: str = ""
-    approve: bool = False
-    ask_rule: bool = False
-    escalation: bool = False
-    tool_call_id: str = ""
-    identity: str = ""
-    point: ObservationPoint | None = None
-    store_only: bool = False
-    """A classifier outcome the world never saw (oversize: never sent), read from the store."""
-
-
-@dataclass(frozen=True, slots=True)
-class Moment:
-    """A point where the fallback rule applies: a review or a prompt, and how armed."""
-
-    index: int
-    session: str
-    what: str
-    armed_all: bool
-    armed_any: bool
-    replay: bool = False
-    ask_rule: bool = False
-    escalation: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    point: ObservationPoint
-    session: str
-    version: int
-    observed: tuple[int, int]
-    expected: frozenset[tuple[int, int]]
-
-    @property
-    def ok(self) -> bool:
-        return self.observed in self.expected
-
-
-def _uncertain(trace: Trace, review: s.Review) -> bool:
-    """A verdict that may never have been applied: voided or cut off by a crash."""
-    for event in trace.events:
-        if event.index <= review.index:
-            continue
-        kind, data = event.kind, event.data
-        if kind == Kind.CRASH:
-            return True
-        if kind == Kind.FAILPOINT:
-            if data.get("name") == "during_classifier_review" and data.get("action") in (
-                "change_rules", "cancel", "crash", "raise"
-            ):
-                return True
-            if data.get("name") == "after_permission_decision":
-                return False
-        if kind in (Kind.CLASSIFIER_REQUEST, Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
-            return False
-        if kind == Kind.MODEL_REQUEST and data.get("session_id") == review.session_id:
-            return False
-    return False
-
-
-def _redeliveries(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s.Review, ...]) -> list[_Step]:
-    """Second deliveries of a call, and recovery replays of a risk-denied operation whose
-    handling a crash cut short (no projection published before the crash)."""
-    steps = []
-    seen: set[s.OpKey] = set()
-    for call in s.emitted_calls(trace):
-        if call.key in seen:
-            version = s.version_at(trace, call.session_id, call.index, changes)
-            steps.append(_Step(call.index, "redeliver", call.session_id, version,
-                               identity=f"{call.tool_call_id}@{version}"))
-        seen.add(call.key)
-    published = [(e.index, (e.data.get("projection") or {}).get("execution_id")) for e in trace.of_kind(Kind.UI_PUBLISH)]
-    epoch_start = -1
-    for event in trace.events:
-        if event.kind != Kind.RESTART:
-            continue
-        crashes = [c.index for c in trace.crashes() if epoch_start < c.index < event.index]
-        if crashes:
-            for review in all_reviews:
-                if not (epoch_start < review.index < crashes[-1]) or review.tool_call_id is None:
-                    continue
-                if review.outcome != ClassifierOutcome.RISK_DENY:
-                    continue
-                execution_id = execution_id_for(review.session_id, review.tool_call_id)
-                if any(review.index < i < crashes[-1] and x == execution_id for i, x in published):
-                    continue
-                steps.append(_Step(event.index, "redeliver", review.session_id, review.permission_version,
-                                   identity=review.identity))
-        epoch_start = event.index
-    return steps
-
-
-def _steps(trace: Trace) -> tuple[_Step, ...]:
-    changes = s.rule_changes(trace)
-    steps: list[_Step] = []
-    all_reviews = s.reviews(trace)
-    review_at = {r.index: r for r in all_reviews}
-    steps += _redeliveries(trace, changes, all_reviews)
-    unsent: set[s.OpKey] = set()
-    for point in trace.observations:  # oversize operations never reach the world
-        for op in point.observation.operations:
-            key = (op.session_id, op.identity.tool_call_id)
-            if op.classifier_outcome is ClassifierOutcome.NO_VERDICT_OVERSIZE and key not in unsent:
-                unsent.add(key)
-                version = op.identity.permission_version
-                review = s.Review(point.index, op.session_id, op.tool, "", ClassifierOutcome.NO_VERDICT_OVERSIZE.value,
-                                  op.identity.tool_call_id, version, 0)
-                steps.append(_Step(point.index, "review", op.session_id, version, review=review, store_only=True))
-    escalated: set[s.OpKey] = set()
-    for event in trace.events:
-        d = event.data
-        if event.index in review_at:
-            review = review_at[event.index]
-            steps.append(_Step(event.index, "review", review.session_id, review.permission_version,
-                               review=review, uncertain=_uncertain(trace, review)))
-        elif event.kind in (Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE):
-            session = d.get("session_id", "")
-            if d.get("escalation_requested"):
-                escalated.add(s.ledger_key(event))
-            steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes)))
-        elif event.kind == Kind.APPROVAL_PROMPT:
-            session = d.get("session_id", "")
-            # the wait belongs to the version in force when it was persisted
-            persisted = s.op_failpoint_before(trace, (session, str(d.get("tool_call_id", ""))),
-                                              ("after_wait_persisted",), event.index)
-            state = s.rules_in_force(trace, session, persisted.index if persisted else event.index, changes)
-            steps.append(_Step(
-                event.index, "prompt", session, state.permission_version, wait_id=str(d.get("wait_id", "")),
-                ask_rule=state.asks(str(d.get("tool", "")), d.get("args") or {}),
-                escalation=(session, d.get("tool_call_id", "")) in escalated,
-                tool_call_id=str(d.get("tool_call_id", "")),
-            ))
-        elif event.kind == Kind.LIFECYCLE_EVENT and (d.get("event") or {}).get("type") == "permission_decided" and (
-                (d.get("event") or {}).get("data") or {}).get("permission") == "allow":
-            # an allowed decision the world may never see run (cancelled, revalidation failed):
-            # whether it resets the streak before it starts is left open (a start resets it)
-            session = str((d.get("event") or {}).get("session_id", ""))
-            steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes),
-                               uncertain=True))
-        elif event.kind == Kind.DRIVER_CALL and d.get("method") == "answer_approval":
-            wait_id, approve = s.answer_args(event)
-            steps.append(_Step(event.index, "answer", wait_id=wait_id, approve=approve))
-    for point in trace.observations:
-        if point.label in s.DURABLE_LABELS and (point.label != "final" or trace.completed):
-            steps.append(_Step(point.index, "observe", point=point))
-    # an observation read just after event i sees everything up to and including i
-    order = {"observe": 1}
-    return tuple(sorted(steps, key=lambda st: (st.index, order.get(st.what, 0))))
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    snapshots: tuple[tuple[ObservationPoint, dict[Key, States]], ...]
-    touched: frozenset[tuple[str, int]]
-    moments: tuple[Moment, ...]
-    rules: CounterRules
-
-    def expected(self, snapshot: dict[Key, States], session: str, version: int) -> frozenset[tuple[int, int]]:
-        key = (session if self.rules.per_session else "*", version if self.rules.per_version else "*")
-        states = snapshot.get(key, frozenset({Counts()}))
-        return frozenset(c.pair for c in states)
-
-
-def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | None = None) -> Replay:
-    steps = _steps(trace) if steps is None else steps
-    configs = s.session_configs(trace)
-    changes = s.rule_changes(trace)
-    states: dict[Key, States] = {}
-    reviewed: dict[Key, set[str]] = {}
-    wait_keys: dict[str, tuple[Key, str]] = {}
-    touched: set[tuple[str, int]] = set()
-    moments: list[Moment] = []
-    snapshots = []
-
-    def key(session: str, version: int) -> Key:
-        return (session if rules.per_session else "*", version if rules.per_version else "*")
-
-    def get(k: Key) -> States:
-        return states.get(k, frozenset({Counts()}))
-
-    def armed(c: Counts, session: str) -> bool:
-        th = s.thresholds_for(trace, session)
-        return c.consecutive >= th.consecutive_denials_max or c.cumulative >= th.cumulative_denials_max
-
-    def apply(k: Key, fn: Callable[[Counts], Iterable[Counts]], uncertain: bool = False) -> None:
-        out: set[Counts] = set()
-        for c in get(k):
-            out.update(fn(c))
-            if uncertain:
-                out.add(c)
-        states[k] = frozenset(out)
-
-    def reset(c: Counts) -> Counts:
-        if rules.allow_resets_consecutive:
-            c = replace(c, consecutive=0)
-        if rules.allow_resets_cumulative:
-            c = replace(c, cumulative=0)
-        return c
-
-    for st in steps:
-        if st.what == "review":
-            review = st.review
-            assert review is not None
-            k = key(st.session, st.version)
-            touched.add((st.session, st.version))
-            current = get(k)
-            replayed = review.identity in reviewed.get(k, set())
-            if not st.store_only:
-                moments.append(Moment(st.index, st.session, "review",
-                                      all(armed(c, st.session) for c in current),
-                                      any(armed(c, st.session) for c in current), replay=replayed))
-                reviewed.setdefault(k, set()).add(review.identity)
-            outcome = review.outcome
-            is_fault = outcome in s.FAULT_OUTCOMES
-            if outcome == ClassifierOutcome.RISK_DENY or (is_fault and rules.faults_count):
-                def deny(c: Counts, ident: str = review.identity) -> Iterable[Counts]:
-                    if rules.dedupe and ident in c.counted:
-                        return (c,)
-                    return (replace(c, consecutive=c.consecutive + 1, cumulative=c.cumulative + 1,
-                                    counted=c.counted | {ident}),)
-                apply(k, deny, st.uncertain)
-            elif outcome == ClassifierOutcome.ALLOW or (is_fault and rules.faults_reset):
-                apply(k, lambda c: (reset(c),), st.uncertain)
-        elif st.what == "redeliver":
-            k = key(st.session, st.version)
-            if rules.count_deliveries and k in states:
-                def recount(c: Counts, ident: str = st.identity) -> Iterable[Counts]:
-                    if ident not in c.counted:
-                        return (c,)
-                    return (replace(c, consecutive=c.consecutive + 1, cumulative=c.cumulative + 1),)
-                apply(k, recount)
-        elif st.what == "allowed":
-            k = key(st.session, st.version)
-            if k in states:
-                apply(k, lambda c: (reset(c),), st.uncertain)
-        elif st.what == "prompt":
-            k = key(st.session, st.version)
-            current = get(k)
-            moments.append(Moment(st.index, st.session, "prompt",
-                                  all(armed(c, st.session) for c in current),
-                                  any(armed(c, st.session) for c in current),
-                                  ask_rule=st.ask_rule, escalation=st.escalation))
-            wait_keys[st.wait_id] = (k, st.session, st.index)
-            if st.ask_rule or st.escalation or not s.can_approve(configs.get(st.session)):
-                continue
-            th = s.thresholds_for(trace, st.session)
-
-            def arm(c: Counts, wait_id: str = st.wait_id, session: str = st.session) -> Iterable[Counts]:
-                if not armed(c, session):
-                    return (c,)
-                return (replace(c, fallbacks=c.fallbacks | {(wait_id, c.cumulative >= th.cumulative_denials_max)}),)
-            if k in states:
-                apply(k, arm)
-        elif st.what == "answer":
-            if st.wait_id not in wait_keys:
-                continue
-            k, wait_session, prompted_at = wait_keys[st.wait_id]
-            if k not in states:
-                continue
-            # rules changed while the wait was pending: the approval may be void (no reset)
-            voided = any(ch.session_id == wait_session and prompted_at < ch.index < st.index for ch in changes)
-
-            def answer(c: Counts, wait_id: str = st.wait_id, approve: bool = st.approve,
-                       voided: bool = voided) -> Iterable[Counts]:
-                mine = [fb for fb in c.fallbacks if fb[0] == wait_id]
-                if not mine:
-                    return (c,)
-                by_cumulative = any(fb[1] for fb in mine)
-                c = replace(c, fallbacks=c.fallbacks - set(mine))
-                if approve:
-                    kept = c
-                    if rules.approval_resets:
-                        c = replace(c, consecutive=0)
-                    if by_cumulative and rules.cumulative_approval_resets:
-                        c = replace(c, cumulative=0)
-                    return (c, kept) if voided else (c,)
-                if by_cumulative and rules.cumulative_approval_resets:
-                    # "completes" may or may not cover a rejection: accept either reading
-                    return (c, replace(c, cumulative=0))
-                return (c,)
-            apply(k, answer)
-        elif st.what == "observe":
-            assert st.point is not None
-            snapshots.append((st.point, dict(states)))
-    return Replay(tuple(snapshots), frozenset(touched), tuple(moments), rules)
-
-
-def comparisons(trace: Trace, real: Replay, other: Replay | None = None) -> tuple[Comparison, ...]:
-    """Observed counters vs. ``other`` (default: the real replay) at every point at rest,
-    for every (session, version) the real replay touched or the store reports."""
-    other = other or real
-    out = []
-    for (point, snapshot), (_, other_snapshot) in zip(real.snapshots, other.snapshots):
-        observed = {(c.session_id, c.permission_version): (c.consecutive, c.cumulative)
-                    for c in point.observation.denial_counters}
-        pairs = set(real.touched) | set(observed)
-        for session, version in sorted(pairs, key=lambda p: (p[0], p[1])):
-            out.append(Comparison(point, session, version, observed.get((session, version), (0, 0)),
-                                  other.expected(other_snapshot, session, version)))
-    return tuple(out)
-
-
-RESET_LENS = (
-    CounterRules(allow_resets_consecutive=False),
-    CounterRules(allow_resets_cumulative=True),
-    CounterRules(approval_resets=False),
-    CounterRules(cumulative_approval_resets=False),
+from harness.criteria.denial_oracle import (
+    ALL_LENSES,
+    DEDUPE_LENS,
+    FAULT_LENS,
+    ISOLATION_LENS,
+    RESET_LENS,
+    Comparison,
+    CounterRules,
+    Finding,
+    counter_replays,
+    fallback_findings,
+    fallback_moments_judged,
 )
-ISOLATION_LENS = (CounterRules(per_version=False), CounterRules(per_session=False))
-DEDUPE_LENS = (CounterRules(dedupe=False), CounterRules(dedupe=False, count_deliveries=True))
-FAULT_LENS = (CounterRules(faults_count=True), CounterRules(faults_reset=True))
-ALL_LENSES = RESET_LENS + ISOLATION_LENS + DEDUPE_LENS + FAULT_LENS
+from harness.trace import Kind, Trace
 
-
-@dataclass(frozen=True, slots=True)
-class CounterReplays:
-    """The real replay and its comparisons, and every lens's replay and expectations at the
-    same points (same order)."""
-
-    real: Replay
-    base: tuple[Comparison, ...]
-    alternatives: tuple[tuple[CounterRules, Replay, tuple[Comparison, ...]], ...]
-
-    def _alts(self, lens: Iterable[CounterRules]):
-        wanted = tuple(lens)
-        return [comps for rules, _, comps in self.alternatives if rules in wanted]
-
-    def differs(self, i: int, lens: Iterable[CounterRules]) -> bool:
-        return any(comps[i].expected != self.base[i].expected for comps in self._alts(lens))
-
-    def explains(self, i: int, lens: Iterable[CounterRules]) -> bool:
-        return any(self.base[i].observed in comps[i].expected for comps in self._alts(lens))
-
-
-def counter_replays(trace: Trace) -> CounterReplays:
-    steps = _steps(trace)
-    real = replay(trace, REAL, steps)
-    alternatives = []
-    for rules in ALL_LENSES:
-        alt = replay(trace, rules, steps)
-        alternatives.append((rules, alt, comparisons(trace, real, alt)))
-    return CounterReplays(real, comparisons(trace, real), tuple(alternatives))
+# --------------------------------------------------------------------------- L3.5-L3.8 (shared)
 
 
 def _counter_evidence(comp: Comparison, why: str) -> Evidence:
@@ -432,13 +54,37 @@ def _counter_evidence(comp: Comparison, why: str) -> Evidence:
     )
 
 
+_FINDING_NOTES = {
+    "missing": "reached the denial threshold, yet {op} was sent to the classifier instead of a persisted approval wait",
+    "silent": "reached the denial threshold, yet {op} was denied without review and without an approval wait "
+              "(a silent fallback)",
+    "early": "fell back to an approval wait for {op} before any denial threshold was reached",
+}
+
+
+def _finding_evidence(finding: Finding, why: str = "") -> Evidence:
+    m = finding.moment
+    note = f"session {m.session} " + _FINDING_NOTES[finding.kind].format(op=m.tool_call_id or "the operation")
+    return s.ev(note + (f" ({why})" if why else ""), m.index)
+
+
 def _judge_counters(criterion_id: str, trace: Trace, lens: tuple[CounterRules, ...], why: str,
                     general: bool = False) -> Verdict:
-    """Exercised where the lens's rule changes the expected counts. A wrong count fails the
-    criterion whose broken rule explains it; with ``general``, also when no rule does."""
+    """Behaviour first: a fallback that happened too early, too late or silently where a rule
+    of ``lens``, broken, predicts exactly that behaviour fails the criterion whatever the store
+    says. Then the store: a reported count the oracle rejects fails the criterion whose broken
+    rule explains it; with ``general``, also when no rule does.
+
+    Exercised: a moment of an interactive auto session (review, prompt, silent denial) where
+    breaking the rule changes whether a threshold is reached, or an observation at rest where
+    breaking it changes the expected counts."""
     replays = counter_replays(trace)
     judged = [i for i in range(len(replays.base)) if replays.differs(i, lens)]
+    moments = fallback_moments_judged(trace, replays, lens)
     violations = []
+    for finding in fallback_findings(trace, replays):
+        if any(rules in lens for rules in finding.explained_by):
+            violations.append(_finding_evidence(finding, why))
     for i, comp in enumerate(replays.base):
         if comp.ok:
             continue
@@ -446,42 +92,59 @@ def _judge_counters(criterion_id: str, trace: Trace, lens: tuple[CounterRules, .
             violations.append(_counter_evidence(comp, why))
         elif general and not replays.explains(i, ALL_LENSES):
             violations.append(_counter_evidence(comp, "denial counters do not follow the counting rules"))
-    return judge(criterion_id, len(judged), violations,
-                 "no observed counters where this rule changes the expected counts")
+    return judge(criterion_id, len(judged) + len(moments), violations,
+                 "no moment or observed counters where this rule changes what is expected")
 
 
 # --------------------------------------------------------------------------- L3.1
 
 
 def check_l3_1(trace: Trace) -> Verdict:
-    configs = s.session_configs(trace)
+    """Behaviour against the oracle, whatever ``inspect()`` says: once the thresholds are
+    reached in an interactive auto session whose owner can approve, the next operation
+    needing review must become a prompt (a persisted wait), neither a classifier review nor a
+    silent denial; a prompt before any threshold (no ask rule, no escalation) fails unless a
+    broken counting rule explains it (then L3.5-L3.8 report it).
+
+    Exercised: such a session reached a threshold and an operation needing review came next
+    (it was prompted, reviewed or silently denied), or an unexplained early prompt."""
     replays = counter_replays(trace)
+    findings = fallback_findings(trace, replays)
+    sessions = {sid for sid, c in s.session_configs(trace).items() if c.mode is Mode.AUTO and s.can_approve(c)}
     exercised, violations = 0, []
-    for n, m in enumerate(replays.real.moments):
-        # a prompt some broken counting rule would explain is L3.5-L3.8's to report
-        lens_armed = any(alt.moments[n].armed_any for _, alt, _ in replays.alternatives)
-        config = configs.get(m.session)
-        if config is None or config.mode is not Mode.AUTO or not s.can_approve(config):
-            continue
-        if m.what == "review" and m.armed_all and not m.replay:
+    for m in replays.real.moments:
+        if m.session in sessions and m.what == "prompt" and m.armed_any:
             exercised += 1
-            violations.append(s.ev(
-                f"session {m.session} reached the denial threshold, yet the next operation was "
-                "sent to the classifier instead of a persisted approval wait", m.index))
-        elif m.what == "prompt" and m.armed_any:
+    for finding in findings:
+        if finding.kind in ("missing", "silent"):
             exercised += 1
-        elif m.what == "prompt" and not (m.ask_rule or m.escalation or lens_armed):
+            violations.append(_finding_evidence(finding))
+        elif not finding.explained_by:
             exercised += 1
-            violations.append(s.ev(
-                f"session {m.session} fell back to an approval prompt before any denial threshold "
-                "was reached (and no ask rule asks for it)", m.index))
+            violations.append(_finding_evidence(finding, "and no ask rule asks for it"))
     return judge("L3.1", exercised, violations, "no interactive auto session reached a denial threshold")
 
 
 # --------------------------------------------------------------------------- L3.2
 
 
+STOPPED_BEFORE_RUN = (
+    DecisionSource.REVALIDATION, DecisionSource.HARD_CONSTRAINT, DecisionSource.EXPLICIT_DENY,
+    DecisionSource.CAPABILITY, DecisionSource.PLAN_MODE, DecisionSource.CANCELLATION,
+)
+"""Who may legitimately stop an approved operation before it runs (the record must say so)."""
+
+
 def check_l3_2(trace: Trace) -> Verdict:
+    """Each prompt matches a pending wait already durable when it was shown (probe), survives a
+    crash after it, and its first answer takes effect exactly once, judged from the ledger: an
+    approved wait leads to exactly one execution after the answer (none before), unless the
+    operation's record shows it not started, stopped by revalidation or a rule that cannot be
+    lifted; a rejected one to none; a repeated answer changes nothing (no second execution, the
+    wait keeps the first answer's status).
+
+    Exercised: a prompt probed when shown, a crash after a prompt followed by a restart
+    before its answer, or an answered prompt."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
     all_answers = s.answers(trace)
@@ -530,6 +193,30 @@ def check_l3_2(trace: Trace) -> Verdict:
         if not approve and late:
             violations.append(s.ev(f"{key[1]} executed although its wait {wait_id} was rejected",
                                    first_answer.index, *(r.index for r in late), rows=late))
+        unavailable = [e for e in trace.of_kind(Kind.TOOL_UNAVAILABLE)
+                       if s.ledger_key(e) == key and e.index > first_answer.index]
+        if approve and not late and not unavailable and trace.completed and final is not None \
+                and final.index > first_answer.index:
+            op = s.find_op(final.observation, key)
+            stopped = (op is not None and op.outcome is Outcome.NOT_STARTED and not op.execution_started
+                       and op.decided_by in STOPPED_BEFORE_RUN)
+            asked_again = any(p.index > first_answer.index and (p.data.get("session_id"), p.data.get("tool_call_id")) == key
+                              for p in trace.of_kind(Kind.APPROVAL_PROMPT))
+            if not stopped and not asked_again and not s.cancelled(trace, key[0], first_answer.index) \
+                    and not s.interrupted_between(trace, first_answer.index, None, key[0]):
+                state = "missing" if op is None else f"{op.outcome.value} (decided by {op.decided_by.value})"
+                violations.append(s.ev(f"wait {wait_id} was approved, yet {key[1]} never executed and its "
+                                       f"record ({state}) does not say revalidation stopped it",
+                                       first_answer.index, final.index))
+        for again in mine[1:]:
+            later = [p for p in trace.observations if p.index > again.index and p.label in s.DURABLE_LABELS]
+            wanted = WaitStatus.APPROVED if approve else WaitStatus.REJECTED
+            changed = [p for p in later if (w := s.find_wait(p.observation, wait_id)) is not None
+                       and w.status is not wanted and w.status is not WaitStatus.PENDING]
+            if changed:
+                violations.append(s.ev(f"a second answer to wait {wait_id} changed it to "
+                                       f"{s.find_wait(changed[0].observation, wait_id).status.value}",
+                                       again.index, changed[0].index))
         repeats = [pair for pair in s.reexecutions(trace) if s.ledger_key(pair[1]) == key]
         if repeats:
             violations.append(s.ev(f"the answer to wait {wait_id} was applied more than once",
@@ -553,6 +240,13 @@ def check_l3_2(trace: Trace) -> Verdict:
 
 
 def check_l3_3(trace: Trace) -> Verdict:
+    """A session that is not interactive, or whose owner cannot approve, gets no prompt and no
+    wait (the world's prompts, the store's waits, no operation left asking); every denial of
+    its operations reaches the model in a later request (the loop goes on), unless the run
+    was cancelled or interrupted.
+
+    Exercised: such a session had a call denied (classifier, rule or fallback), or got a
+    prompt or wait, or left a call asking."""
     configs = s.session_configs(trace)
     closed = {sid for sid, config in configs.items() if not s.can_approve(config)}
     if not closed:
@@ -631,6 +325,11 @@ UNLIFTABLE = (DecisionSource.HARD_CONSTRAINT, DecisionSource.EXPLICIT_DENY)
 
 
 def check_l3_4(trace: Trace) -> Verdict:
+    """A call a hard constraint or an explicit deny rule forbids (judged from the rules in
+    force, not the implementation's label) gets no prompt and no execution in the world, and
+    is stored as deny/not_started without a wait.
+
+    Exercised: a call the rules in force forbid that way was emitted (or so recorded)."""
     changes = s.rule_changes(trace)
     exercised, violations = 0, []
     judged: set[s.OpKey] = set()
@@ -688,21 +387,45 @@ def check_l3_4(trace: Trace) -> Verdict:
 
 
 def check_l3_5(trace: Trace) -> Verdict:
+    """Reset rules (allowed operations and approved fallbacks reset only the consecutive
+    count; the cumulative count resets when the approval its threshold triggered completes),
+    judged by behaviour and then by the stored counts (see :func:`_judge_counters`); also
+    reports stored counts no counting rule explains.
+
+    Exercised: a moment or observation where breaking one reset rule changes what is
+    expected (an allow or an approval happened between denials that matter)."""
     return _judge_counters("L3.5", trace, RESET_LENS, "denial counters do not follow the reset rules",
                            general=True)
 
 
 def check_l3_6(trace: Trace) -> Verdict:
+    """Counts per (session, permission version); a new version starts at zero.
+
+    Exercised: a moment or observation where sharing counts across versions or sessions
+    would change what is expected (denials in one period, then a review, prompt or
+    observation in another)."""
     return _judge_counters("L3.6", trace, ISOLATION_LENS,
                            "denial counters are not isolated per session and permission version")
 
 
 def check_l3_7(trace: Trace) -> Verdict:
+    """A risk denial counts once per operation identity: re-deliveries, recovery replays and
+    concurrent duplicates do not count again, and a crash right after the decision does not
+    lose it.
+
+    Exercised: a moment or observation where counting a replay or duplicate again, or losing
+    a denial to the crash that followed its decision, changes what is expected."""
     return _judge_counters("L3.7", trace, DEDUPE_LENS,
                            "a replayed or duplicated operation changed the denial counters again")
 
 
 def check_l3_8(trace: Trace) -> Verdict:
+    """Classifier timeouts, service errors, cancellations and oversize no-verdicts change
+    neither count: a fallback that comes early because a fault was counted (or late because
+    it reset the streak) fails, whatever the store says; so do stored counts that moved.
+
+    Exercised: a classifier fault happened where counting it, or letting it reset the
+    streak, changes a later fallback moment or an observed count."""
     return _judge_counters("L3.8", trace, FAULT_LENS,
                            "a classifier fault (no verdict) changed the denial counters")
 
@@ -711,6 +434,12 @@ def check_l3_8(trace: Trace) -> Verdict:
 
 
 def check_l3_9(trace: Trace) -> Verdict:
+    """Risk denials do not use up the execution-failure repeat budget: an auto-mode call that
+    repeats an operation risk-denied at least ``failure_repeat_limit`` times (no execution
+    failure of it) still reaches the classifier or an approval, and is not refused by the
+    repeat guard.
+
+    Exercised: such a repeat was emitted and processed (reviewed, prompted or stored)."""
     configs = s.session_configs(trace)
     changes = s.rule_changes(trace)
     all_reviews = s.reviews(trace)
@@ -768,23 +497,49 @@ def check_l3_9(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L3.10
 
 
+def _open_at(trace: Trace, session: str, index: int) -> bool:
+    """The session had not been cancelled before event ``index``."""
+    return not any(e.index < index and e.data.get("method") == "cancel"
+                   and (e.data.get("args") or {}).get("session_id", session) == session
+                   for e in trace.of_kind(Kind.DRIVER_CALL))
+
+
+def _needs_owner(state: s.RuleState, tool: str, args: dict) -> bool:
+    """Rules alone send this call to a human: an ask rule, or no rule at all in default mode."""
+    if state.denial_for(tool, args) is not None:
+        return False
+    if state.asks(tool, args):
+        return True
+    granted = any(r.effect.value == "allow" and s.rule_matches(r, tool, args) for r in state.rules)
+    return state.mode is Mode.DEFAULT and not granted
+
+
 def check_l3_10(trace: Trace) -> Verdict:
+    """Prompts and waits exist only for interactive sessions whose owner can approve; in any
+    other session an operation that would need an owner's approval is denied without a wait,
+    and nothing is decided by an approval.
+
+    Exercised, only for sessions still open (not cancelled) at that moment: a prompt or a
+    wait in such a session (the capability check let it through), or an operation of a
+    session whose owner cannot approve that the rules send to a human (ask rule, or no rule
+    in default mode) - the capability check had to refuse the wait. A wait or denial in a
+    cancelled session is judged but exercises nothing: cancellation alone explains it."""
     configs = s.session_configs(trace)
+    changes = s.rule_changes(trace)
     exercised, violations = 0, []
     for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
         session = prompt.data.get("session_id", "")
-        exercised += 1
+        exercised += _open_at(trace, session, prompt.index)
         if not s.can_approve(configs.get(session)):
             violations.append(s.ev(f"session {session} (not an interactive owner who can approve) got an "
                                    "approval prompt", prompt.index))
     seen: set[str] = {str(p.data.get("wait_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
-    closed_denied: set[str] = set()
     for point in trace.observations:
         for wait in point.observation.approval_waits:
             if wait.wait_id in seen:
                 continue
             seen.add(wait.wait_id)
-            exercised += 1
+            exercised += _open_at(trace, wait.session_id, point.index)
             if not s.can_approve(configs.get(wait.session_id)):
                 violations.append(s.ev(f"session {wait.session_id} (not an interactive owner who can approve) "
                                        f"has approval wait {wait.wait_id}", point.index))
@@ -794,10 +549,14 @@ def check_l3_10(trace: Trace) -> Verdict:
             if op.decided_by is DecisionSource.APPROVAL:
                 violations.append(s.ev(f"{op.identity.tool_call_id} of session {op.session_id} was decided by an "
                                        "approval its owner cannot give", point.index))
-            if op.permission is Permission.DENY and op.session_id not in closed_denied:
-                closed_denied.add(op.session_id)
-                exercised += 1
-    return judge("L3.10", exercised, violations, "no approval prompt, wait or denial in a closed session")
+    for key, call in s.first_emissions(trace).items():
+        if call.tool is None or call.args is None or s.can_approve(configs.get(call.session_id)):
+            continue
+        if call.session_id in configs and _open_at(trace, call.session_id, call.index) and _needs_owner(
+                s.rules_in_force(trace, call.session_id, call.index + 1, changes), call.tool, call.args):
+            exercised += 1
+    return judge("L3.10", exercised, violations,
+                 "no prompt, wait, or call needing an owner in a session still open")
 
 
 # --------------------------------------------------------------------------- catalogue

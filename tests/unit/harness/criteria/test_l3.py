@@ -311,7 +311,7 @@ def test_l3_5_passes_when_the_cumulative_approval_resets_both_counts():
     tb = TB(SMALL, tools=BASH)
     _cumulative_fallback(tb, (0, 0))
     verdict = check("L3.5", tb.build())
-    assert verdict.status is Status.PASS and verdict.exercised == 2
+    assert verdict.status is Status.PASS and verdict.exercised == 3  # two observations, one prompt
 
 
 def test_l3_5_fails_when_the_cumulative_approval_keeps_the_cumulative_count():
@@ -583,4 +583,158 @@ def test_a_verdict_later_than_the_classifier_timeout_is_a_timeout():
                                                 tb.events[slow].instance, {**tb.events[slow].data, "delay_s": 45.0})
     tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 1, 1),)))
     verdict = check("L3.8", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+# --------------------------------------------------------------------------- issue 13: the world judges
+
+
+def test_l3_1_fails_on_a_silent_fallback_whatever_the_counters_say():
+    tb = TB(AUTO, tools=BASH)
+    _three_denials(tb)
+    call = bash("c4", command="rm -rf /d")
+    tb.respond("s1", (call,))
+    at = len(tb.events) - 1
+    tb.respond("s1", messages=(USER, tool_msg(call, Outcome.NOT_STARTED, "denied")))
+    tb.observe("final", Observation(denial_counters=(counters("s1", 1, 3, 3),)))  # honest
+    assert_fail_at(check("L3.1", tb.build()), at)
+
+
+def test_l3_1_passes_when_the_next_operation_after_the_threshold_is_prompted_not_silent():
+    tb = TB(AUTO, tools=BASH)
+    _three_denials(tb)
+    call = bash("c4", command="rm -rf /d")
+    tb.respond("s1", (call,))
+    tb.prompt("s1", call)
+    tb.respond("s1", messages=(USER, tool_msg(call, Outcome.NOT_STARTED, "denied")))
+    verdict = check("L3.1", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def _fault_then_prompt(tb, observed):
+    deny_round(tb, bash("d1", command="rm -rf /a"))
+    deny_round(tb, bash("d2", command="rm -rf /b"))
+    deny_round(tb, bash("f1", command="rm -rf /f"), outcome="service_error")
+    call = bash("d3", command="rm -rf /c")
+    tb.respond("s1", (call,))
+    index, _ = tb.prompt("s1", call)
+    tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, *observed),)))
+    return index
+
+
+def test_l3_8_fails_on_a_fallback_a_counted_fault_brought_early_though_the_store_is_honest():
+    tb = TB(AUTO, tools=BASH)
+    index = _fault_then_prompt(tb, (2, 2))
+    trace = tb.build()
+    assert_fail_at(check("L3.8", trace), index)
+    assert check("L3.1", trace).status is not Status.FAIL  # a broken counting rule explains it
+
+
+def test_l3_8_passes_when_the_fault_leaves_the_streak_below_the_threshold():
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("d1", command="rm -rf /a"))
+    deny_round(tb, bash("d2", command="rm -rf /b"))
+    deny_round(tb, bash("f1", command="rm -rf /f"), outcome="service_error")
+    deny_round(tb, bash("d3", command="rm -rf /c"))
+    call = bash("d4", command="rm -rf /d")
+    tb.respond("s1", (call,))
+    tb.prompt("s1", call)
+    tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 3, 3),)))
+    verdict = check("L3.8", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised >= 1
+
+
+def _crash_after_third_decision(tb, then_review):
+    deny_round(tb, bash("d1", command="rm -rf /a"))
+    deny_round(tb, bash("d2", command="rm -rf /b"))
+    deny_round(tb, bash("d3", command="rm -rf /c"))
+    tb.failpoint("after_permission_decision", "crash")
+    tb.crash("after_permission_decision")
+    tb.restart()
+    call = bash("d4", command="rm -rf /d")
+    if then_review:
+        return deny_round(tb, call)
+    tb.respond("s1", (call,))
+    return tb.prompt("s1", call)[0]
+
+
+def test_l3_7_and_l3_1_fail_when_a_crash_right_after_the_decision_loses_the_count():
+    tb = TB(AUTO, tools=BASH)
+    index = _crash_after_third_decision(tb, then_review=True)
+    trace = tb.build()
+    assert_fail_at(check("L3.7", trace), index)
+    assert_fail_at(check("L3.1", trace), index)
+
+
+def test_l3_7_passes_when_the_count_survives_the_crash():
+    tb = TB(AUTO, tools=BASH)
+    _crash_after_third_decision(tb, then_review=False)
+    tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 3, 3),)))
+    trace = tb.build()
+    verdict = check("L3.7", trace)
+    assert verdict.status is Status.PASS and verdict.exercised >= 1
+    assert check("L3.1", trace).status is Status.PASS
+
+
+def test_l3_7_fails_when_the_store_reports_the_count_the_crash_lost():
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("d1", command="rm -rf /a"))
+    tb.failpoint("after_permission_decision", "crash")
+    tb.crash("after_permission_decision")
+    tb.restart()
+    deny_round(tb, bash("d2", command="rm -rf /b"))
+    index = tb.observe("quiescent", Observation(denial_counters=(counters("s1", 1, 1, 1),)))
+    assert_fail_at(check("L3.7", tb.build()), index)
+
+
+def _approved(tb, run=True, final_op=None):
+    tb.respond("s1", (W,))
+    _, wid = tb.prompt("s1", W)
+    answer = tb.call("answer_approval", wait_id=wid, approve=True)
+    if run:
+        tb.executed("s1", W)
+    tb.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
+    final_op = final_op or op(W, decided_by=DecisionSource.APPROVAL)
+    final = tb.observe("final", Observation(operations=(final_op,), approval_waits=(
+        wait(wid, W, status=WaitStatus.APPROVED, applied=True),)))
+    return answer, final, wid
+
+
+def test_l3_2_fails_when_an_approved_wait_never_runs_though_the_store_says_applied():
+    tb = TB(ASK)
+    answer, _, _ = _approved(tb, run=False, final_op=op(
+        W, decided_by=DecisionSource.APPROVAL, outcome=Outcome.NOT_STARTED))
+    assert_fail_at(check("L3.2", tb.build()), answer)
+
+
+def test_l3_2_passes_when_revalidation_stopped_the_approved_operation_and_says_so():
+    tb = TB(ASK)
+    _approved(tb, run=False, final_op=denied(W, decided_by=DecisionSource.REVALIDATION))
+    verdict = check("L3.2", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_l3_2_fails_when_a_second_answer_changes_the_wait():
+    tb = TB(ASK)
+    _, _, wid = _approved(tb)
+    again = tb.call("answer_approval", wait_id=wid, approve=False)
+    tb.ret("answer_approval")
+    tb.observe("final", Observation(operations=(op(W, decided_by=DecisionSource.APPROVAL),), approval_waits=(
+        wait(wid, W, status=WaitStatus.REJECTED, applied=True),)))
+    assert_fail_at(check("L3.2", tb.build()), again)
+
+
+def test_l3_10_a_wait_in_a_cancelled_session_exercises_nothing():
+    tb = TB(OWNER)
+    tb.respond("owner", (W,))
+    tb.call("cancel", session_id="owner")
+    tb.ret("cancel")
+    tb.prompt("owner", W)
+    assert check("L3.10", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l3_10_a_call_needing_an_owner_in_an_open_session_is_exercised():
+    tb = TB(VIEWER)
+    tb.respond("viewer", (W,))
+    verdict = check("L3.10", tb.build())
     assert verdict.status is Status.PASS and verdict.exercised == 1
