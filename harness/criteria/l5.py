@@ -20,7 +20,9 @@ from harness.contract import (
     WaitStatus,
     expected_projection,
 )
+from harness.criteria import facts as F
 from harness.criteria import lm_support as s
+from harness.criteria import projection_oracle as O
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Kind, Trace
 
@@ -168,47 +170,85 @@ def _projection_problems(projection: dict[str, Any], obs: Observation) -> list[s
 
 
 def check_l5_4(trace: Trace) -> Verdict:
+    """What the UI shows is what the projection oracle expects, and the store agrees.
+
+    First witness, the world: every ``UI_PUBLISH`` is judged against
+    :func:`~harness.criteria.projection_oracle.expected_view` at that moment (outcome from
+    the ledger, refusals and crashes; pending wait from prompts and answers; status and the
+    exact set of recovery actions through ``expected_projection``), and against
+    ``ALLOWED_ACTIONS`` (no plain retry for an unknown operation, a definite failure or a
+    denial; a denial only offers a rule change or an edit of the call; a hard-constraint
+    denial no rule change). A non-success status must carry a reason. At every point at rest,
+    the latest publication of each operation the store calls ``projected`` must still be what
+    the oracle expects (a UI left showing a stale state fails).
+
+    Second witness, ``inspect()``: the record read while the UI received the publication
+    holds the operation, its reason equals the published one, and its recovery actions are
+    the oracle's; each stored projection equals what the UI last received for it.
+
+    Exercised (the hard case): a publication of an operation in a state that offers or
+    forbids recovery actions — anything but a plain success — judged against the oracle.
+    """
     exercised, violations = 0, []
-    publishes = list(trace.of_kind(Kind.UI_PUBLISH))
-    final = s.final_point(trace)
-    for n, event in enumerate(publishes):
-        projection = event.data.get("projection") or {}
-        key = (projection.get("session_id", ""), projection.get("tool_call_id", ""))
-        exercised += 1
-        problems = []
-        actions = set(projection.get("recovery_actions") or ())
-        if RecoveryAction.RETRY.value in actions and (
-                projection.get("outcome") == Outcome.UNKNOWN.value or projection.get("permission") == Permission.DENY.value):
-            problems.append("offers retry for an unknown or denied operation")
-        rows = [r for r in s.ledger_rows_for(trace, key) if r.index < event.index]
-        if projection.get("outcome") in (Outcome.SUCCEEDED.value, Outcome.FAILED.value) and not rows:
-            problems.append(f"shows {projection.get('outcome')} but the ledger has no execution")
-        if projection.get("outcome") == Outcome.NOT_STARTED.value and rows:
-            problems.append("shows not started but the ledger has its execution")
-        probe = s.probe_for(trace, event, "probe:ui_publish")
-        last = not any(p.data.get("projection", {}).get("execution_id") == projection.get("execution_id")
-                       for p in publishes[n + 1:])
-        point = probe or (final if last and trace.completed and final is not None and final.index >= event.index else None)
-        if point is not None:
-            problems += _projection_problems(projection, point.observation)
+    ops = F.operations(trace)
+    pubs = O.publications(trace)
+    for pub in pubs:
+        op = O.op_of(ops, pub)
+        if op is None:
+            violations.append(s.ev(f"UI shows {pub.key[1] or pub.execution_id}, an operation the world "
+                                   "never served, ran or prompted for", pub.event.index))
+            continue
+        store = O.store_view_for(trace, op, pub)
+        expected, problems = O.judge_publication(trace, op, pub, store)
+        probe = O.probe_at(trace, pub.event, "probe:ui_publish")
+        if probe is not None:
+            problems += _projection_problems(pub.data, probe.observation)
+            if store is not None and expected is not None and not expected.store_used:
+                stored = {F.value(a) for a in store.recovery_actions}
+                if store.delivery is not Delivery.PENDING and stored != expected.actions:
+                    problems.append(f"inspect() gives actions {sorted(stored)}, the oracle "
+                                    f"{sorted(expected.actions)}")
+        if expected is not None and expected.status != "succeeded":
+            exercised += 1
         if problems:
-            violations.append(s.ev(f"UI shows {key[1]} unlike the backend: " + "; ".join(problems),
-                                   event.index, *((point.index,) if point is not None else ()), rows=rows[-1:]))
+            rows = op.rows[-1:]
+            violations.append(s.ev(f"UI shows {pub.key[1]} unlike the oracle: " + "; ".join(dict.fromkeys(problems)),
+                                   pub.event.index, *((probe.index,) if probe is not None else ()),
+                                   *(expected.result.evidence if expected is not None else ()), rows=rows))
     cuts = s.interruptions(trace)
     restarts = [e.index for e in trace.of_kind(Kind.RESTART)]
     for point in s.durable_points_after(trace, 0, ("quiescent", "final")):
-        latest: dict[str, Any] = {}
+        def cut_since(since: int, session_id: str) -> bool:
+            cut = [c.index for c in cuts if since < c.index < point.index and c.session_id in ("", session_id)]
+            return bool(cut) and not any(cut[-1] < r < point.index for r in restarts)
+
+        for op in ops.values():
+            view = O.view_in(point, op)
+            if view is None or view.delivery is not Delivery.PROJECTED:
+                continue
+            shown = O.publications_of(pubs, op, point.index + 1)
+            if not shown or cut_since(shown[-1].event.index, op.session_id):
+                continue  # no publication is X1's business; a cut pipeline is not at rest
+            latest = shown[-1]
+            expected = O.expected_view(trace, op, point.index + 1, view)
+            if expected is None:
+                continue
+            stale = []
+            if latest.status != expected.status or latest.outcome != expected.outcome:
+                stale.append(f"shows {latest.status}/{latest.outcome}, the oracle expects "
+                             f"{expected.status}/{expected.outcome}")
+            if latest.actions != expected.actions:
+                stale.append(f"offers {sorted(latest.actions)}, the oracle expects {sorted(expected.actions)}")
+            if stale:
+                violations.append(s.ev(f"at '{point.label}' the UI still shows {op.tool_call_id} unlike the "
+                                       "oracle: " + "; ".join(stale), latest.event.index, point.index))
+        latest_stored: dict[str, Any] = {}
         for projection in point.observation.projections:
-            latest[projection.execution_id] = projection
-        for projection in latest.values():
-            published = [e.index for e in publishes if e.index <= point.index
-                         and (e.data.get("projection") or {}).get("execution_id") == projection.execution_id]
-            since = published[-1] if published else -1
-            cut = [c.index for c in cuts if since < c.index < point.index
-                   and c.session_id in ("", projection.session_id)]
-            if cut and not any(cut[-1] < r < point.index for r in restarts):
+            latest_stored[projection.execution_id] = projection
+        for projection in latest_stored.values():
+            received = [p for p in pubs if p.event.index <= point.index and p.execution_id == projection.execution_id]
+            if received and cut_since(received[-1].event.index, projection.session_id):
                 continue  # its pipeline was cut short and nothing has recovered it yet
-            exercised += 1
             data = {
                 "session_id": projection.session_id, "tool_call_id": projection.tool_call_id,
                 "execution_id": projection.execution_id, "status": projection.status,
@@ -217,10 +257,18 @@ def check_l5_4(trace: Trace) -> Verdict:
                 "reason": projection.reason,
             }
             problems = _projection_problems(data, point.observation)
+            if not received:
+                problems.append("the store holds a projection the UI never received")
+            elif (received[-1].status, received[-1].actions, received[-1].outcome) != (
+                    projection.status, frozenset(data["recovery_actions"]), projection.outcome.value):
+                problems.append(f"the store says the UI shows {projection.status} "
+                                f"{sorted(data['recovery_actions'])}, the UI received {received[-1].status} "
+                                f"{sorted(received[-1].actions)}")
             if problems:
-                violations.append(s.ev(f"stored projection of {projection.tool_call_id} disagrees with its record: "
-                                       + "; ".join(problems), point.index))
-    return judge("L5.4", exercised, violations, "no UI projection")
+                violations.append(s.ev(f"stored projection of {projection.tool_call_id} disagrees: "
+                                       + "; ".join(problems), point.index,
+                                       *((received[-1].event.index,) if received else ())))
+    return judge("L5.4", exercised, violations, "no publication of a non-success state")
 
 
 # --------------------------------------------------------------------------- L5.5
