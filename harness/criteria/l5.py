@@ -8,6 +8,7 @@ capability, or plan mode (non-read tools) refuses every call of it.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 from harness.contract import (
@@ -31,7 +32,25 @@ from harness.trace import Kind, Trace
 KEPT_FIELDS = ("identity", "tool", "args", "permission", "decided_by", "outcome", "execution_started", "result_digest")
 
 
+def _revoked_by(trace: Trace, change: s.RuleChange, changes: tuple[s.RuleChange, ...]) -> tuple[str, ...]:
+    """The session's tools a change denies outright that were not denied outright before it."""
+    before = s.rules_in_force(trace, change.session_id, change.index, changes)
+    after = s.rules_in_force(trace, change.session_id, change.index + 1, changes)
+    return tuple(t for t in s.session_tool_names(trace, change.session_id)
+                 if after.denied_outright(t) is not None and before.denied_outright(t) is None)
+
+
 def check_l5_1(trace: Trace) -> Verdict:
+    """Every model request offers only tools the rules in force when it is sent allow: after
+    a rule change, a tool denied outright is absent from every request until the next change
+    (a request built across the change may follow either rule set); and an operation saved
+    before the change keeps its record (identity, args, decision, outcome, start, digest)
+    in every later read.
+
+    Exercised (the hard case): a model request sent after a change that revoked a tool the
+    session had (denied outright after the change, not before), or an operation saved
+    before such a change and read back after it.
+    """
     changes = s.rule_changes(trace)
     requests = s.model_requests(trace)
     exercised, violations = 0, []
@@ -39,12 +58,13 @@ def check_l5_1(trace: Trace) -> Verdict:
         session = change.session_id
         following = [c.index for c in changes[n + 1:] if c.session_id == session]
         stop = following[0] if following else None
+        revoking = bool(_revoked_by(trace, change, changes))
         for request in requests:
             if request.index <= change.index or request.data.get("session_id") != session:
                 continue
             if stop is not None and request.index > stop:
                 break
-            exercised += 1
+            exercised += int(revoking)
             states = s.request_rule_states(trace, request, changes)
             revoked = [t for t in request.data.get("tools", []) if all(st.denied_outright(t) for st in states)]
             if revoked:
@@ -58,7 +78,10 @@ def check_l5_1(trace: Trace) -> Verdict:
         saved = [op for op in before.observation.operations
                  if op.session_id == session and op.delivery is not Delivery.PENDING
                  and op.identity.execution_id not in waiting]  # an open escalation is not settled
-        exercised += len(saved)
+        if revoking:
+            exercised += sum(1 for op in saved if any(
+                p.index > change.index and s.find_op(p.observation, (op.session_id, op.identity.tool_call_id))
+                for p in trace.observations))
         for op in saved:
             key = (op.session_id, op.identity.tool_call_id)
             for point in trace.observations:
@@ -71,13 +94,21 @@ def check_l5_1(trace: Trace) -> Verdict:
                                            f"({', '.join(changed) if now is not None else 'record gone'})",
                                            before.index, change.index, point.index))
                     break
-    return judge("L5.1", exercised, violations, "no rule or permission version change")
+    return judge("L5.1", exercised, violations, "no rule change revoked a tool")
 
 
 # --------------------------------------------------------------------------- L5.2
 
 
 def check_l5_2(trace: Trace) -> Verdict:
+    """A call the model generated before a rule change, not yet started (no ledger row, no
+    start record) and not yet settled when the change landed, is judged by the newest rules:
+    when they deny it (hard constraint, capability, plan mode or explicit deny for this very
+    call), the ledger shows no execution of it before the next change.
+
+    Exercised (the hard case): such a call — generated under the old rules, still pending
+    when the change landed, and denied by the new ones.
+    """
     changes = s.rule_changes(trace)
     firsts = s.first_emissions(trace)
     exercised, violations = 0, []
@@ -113,7 +144,24 @@ def check_l5_2(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L5.3
 
 
+def _partly_denied(state: s.RuleState, tool: str) -> bool:
+    """A deny rule or hard constraint forbids some calls of ``tool`` but not all of them."""
+    if state.denied_outright(tool) is not None:
+        return False
+    rules = (*state.hard_constraints, *state.rules)
+    return any(F.value(r.effect) == "deny" and fnmatchcase(tool, r.tool) for r in rules)
+
+
 def check_l5_3(trace: Trace) -> Verdict:
+    """The tools a model request offers (as the world received it) are exactly the
+    session's tools not denied outright by the rules in force: no tool denied outright is
+    shown, no tool the session lacks is shown, and no usable tool is hidden — in particular
+    a rule that forbids one specific operation (a deny rule or hard constraint with a
+    pattern) leaves the tool visible, since its other calls can run.
+
+    Exercised (the hard case): a model request under rules that tell the two apart — some
+    tool of the session denied outright, or forbidden for specific operations only.
+    """
     changes = s.rule_changes(trace)
     exercised, violations = 0, []
     for request in s.model_requests(trace):
@@ -121,10 +169,12 @@ def check_l5_3(trace: Trace) -> Verdict:
         universe = set(s.session_tool_names(trace, session))
         if not universe:
             continue
-        exercised += 1
         visible = set(request.data.get("tools", []))
         attempts = []
-        for state in s.request_rule_states(trace, request, changes):
+        states = s.request_rule_states(trace, request, changes)
+        if any(st.denied_outright(t) is not None or _partly_denied(st, t) for st in states for t in universe):
+            exercised += 1
+        for state in states:
             problems = []
             shown = sorted(t for t in visible if state.denied_outright(t))
             if shown:
@@ -134,13 +184,17 @@ def check_l5_3(trace: Trace) -> Verdict:
                 problems.append(f"shows tools the session does not have: {', '.join(unknown)}")
             hidden = sorted(t for t in universe - visible if state.denied_outright(t) is None)
             if hidden:
-                problems.append(f"hides usable tools: {', '.join(hidden)}")
+                partly = [t for t in hidden if _partly_denied(state, t)]
+                problems.append(f"hides usable tools: {', '.join(hidden)}" + (
+                    f" ({', '.join(partly)} forbidden for specific operations only: the rest of its "
+                    "calls can run)" if partly else ""))
             attempts.append(problems)
         problems = min(attempts, key=len)  # the request may follow either rule set of a race
         if problems:
             violations.append(s.ev(f"model request {request.data.get('request_id')} " + "; ".join(problems),
                                    request.index))
-    return judge("L5.3", exercised, violations, "no model request in a session with tools")
+    return judge("L5.3", exercised, violations,
+                 "no model request under rules denying a tool outright or in part")
 
 
 # --------------------------------------------------------------------------- L5.4
@@ -275,7 +329,17 @@ def check_l5_4(trace: Trace) -> Verdict:
 
 
 def check_l5_5(trace: Trace) -> Verdict:
+    """The host result status a realtime ``result_saved`` event carries equals the world's
+    (the projection oracle's result from the ledger, refusals and crashes), the outcome the
+    store holds for the operation once saved, and the outcome of the tool message the model
+    next receives for it (until a later result of the same operation supersedes it).
+
+    Exercised (the hard case): an event whose status is not a plain success (not started,
+    failed, unknown) compared with the stored history or the conversation — where a runtime
+    that reports one status live and another in history would show.
+    """
     exercised, violations = 0, []
+    ops = F.operations(trace)
     saved = list(s.lifecycle_of(trace, "result_saved"))
     for n, (event, payload) in enumerate(saved):
         execution_id = str(payload.get("execution_id", ""))
@@ -285,7 +349,7 @@ def check_l5_5(trace: Trace) -> Verdict:
         # a later result of the same operation (an approved escalation...) supersedes this one
         superseded = [e.index for e, p in saved[n + 1:] if p.get("execution_id") == execution_id]
         horizon = superseded[0] if superseded else len(trace.events)
-        exercised += 1
+        compared = False
         outcome = (payload.get("data") or {}).get("outcome")
         if outcome is None:
             violations.append(s.ev(f"result_saved event of {key[1]} carries no host result status", event.index))
@@ -299,6 +363,10 @@ def check_l5_5(trace: Trace) -> Verdict:
                 world = f"event says {outcome} but the ledger says {s.expected_outcome(rows[-1])}"
         elif outcome == Outcome.NOT_STARTED.value and rows:
             world = "event says not_started but the ledger has its execution"
+        if world is None and key in ops:
+            result = O.world_result(trace, ops[key], event.index)
+            if result.outcome != outcome and (result.ran or outcome != Outcome.UNKNOWN.value):
+                world = f"event says {outcome} but the world says {result.outcome} ({result.grounds})"
         if world:
             violations.append(s.ev(f"{key[1]}: {world}", event.index, *(r.index for r in rows[-1:]), rows=rows[-1:]))
         for point in trace.observations:
@@ -307,6 +375,7 @@ def check_l5_5(trace: Trace) -> Verdict:
             op = s.find_op(point.observation, key)
             if op is None or op.delivery is Delivery.PENDING:
                 continue
+            compared = True
             if op.outcome.value != outcome:
                 violations.append(s.ev(f"realtime event says {key[1]} {outcome}, the stored history says "
                                        f"{op.outcome.value}", event.index, point.index))
@@ -317,11 +386,13 @@ def check_l5_5(trace: Trace) -> Verdict:
             message = s.tool_message(request, key[1])
             if message is None or message.get("outcome") is None:
                 continue
+            compared = True
             if message.get("outcome") != outcome:
                 violations.append(s.ev(f"realtime event says {key[1]} {outcome}, the conversation history says "
                                        f"{message.get('outcome')}", event.index, request.index))
             break
-    return judge("L5.5", exercised, violations, "no result_saved event")
+        exercised += int(compared and outcome != Outcome.SUCCEEDED.value)
+    return judge("L5.5", exercised, violations, "no result_saved event of a non-success compared with history")
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -345,14 +416,16 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L5.3", "l5", "Visibility equals capability",
         "The tools offered to the model are exactly the session's tools not denied outright by "
-        "the rules in force.",
-        "工具可见性与实际能力一致；",
+        "the rules in force; a rule that forbids one specific operation does not hide the tool.",
+        "权限规则区分整个工具禁用和具体操作禁止。 … 工具可见性与实际能力一致；",
         check_l5_3,
     ),
     Criterion(
         "L5.4", "l5", "UI agrees with backend",
         "Each projected status, reason and set of recovery actions equals what the authoritative "
-        "record gives, and the UI never offers retry for an unknown or denied operation.",
+        "result (as the world saw it) gives: no plain retry for an unknown operation or a "
+        "definite failure, and for a denial only resolutions that change the permission or the "
+        "conditions first.",
         "界面与后端一致显示原因和有效恢复动作。",
         check_l5_4, (Feature.WEB_PROJECTION,),
     ),

@@ -185,7 +185,12 @@ def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
 def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
-    served once or several times has exactly one record (and one identity)."""
+    served once or several times has exactly one record (and one identity), and every
+    ledger row of it runs under that execution id with the args the model emitted.
+
+    Exercised (the hard case): a call delivered more than once — served twice, or read back
+    after a crash/restart that came after it was first seen — whose records were judged.
+    """
     violations: list[Evidence] = []
     exercised = 0
     pts = F.points(trace)
@@ -207,8 +212,11 @@ def check_x2(trace: Trace) -> Verdict:
                     f"execution id {execution_id} is shared by different calls {sorted(keys)} "
                     f"at '{point.label}'", (point.index,)))
     final = pts[-1] if pts else None
+    restarts = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
     for op in F.operations(trace).values():
         judged = False
+        redelivered = len(op.served) > 1 or any(
+            op.first_seen < r and any(p.index > r for p, _ in op.views) for r in restarts)
         expected_exec = execution_id_for(op.session_id, op.tool_call_id)
         emitted_digest = args_digest(op.tool, op.args) if op.args_source in ("served", "ledger") else None
         known_versions = F.versions(trace, op.session_id)
@@ -261,9 +269,9 @@ def check_x2(trace: Trace) -> Verdict:
                     f"{F.describe(op)}: the model emitted this call "
                     f"({len(complete)} time(s)) but the final store has no record of it",
                     (complete[0].end_index, final.index)))
-        if judged:
+        if judged and redelivered:
             exercised += 1
-    return judge("X2", exercised, violations, "no call was served, executed or observed")
+    return judge("X2", exercised, violations, "no call was delivered twice or read back after a restart")
 
 
 # --------------------------------------------------------------------------- X3
@@ -272,7 +280,11 @@ def check_x2(trace: Trace) -> Verdict:
 def check_x3(trace: Trace) -> Verdict:
     """After a pre-call denial the loop goes on: the session's next model request carries
     the call's tool message with outcome not_started, and the turn is not reported
-    ``completed`` without such a request."""
+    ``completed`` without such a request.
+
+    Exercised (the hard case): a call denied before it ran (not by a cancellation) followed
+    by the session's next model request or by the end of its turn.
+    """
     violations: list[Evidence] = []
     exercised = 0
     returns = F.turn_returns(trace)
@@ -323,8 +335,12 @@ def check_x4(trace: Trace) -> Verdict:
     """reconciliation_required (or outcome unknown) only for an operation that may have
     executed and whose result is not known: a crash between its start record and its saved
     result, or a tool answer of kind unknown; never for a pre-call denial nor after its
-    result was seen saved. Judged: every flagged operation, and every operation a crash's
-    failpoint context names that the store was read back for after the crash."""
+    result was seen saved.
+
+    Exercised (the hard case): an operation flagged reconciliation_required/unknown, or an
+    operation a crash's failpoint context names and that the store was read back for after
+    the crash (where a dishonest runtime would flag it).
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -384,7 +400,11 @@ def _claims_not_executed(row) -> bool:
 def check_x5(trace: Trace) -> Verdict:
     """A ledger row whose output claims 'not executed' is still recorded by the host as
     executed: execution_started true (already while the tool runs) and an outcome other
-    than not_started, also in the tool message the model receives."""
+    than not_started, also in the tool message the model receives.
+
+    Exercised (the hard case): a ledger row whose output claims the tool did not run, with
+    the store read while or after it ran, or the model's next request carrying its result.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -624,8 +644,10 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Every operation exposes a permission (allow/ask/deny), an outcome (not_started/"
             "succeeded/failed/unknown) and a delivery (pending/recorded/projected), each set "
-            "by its own rule: a pre-call denial is deny with outcome not_started, never failed, "
-            "and an outcome that says the operation ran needs a real execution."
+            "by its own rule: a pre-call denial is deny with outcome not_started, never failed "
+            "(only it, or a start the host refused, is not_started); an outcome that says the "
+            "operation ran needs a real execution; recorded means the result is durably saved "
+            "and projected that the UI received it, after the save, never before."
         ),
         seed_clause=(
             "| 权限 | allow / ask / deny | 当前身份与规则是否允许这次操作开始？ | … "
@@ -689,9 +711,10 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="One lifecycle for every entry point",
         statement=(
-            "Terminal, web, user-app and ordinary tools go through the same permission gates: "
-            "no kind of tool executes what the rules in force do not authorize, and none skips "
-            "the permission decision."
+            "Terminal, web, user-app and ordinary tools go through the same permission gates "
+            "and the same retry policy: no kind of tool executes what the rules in force do not "
+            "authorize, none skips the permission decision, and none runs a retry loop of its "
+            "own."
         ),
         seed_clause="Terminal、Web、用户应用和普通工具通过现有公共入口使用同一生命周期，不建立各自的权限与重试框架。",
         check=check_x6,
