@@ -302,7 +302,7 @@ def action_problems(status: str, actions: frozenset[str], hard_denial: bool) -> 
     if extra:
         problems.append(f"a {status} operation offers {', '.join(extra)} (allowed: "
                         f"{', '.join(sorted(allowed)) or 'none'})")
-    if hard_denial:
+    if hard_denial and status == "denied":
         forbidden = sorted(actions & HARD_DENIAL_FORBIDDEN)
         if forbidden:
             problems.append(f"a hard-constraint denial offers {', '.join(forbidden)}; no approval or "
