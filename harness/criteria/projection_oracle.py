@@ -117,14 +117,19 @@ def _attempts(op: F.Op, before: int) -> list[TraceEvent]:
 
 def _mid_execution_crash(trace: Trace, op: F.Op, before: int) -> TraceEvent | None:
     """The latest crash before ``before`` at a failpoint between this op's start record and
-    its saved result that names it (or names no op and follows its latest attempt)."""
+    its saved result that names it — or names no operation while this one was the latest of
+    its session seen before the crash (as :func:`facts.crashed_mid_execution` attributes it)."""
     found = None
+    ops: dict[F.OpKey, F.Op] | None = None
     for crash, name, context in F.crash_points(trace):
         if crash.index >= before or name not in F.CRASH_AFTER_START:
             continue
         named = F.context_names_op(context, op)
-        if named or (named is None and op.first_seen < crash.index
-                     and any(e.index < crash.index for e in (*op.rows, *op.unavailable))):
+        if named is None and op.first_seen < crash.index:
+            ops = F.operations(trace) if ops is None else ops
+            others = [o for o in ops.values() if o.session_id == op.session_id and o.first_seen < crash.index]
+            named = bool(others) and max(others, key=lambda o: o.first_seen).key == op.key
+        if named:
             found = crash
     return found
 

@@ -191,3 +191,15 @@ def test_publications_of_an_operation_by_call_id_or_execution_id():
     pubs = O.publications(trace)
     assert len(O.publications_of(pubs, _op(b))) == 2
     assert O.op_of(F.operations(trace), pubs[1]).tool_call_id == "c1"
+
+
+def test_a_crash_naming_no_operation_is_attributed_to_the_latest_one_of_the_session():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c0", "write_file", W)])
+    b.executed("s1", "c0", "write_file", W)
+    b.model("s1", [call("c1", "write_file", W)])
+    b.crash("after_start_recorded", context={})
+    trace = b.build()
+    ops = F.operations(trace)
+    assert O.world_result(trace, ops[("s1", "c1")], b.last + 1).outcome == "unknown"
+    assert O.world_result(trace, ops[("s1", "c0")], b.last + 1).outcome == "succeeded"
