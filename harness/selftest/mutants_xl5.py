@@ -77,6 +77,16 @@ MUTANTS: tuple[Mutant, ...] = (
         trust_class="catalogue",
     ),
     Mutant(
+        "web-tool-skips-common-retry",
+        "web tools opt out of the common retry policy (their client 'handles errors itself'): "
+        "a transient error of an idempotent web tool is never retried while ordinary tools are",
+        ("X6",),
+        edits(edit(EX, find="            if failure_policy.may_retry_result(result, idempotent, attempts - 1, retries_max):\n",
+                   replace="            if failure_policy.may_retry_result(result, idempotent, attempts - 1, retries_max) and (\n"
+                           "                    session.tool_kind(op.tool) is not ToolKind.WEB):  # the web client handles errors\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
         "deny-rule-hides-whole-tool",
         "a deny rule that forbids one specific operation of a tool (a command pattern, a URL) "
         "hides the whole tool from the model",
