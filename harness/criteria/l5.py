@@ -252,8 +252,8 @@ def check_l5_4(trace: Trace) -> Verdict:
             violations.append(s.ev(f"UI shows {pub.key[1] or pub.execution_id}, an operation the world "
                                    "never served, ran or prompted for", pub.event.index))
             continue
-        store = O.store_view_for(trace, op, pub)
-        expected, problems = O.judge_publication(trace, op, pub, store)
+        store, store_waiting = O.store_view_for(trace, op, pub)
+        expected, problems = O.judge_publication(trace, op, pub, store, store_waiting)
         probe = O.probe_at(trace, pub.event, "probe:ui_publish")
         if probe is not None:
             problems += _projection_problems(pub.data, probe.observation)
@@ -284,7 +284,7 @@ def check_l5_4(trace: Trace) -> Verdict:
             if not shown or cut_since(shown[-1].event.index, op.session_id):
                 continue  # no publication is X1's business; a cut pipeline is not at rest
             latest = shown[-1]
-            expected = O.expected_view(trace, op, point.index + 1, view)
+            expected = O.expected_view(trace, op, point.index + 1, view, O.waits_pending_in(point, op))
             if expected is None:
                 continue
             stale = []

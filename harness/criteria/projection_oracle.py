@@ -196,12 +196,19 @@ def hard_constraint_denies(trace: Trace, op: F.Op) -> bool:
     return any(F.rule_matches(rule, op.tool, op.args) for rule in cfg.hard_constraints)
 
 
-def expected_view(trace: Trace, op: F.Op, before: int, store: OperationView | None) -> ExpectedView | None:
+def expected_view(trace: Trace, op: F.Op, before: int, store: OperationView | None,
+                  store_wait_pending: bool = False) -> ExpectedView | None:
     """What the UI must show for ``op`` through event ``before - 1``; ``None`` when the
-    operation neither ran nor has a record saying how it was decided (nothing to expect)."""
+    operation neither ran nor has a record saying how it was decided (nothing to expect).
+
+    ``store_wait_pending``: the store holds a pending approval wait for it. A wait committed
+    but not yet prompted may already be shown as awaiting approval (the UI can be where the
+    owner answers), so it counts as pending although the world saw no prompt yet."""
     result = world_result(trace, op, before)
     pending = wait_pending(trace, op, before)
     store_used = False
+    if pending is False and store_wait_pending:
+        pending, store_used = True, True
     permission: str | None = Permission.ALLOW.value if result.ran else None
     decided_by: str | None = None
     if not result.ran and result.failure_kind is None:
@@ -217,11 +224,7 @@ def expected_view(trace: Trace, op: F.Op, before: int, store: OperationView | No
             permission, decided_by = F.value(store.permission), F.value(store.decided_by)
             store_used = True
         if pending is None:  # withdrawn or not: only the store knows
-            if store is None:
-                return None
-            pending = F.value(store.outcome) == Outcome.NOT_STARTED.value and any(
-                a is RecoveryAction.APPROVE or F.value(a) == "approve" for a in store.recovery_actions)
-            store_used = True
+            pending, store_used = store_wait_pending, True
     elif store is not None and not result.ran:
         permission, decided_by = F.value(store.permission), F.value(store.decided_by)
     status, actions = expected_projection(
@@ -315,9 +318,10 @@ def action_problems(status: str, actions: frozenset[str], hard_denial: bool) -> 
     return problems
 
 
-def judge_publication(trace: Trace, op: F.Op, pub: Publication, store: OperationView | None) -> tuple[ExpectedView | None, list[str]]:
+def judge_publication(trace: Trace, op: F.Op, pub: Publication, store: OperationView | None,
+                      store_wait_pending: bool = False) -> tuple[ExpectedView | None, list[str]]:
     """Problems of one publication against the oracle (status, outcome, actions, reason)."""
-    expected = expected_view(trace, op, pub.event.index, store)
+    expected = expected_view(trace, op, pub.event.index, store, store_wait_pending)
     problems = []
     if expected is None:
         problems += action_problems(pub.status, pub.actions, False) if pub.status in ALLOWED_ACTIONS else []
@@ -349,11 +353,22 @@ def op_of(ops: dict[F.OpKey, F.Op], pub: Publication) -> F.Op | None:
     return None
 
 
-def store_view_for(trace: Trace, op: F.Op, pub: Publication) -> OperationView | None:
+def waits_pending_in(point: ObservationPoint | None, op: F.Op) -> bool:
+    """Does the store read at ``point`` hold a pending approval wait for ``op``?"""
+    if point is None:
+        return False
+    exec_ids = {execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views}
+    return any(F.value(w.status) == "pending" and (w.execution_id in exec_ids or (
+        w.session_id, w.tool_call_id) == op.key) for w in point.observation.approval_waits)
+
+
+def store_view_for(trace: Trace, op: F.Op, pub: Publication) -> tuple[OperationView | None, bool]:
     """The store's record of ``op`` while the UI received ``pub`` (its probe), else the
-    latest read before it."""
+    latest read before it; and whether that read holds a pending wait for it."""
     probe = probe_at(trace, pub.event, "probe:ui_publish")
     if probe is not None:
-        return view_in(probe, op)
+        return view_in(probe, op), waits_pending_in(probe, op)
     seen = op.view_at(pub.event.index)
-    return seen[1] if seen is not None else None
+    if seen is None:
+        return None, False
+    return seen[1], waits_pending_in(seen[0], op)

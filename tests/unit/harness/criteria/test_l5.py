@@ -425,3 +425,21 @@ def test_l5_4_a_plain_success_does_not_exercise_it():
     tb.publish(projection_of(op(W)))
     tb.observe("probe:ui_publish", Observation(operations=(op(W),)))
     assert check("L5.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l5_4_a_wait_shown_in_the_ui_before_the_prompt_is_awaiting_approval():
+    """The UI may be where the owner answers: a committed wait, not prompted yet, shows as
+    awaiting approval."""
+    ask = SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "write_file"),))
+    tb = TB(ask)
+    tb.respond("s1", (W,))
+    record = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE, outcome=Outcome.NOT_STARTED,
+                delivery=Delivery.PENDING)
+    index = tb.publish(projection_of(record, wait_pending=True))
+    tb.observe("probe:ui_publish", Observation(operations=(record,), approval_waits=(wait("w1", W),)))
+    assert_pass(check("L5.4", tb.build()))
+    tb2 = TB(ask)
+    tb2.respond("s1", (W,))
+    index = tb2.publish(projection_of(record, wait_pending=True))
+    tb2.observe("probe:ui_publish", Observation(operations=(record,)))  # no wait anywhere
+    assert_fail_at(check("L5.4", tb2.build()), index)
