@@ -8,6 +8,7 @@ capability, or plan mode (non-read tools) refuses every call of it.
 
 from __future__ import annotations
 
+from fnmatch import fnmatchcase
 from typing import Any
 
 from harness.contract import (
@@ -20,7 +21,9 @@ from harness.contract import (
     WaitStatus,
     expected_projection,
 )
+from harness.criteria import facts as F
 from harness.criteria import lm_support as s
+from harness.criteria import projection_oracle as O
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Kind, Trace
 
@@ -29,7 +32,25 @@ from harness.trace import Kind, Trace
 KEPT_FIELDS = ("identity", "tool", "args", "permission", "decided_by", "outcome", "execution_started", "result_digest")
 
 
+def _revoked_by(trace: Trace, change: s.RuleChange, changes: tuple[s.RuleChange, ...]) -> tuple[str, ...]:
+    """The session's tools a change denies outright that were not denied outright before it."""
+    before = s.rules_in_force(trace, change.session_id, change.index, changes)
+    after = s.rules_in_force(trace, change.session_id, change.index + 1, changes)
+    return tuple(t for t in s.session_tool_names(trace, change.session_id)
+                 if after.denied_outright(t) is not None and before.denied_outright(t) is None)
+
+
 def check_l5_1(trace: Trace) -> Verdict:
+    """Every model request offers only tools the rules in force when it is sent allow: after
+    a rule change, a tool denied outright is absent from every request until the next change
+    (a request built across the change may follow either rule set); and an operation saved
+    before the change keeps its record (identity, args, decision, outcome, start, digest)
+    in every later read.
+
+    Exercised (the hard case): a model request sent after a change that revoked a tool the
+    session had (denied outright after the change, not before), or an operation saved
+    before such a change and read back after it.
+    """
     changes = s.rule_changes(trace)
     requests = s.model_requests(trace)
     exercised, violations = 0, []
@@ -37,12 +58,13 @@ def check_l5_1(trace: Trace) -> Verdict:
         session = change.session_id
         following = [c.index for c in changes[n + 1:] if c.session_id == session]
         stop = following[0] if following else None
+        revoking = bool(_revoked_by(trace, change, changes))
         for request in requests:
             if request.index <= change.index or request.data.get("session_id") != session:
                 continue
             if stop is not None and request.index > stop:
                 break
-            exercised += 1
+            exercised += int(revoking)
             states = s.request_rule_states(trace, request, changes)
             revoked = [t for t in request.data.get("tools", []) if all(st.denied_outright(t) for st in states)]
             if revoked:
@@ -56,7 +78,10 @@ def check_l5_1(trace: Trace) -> Verdict:
         saved = [op for op in before.observation.operations
                  if op.session_id == session and op.delivery is not Delivery.PENDING
                  and op.identity.execution_id not in waiting]  # an open escalation is not settled
-        exercised += len(saved)
+        if revoking:
+            exercised += sum(1 for op in saved if any(
+                p.index > change.index and s.find_op(p.observation, (op.session_id, op.identity.tool_call_id))
+                for p in trace.observations))
         for op in saved:
             key = (op.session_id, op.identity.tool_call_id)
             for point in trace.observations:
@@ -69,13 +94,21 @@ def check_l5_1(trace: Trace) -> Verdict:
                                            f"({', '.join(changed) if now is not None else 'record gone'})",
                                            before.index, change.index, point.index))
                     break
-    return judge("L5.1", exercised, violations, "no rule or permission version change")
+    return judge("L5.1", exercised, violations, "no rule change revoked a tool")
 
 
 # --------------------------------------------------------------------------- L5.2
 
 
 def check_l5_2(trace: Trace) -> Verdict:
+    """A call the model generated before a rule change, not yet started (no ledger row, no
+    start record) and not yet settled when the change landed, is judged by the newest rules:
+    when they deny it (hard constraint, capability, plan mode or explicit deny for this very
+    call), the ledger shows no execution of it before the next change.
+
+    Exercised (the hard case): such a call — generated under the old rules, still pending
+    when the change landed, and denied by the new ones.
+    """
     changes = s.rule_changes(trace)
     firsts = s.first_emissions(trace)
     exercised, violations = 0, []
@@ -111,7 +144,24 @@ def check_l5_2(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L5.3
 
 
+def _partly_denied(state: s.RuleState, tool: str) -> bool:
+    """A deny rule or hard constraint forbids some calls of ``tool`` but not all of them."""
+    if state.denied_outright(tool) is not None:
+        return False
+    rules = (*state.hard_constraints, *state.rules)
+    return any(F.value(r.effect) == "deny" and fnmatchcase(tool, r.tool) for r in rules)
+
+
 def check_l5_3(trace: Trace) -> Verdict:
+    """The tools a model request offers (as the world received it) are exactly the
+    session's tools not denied outright by the rules in force: no tool denied outright is
+    shown, no tool the session lacks is shown, and no usable tool is hidden — in particular
+    a rule that forbids one specific operation (a deny rule or hard constraint with a
+    pattern) leaves the tool visible, since its other calls can run.
+
+    Exercised (the hard case): a model request under rules that tell the two apart — some
+    tool of the session denied outright, or forbidden for specific operations only.
+    """
     changes = s.rule_changes(trace)
     exercised, violations = 0, []
     for request in s.model_requests(trace):
@@ -119,10 +169,12 @@ def check_l5_3(trace: Trace) -> Verdict:
         universe = set(s.session_tool_names(trace, session))
         if not universe:
             continue
-        exercised += 1
         visible = set(request.data.get("tools", []))
         attempts = []
-        for state in s.request_rule_states(trace, request, changes):
+        states = s.request_rule_states(trace, request, changes)
+        if any(st.denied_outright(t) is not None or _partly_denied(st, t) for st in states for t in universe):
+            exercised += 1
+        for state in states:
             problems = []
             shown = sorted(t for t in visible if state.denied_outright(t))
             if shown:
@@ -132,13 +184,17 @@ def check_l5_3(trace: Trace) -> Verdict:
                 problems.append(f"shows tools the session does not have: {', '.join(unknown)}")
             hidden = sorted(t for t in universe - visible if state.denied_outright(t) is None)
             if hidden:
-                problems.append(f"hides usable tools: {', '.join(hidden)}")
+                partly = [t for t in hidden if _partly_denied(state, t)]
+                problems.append(f"hides usable tools: {', '.join(hidden)}" + (
+                    f" ({', '.join(partly)} forbidden for specific operations only: the rest of its "
+                    "calls can run)" if partly else ""))
             attempts.append(problems)
         problems = min(attempts, key=len)  # the request may follow either rule set of a race
         if problems:
             violations.append(s.ev(f"model request {request.data.get('request_id')} " + "; ".join(problems),
                                    request.index))
-    return judge("L5.3", exercised, violations, "no model request in a session with tools")
+    return judge("L5.3", exercised, violations,
+                 "no model request under rules denying a tool outright or in part")
 
 
 # --------------------------------------------------------------------------- L5.4
@@ -168,47 +224,85 @@ def _projection_problems(projection: dict[str, Any], obs: Observation) -> list[s
 
 
 def check_l5_4(trace: Trace) -> Verdict:
+    """What the UI shows is what the projection oracle expects, and the store agrees.
+
+    First witness, the world: every ``UI_PUBLISH`` is judged against
+    :func:`~harness.criteria.projection_oracle.expected_view` at that moment (outcome from
+    the ledger, refusals and crashes; pending wait from prompts and answers; status and the
+    exact set of recovery actions through ``expected_projection``), and against
+    ``ALLOWED_ACTIONS`` (no plain retry for an unknown operation, a definite failure or a
+    denial; a denial only offers a rule change or an edit of the call; a hard-constraint
+    denial no rule change). A non-success status must carry a reason. At every point at rest,
+    the latest publication of each operation the store calls ``projected`` must still be what
+    the oracle expects (a UI left showing a stale state fails).
+
+    Second witness, ``inspect()``: the record read while the UI received the publication
+    holds the operation, its reason equals the published one, and its recovery actions are
+    the oracle's; each stored projection equals what the UI last received for it.
+
+    Exercised (the hard case): a publication of an operation in a state that offers or
+    forbids recovery actions — anything but a plain success — judged against the oracle.
+    """
     exercised, violations = 0, []
-    publishes = list(trace.of_kind(Kind.UI_PUBLISH))
-    final = s.final_point(trace)
-    for n, event in enumerate(publishes):
-        projection = event.data.get("projection") or {}
-        key = (projection.get("session_id", ""), projection.get("tool_call_id", ""))
-        exercised += 1
-        problems = []
-        actions = set(projection.get("recovery_actions") or ())
-        if RecoveryAction.RETRY.value in actions and (
-                projection.get("outcome") == Outcome.UNKNOWN.value or projection.get("permission") == Permission.DENY.value):
-            problems.append("offers retry for an unknown or denied operation")
-        rows = [r for r in s.ledger_rows_for(trace, key) if r.index < event.index]
-        if projection.get("outcome") in (Outcome.SUCCEEDED.value, Outcome.FAILED.value) and not rows:
-            problems.append(f"shows {projection.get('outcome')} but the ledger has no execution")
-        if projection.get("outcome") == Outcome.NOT_STARTED.value and rows:
-            problems.append("shows not started but the ledger has its execution")
-        probe = s.probe_for(trace, event, "probe:ui_publish")
-        last = not any(p.data.get("projection", {}).get("execution_id") == projection.get("execution_id")
-                       for p in publishes[n + 1:])
-        point = probe or (final if last and trace.completed and final is not None and final.index >= event.index else None)
-        if point is not None:
-            problems += _projection_problems(projection, point.observation)
+    ops = F.operations(trace)
+    pubs = O.publications(trace)
+    for pub in pubs:
+        op = O.op_of(ops, pub)
+        if op is None:
+            violations.append(s.ev(f"UI shows {pub.key[1] or pub.execution_id}, an operation the world "
+                                   "never served, ran or prompted for", pub.event.index))
+            continue
+        store, store_waiting = O.store_view_for(trace, op, pub)
+        expected, problems = O.judge_publication(trace, op, pub, store, store_waiting)
+        probe = O.probe_at(trace, pub.event, "probe:ui_publish")
+        if probe is not None:
+            problems += _projection_problems(pub.data, probe.observation)
+            if store is not None and expected is not None and not expected.store_used:
+                stored = {F.value(a) for a in store.recovery_actions}
+                if store.delivery is not Delivery.PENDING and stored != expected.actions:
+                    problems.append(f"inspect() gives actions {sorted(stored)}, the oracle "
+                                    f"{sorted(expected.actions)}")
+        if expected is not None and expected.status != "succeeded":
+            exercised += 1
         if problems:
-            violations.append(s.ev(f"UI shows {key[1]} unlike the backend: " + "; ".join(problems),
-                                   event.index, *((point.index,) if point is not None else ()), rows=rows[-1:]))
+            rows = op.rows[-1:]
+            violations.append(s.ev(f"UI shows {pub.key[1]} unlike the oracle: " + "; ".join(dict.fromkeys(problems)),
+                                   pub.event.index, *((probe.index,) if probe is not None else ()),
+                                   *(expected.result.evidence if expected is not None else ()), rows=rows))
     cuts = s.interruptions(trace)
     restarts = [e.index for e in trace.of_kind(Kind.RESTART)]
     for point in s.durable_points_after(trace, 0, ("quiescent", "final")):
-        latest: dict[str, Any] = {}
+        def cut_since(since: int, session_id: str) -> bool:
+            cut = [c.index for c in cuts if since < c.index < point.index and c.session_id in ("", session_id)]
+            return bool(cut) and not any(cut[-1] < r < point.index for r in restarts)
+
+        for op in ops.values():
+            view = O.view_in(point, op)
+            if view is None or view.delivery is not Delivery.PROJECTED:
+                continue
+            shown = O.publications_of(pubs, op, point.index + 1)
+            if not shown or cut_since(shown[-1].event.index, op.session_id):
+                continue  # no publication is X1's business; a cut pipeline is not at rest
+            latest = shown[-1]
+            expected = O.expected_view(trace, op, point.index + 1, view, O.waits_pending_in(point, op))
+            if expected is None:
+                continue
+            stale = []
+            if latest.status != expected.status or latest.outcome != expected.outcome:
+                stale.append(f"shows {latest.status}/{latest.outcome}, the oracle expects "
+                             f"{expected.status}/{expected.outcome}")
+            if latest.actions != expected.actions:
+                stale.append(f"offers {sorted(latest.actions)}, the oracle expects {sorted(expected.actions)}")
+            if stale:
+                violations.append(s.ev(f"at '{point.label}' the UI still shows {op.tool_call_id} unlike the "
+                                       "oracle: " + "; ".join(stale), latest.event.index, point.index))
+        latest_stored: dict[str, Any] = {}
         for projection in point.observation.projections:
-            latest[projection.execution_id] = projection
-        for projection in latest.values():
-            published = [e.index for e in publishes if e.index <= point.index
-                         and (e.data.get("projection") or {}).get("execution_id") == projection.execution_id]
-            since = published[-1] if published else -1
-            cut = [c.index for c in cuts if since < c.index < point.index
-                   and c.session_id in ("", projection.session_id)]
-            if cut and not any(cut[-1] < r < point.index for r in restarts):
+            latest_stored[projection.execution_id] = projection
+        for projection in latest_stored.values():
+            received = [p for p in pubs if p.event.index <= point.index and p.execution_id == projection.execution_id]
+            if received and cut_since(received[-1].event.index, projection.session_id):
                 continue  # its pipeline was cut short and nothing has recovered it yet
-            exercised += 1
             data = {
                 "session_id": projection.session_id, "tool_call_id": projection.tool_call_id,
                 "execution_id": projection.execution_id, "status": projection.status,
@@ -217,17 +311,35 @@ def check_l5_4(trace: Trace) -> Verdict:
                 "reason": projection.reason,
             }
             problems = _projection_problems(data, point.observation)
+            if not received:
+                problems.append("the store holds a projection the UI never received")
+            elif (received[-1].status, received[-1].actions, received[-1].outcome) != (
+                    projection.status, frozenset(data["recovery_actions"]), projection.outcome.value):
+                problems.append(f"the store says the UI shows {projection.status} "
+                                f"{sorted(data['recovery_actions'])}, the UI received {received[-1].status} "
+                                f"{sorted(received[-1].actions)}")
             if problems:
-                violations.append(s.ev(f"stored projection of {projection.tool_call_id} disagrees with its record: "
-                                       + "; ".join(problems), point.index))
-    return judge("L5.4", exercised, violations, "no UI projection")
+                violations.append(s.ev(f"stored projection of {projection.tool_call_id} disagrees: "
+                                       + "; ".join(problems), point.index,
+                                       *((received[-1].event.index,) if received else ())))
+    return judge("L5.4", exercised, violations, "no publication of a non-success state")
 
 
 # --------------------------------------------------------------------------- L5.5
 
 
 def check_l5_5(trace: Trace) -> Verdict:
+    """The host result status a realtime ``result_saved`` event carries equals the world's
+    (the projection oracle's result from the ledger, refusals and crashes), the outcome the
+    store holds for the operation once saved, and the outcome of the tool message the model
+    next receives for it (until a later result of the same operation supersedes it).
+
+    Exercised (the hard case): an event whose status is not a plain success (not started,
+    failed, unknown) compared with the stored history or the conversation — where a runtime
+    that reports one status live and another in history would show.
+    """
     exercised, violations = 0, []
+    ops = F.operations(trace)
     saved = list(s.lifecycle_of(trace, "result_saved"))
     for n, (event, payload) in enumerate(saved):
         execution_id = str(payload.get("execution_id", ""))
@@ -237,7 +349,7 @@ def check_l5_5(trace: Trace) -> Verdict:
         # a later result of the same operation (an approved escalation...) supersedes this one
         superseded = [e.index for e, p in saved[n + 1:] if p.get("execution_id") == execution_id]
         horizon = superseded[0] if superseded else len(trace.events)
-        exercised += 1
+        compared = False
         outcome = (payload.get("data") or {}).get("outcome")
         if outcome is None:
             violations.append(s.ev(f"result_saved event of {key[1]} carries no host result status", event.index))
@@ -251,6 +363,10 @@ def check_l5_5(trace: Trace) -> Verdict:
                 world = f"event says {outcome} but the ledger says {s.expected_outcome(rows[-1])}"
         elif outcome == Outcome.NOT_STARTED.value and rows:
             world = "event says not_started but the ledger has its execution"
+        if world is None and key in ops:
+            result = O.world_result(trace, ops[key], event.index)
+            if result.outcome != outcome and (result.ran or outcome != Outcome.UNKNOWN.value):
+                world = f"event says {outcome} but the world says {result.outcome} ({result.grounds})"
         if world:
             violations.append(s.ev(f"{key[1]}: {world}", event.index, *(r.index for r in rows[-1:]), rows=rows[-1:]))
         for point in trace.observations:
@@ -259,6 +375,7 @@ def check_l5_5(trace: Trace) -> Verdict:
             op = s.find_op(point.observation, key)
             if op is None or op.delivery is Delivery.PENDING:
                 continue
+            compared = True
             if op.outcome.value != outcome:
                 violations.append(s.ev(f"realtime event says {key[1]} {outcome}, the stored history says "
                                        f"{op.outcome.value}", event.index, point.index))
@@ -269,11 +386,13 @@ def check_l5_5(trace: Trace) -> Verdict:
             message = s.tool_message(request, key[1])
             if message is None or message.get("outcome") is None:
                 continue
+            compared = True
             if message.get("outcome") != outcome:
                 violations.append(s.ev(f"realtime event says {key[1]} {outcome}, the conversation history says "
                                        f"{message.get('outcome')}", event.index, request.index))
             break
-    return judge("L5.5", exercised, violations, "no result_saved event")
+        exercised += int(compared and outcome != Outcome.SUCCEEDED.value)
+    return judge("L5.5", exercised, violations, "no result_saved event of a non-success compared with history")
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -297,14 +416,16 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L5.3", "l5", "Visibility equals capability",
         "The tools offered to the model are exactly the session's tools not denied outright by "
-        "the rules in force.",
-        "工具可见性与实际能力一致；",
+        "the rules in force; a rule that forbids one specific operation does not hide the tool.",
+        "权限规则区分整个工具禁用和具体操作禁止。 … 工具可见性与实际能力一致；",
         check_l5_3,
     ),
     Criterion(
         "L5.4", "l5", "UI agrees with backend",
         "Each projected status, reason and set of recovery actions equals what the authoritative "
-        "record gives, and the UI never offers retry for an unknown or denied operation.",
+        "result (as the world saw it) gives: no plain retry for an unknown operation or a "
+        "definite failure, and for a denial only resolutions that change the permission or the "
+        "conditions first.",
         "界面与后端一致显示原因和有效恢复动作。",
         check_l5_4, (Feature.WEB_PROJECTION,),
     ),

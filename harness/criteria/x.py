@@ -8,9 +8,12 @@ what gets judged against it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from harness.contract import (
     Delivery,
     EventType,
+    FailureKind,
     Outcome,
     Permission,
     ToolKind,
@@ -18,8 +21,9 @@ from harness.contract import (
     execution_id_for,
 )
 from harness.criteria import facts as F
+from harness.criteria import projection_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.trace import Kind, Trace
+from harness.trace import Kind, Trace, TraceEvent
 
 STAGE = "x"
 
@@ -38,15 +42,32 @@ def _ev(note: str, indexes=(), rows=()) -> Evidence:
 
 
 def check_x1(trace: Trace) -> Verdict:
-    """Each stored operation's permission/outcome/delivery are values of their own sets,
-    and each follows its own rule: a pre-call denial is ``deny``/``not_started`` (never
-    ``failed``), and a settled outcome (succeeded/failed) needs a run the ledger saw."""
+    """Three states, each set by its own rule and tied to what really happened.
+
+    * every stored permission/outcome/delivery is a value of its own set;
+    * outcome: a pre-call denial (deny, no ledger row) is ``not_started``, never ``failed``;
+      only a pre-call denial or a start the world refused (``TOOL_UNAVAILABLE``, no row) is
+      saved as ``not_started``; a saved succeeded/failed needs a ledger row and equals the
+      outcome of the operation's last run (the projection oracle's world result);
+    * delivery ``recorded``/``projected`` is tied to the real save and the real publication:
+      every UI publication of a settled status finds, in the store read while the UI
+      received it, the result already saved with that outcome (projection after the save,
+      never before); a store that says ``projected`` has a UI publication of that outcome
+      for the operation at or before that read.
+
+    Exercised (the hard case): a saved result read back from the store and judged against
+    the world — its outcome against the ledger, and for ``projected`` against the UI
+    publication — or a publication of a settled status judged against the save.
+    """
     violations: list[Evidence] = []
     exercised = 0
-    for op in F.operations(trace).values():
+    pubs = O.publications(trace)
+    ops = F.operations(trace)
+    for op in ops.values():
         if not op.views:
             continue
-        exercised += 1
+        judged = False
+        unpublished_reported = False
         for point, view in op.views:
             permission, outcome, delivery = (
                 F.value(view.permission), F.value(view.outcome), F.value(view.delivery)
@@ -64,19 +85,81 @@ def check_x1(trace: Trace) -> Verdict:
                     + ", ".join(bad), (point.index,)))
                 continue
             ran_before = [r for r in op.rows if r.index <= point.index]
+            refused_before = [u for u in op.unavailable if u.index <= point.index]
             if permission == "deny" and not ran_before and outcome != "not_started":
                 violations.append(_ev(
                     f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
                     f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
                     (point.index,)))
-            elif outcome in ("succeeded", "failed") and not ran_before and op.served:
+                continue
+            if outcome in ("succeeded", "failed") and not ran_before and op.served:
                 # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
                 # either: failed would claim a run with possible partial effects
                 violations.append(_ev(
                     f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
                     f"no execution before this observation; outcome must answer 'did it run'",
                     (point.index,)))
-    return judge("X1", exercised, violations, "no operation was observed in the durable store")
+                continue
+            if delivery == "pending":
+                continue
+            judged = True
+            if outcome == "not_started":
+                if ran_before:
+                    violations.append(_ev(
+                        f"{F.describe(op)} at '{point.label}': saved as not_started though the ledger "
+                        f"shows its execution", (point.index, ran_before[-1].index),
+                        (int(ran_before[-1].data.get("ledger_seq", -1)),)))
+                elif permission != "deny" and not refused_before:
+                    violations.append(_ev(
+                        f"{F.describe(op)} at '{point.label}': saved as not_started with permission "
+                        f"{permission!r}; only a pre-call denial or a start the world refused is "
+                        f"not_started", (point.index,)))
+            elif outcome in ("succeeded", "failed"):
+                world = O.world_result(trace, op, point.index + 1)
+                # read mid-pipeline, the store may still hold the result of the run before
+                # the one in flight (an escalated re-run, before its save)
+                in_flight = (O.world_result(trace, op, ran_before[-1].index).outcome
+                             if point.label.startswith("probe:") else None)
+                if world.outcome in ("succeeded", "failed") and outcome not in (world.outcome, in_flight):
+                    violations.append(_ev(
+                        f"{F.describe(op)} at '{point.label}': saved as {outcome!r}, the world says "
+                        f"{world.outcome!r} ({world.grounds})", (point.index, *world.evidence),
+                        tuple(int(r.data.get("ledger_seq", -1)) for r in ran_before[-1:])))
+            if delivery == "projected" and not unpublished_reported:
+                shown = O.publications_of(pubs, op, point.index + 1)
+                matching = [p for p in shown if p.outcome == outcome]
+                unpublished_reported = not matching  # once per operation: the first read says it
+                if not shown:
+                    violations.append(_ev(
+                        f"{F.describe(op)} at '{point.label}': delivery is projected but the UI never "
+                        f"received a projection of it", (point.index,)))
+                elif not matching:
+                    violations.append(_ev(
+                        f"{F.describe(op)} at '{point.label}': delivery is projected with outcome "
+                        f"{outcome!r} but the UI only received {sorted({p.outcome for p in shown})}",
+                        (point.index, shown[-1].event.index)))
+        if judged:
+            exercised += 1
+    for pub in pubs:
+        if pub.status not in O.SETTLED_STATUSES:
+            continue
+        op = O.op_of(ops, pub)
+        probe = O.probe_at(trace, pub.event, "probe:ui_publish")
+        if op is None or probe is None:
+            continue
+        exercised += 1
+        view = O.view_in(probe, op)
+        if view is None or F.value(view.delivery) == "pending":
+            violations.append(_ev(
+                f"{F.describe(op)}: the UI was shown {pub.status!r} before its result was saved "
+                f"(the store read while the UI received it has "
+                f"{'no record' if view is None else 'delivery pending'}); the projection comes after "
+                f"the save", (pub.event.index, probe.index)))
+        elif F.value(view.outcome) != pub.outcome:
+            violations.append(_ev(
+                f"{F.describe(op)}: the UI was shown outcome {pub.outcome!r} while the saved result "
+                f"says {F.value(view.outcome)!r}", (pub.event.index, probe.index)))
+    return judge("X1", exercised, violations, "no saved result was read back from the store")
 
 
 # --------------------------------------------------------------------------- X2
@@ -102,7 +185,12 @@ def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
 def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
-    served once or several times has exactly one record (and one identity)."""
+    served once or several times has exactly one record (and one identity), and every
+    ledger row of it runs under that execution id with the args the model emitted.
+
+    Exercised (the hard case): a call delivered more than once — served twice, or read back
+    after a crash/restart that came after it was first seen — whose records were judged.
+    """
     violations: list[Evidence] = []
     exercised = 0
     pts = F.points(trace)
@@ -124,8 +212,11 @@ def check_x2(trace: Trace) -> Verdict:
                     f"execution id {execution_id} is shared by different calls {sorted(keys)} "
                     f"at '{point.label}'", (point.index,)))
     final = pts[-1] if pts else None
+    restarts = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
     for op in F.operations(trace).values():
         judged = False
+        redelivered = len(op.served) > 1 or any(
+            op.first_seen < r and any(p.index > r for p, _ in op.views) for r in restarts)
         expected_exec = execution_id_for(op.session_id, op.tool_call_id)
         emitted_digest = args_digest(op.tool, op.args) if op.args_source in ("served", "ledger") else None
         known_versions = F.versions(trace, op.session_id)
@@ -178,9 +269,9 @@ def check_x2(trace: Trace) -> Verdict:
                     f"{F.describe(op)}: the model emitted this call "
                     f"({len(complete)} time(s)) but the final store has no record of it",
                     (complete[0].end_index, final.index)))
-        if judged:
+        if judged and redelivered:
             exercised += 1
-    return judge("X2", exercised, violations, "no call was served, executed or observed")
+    return judge("X2", exercised, violations, "no call was delivered twice or read back after a restart")
 
 
 # --------------------------------------------------------------------------- X3
@@ -189,7 +280,11 @@ def check_x2(trace: Trace) -> Verdict:
 def check_x3(trace: Trace) -> Verdict:
     """After a pre-call denial the loop goes on: the session's next model request carries
     the call's tool message with outcome not_started, and the turn is not reported
-    ``completed`` without such a request."""
+    ``completed`` without such a request.
+
+    Exercised (the hard case): a call denied before it ran (not by a cancellation) followed
+    by the session's next model request or by the end of its turn.
+    """
     violations: list[Evidence] = []
     exercised = 0
     returns = F.turn_returns(trace)
@@ -240,8 +335,12 @@ def check_x4(trace: Trace) -> Verdict:
     """reconciliation_required (or outcome unknown) only for an operation that may have
     executed and whose result is not known: a crash between its start record and its saved
     result, or a tool answer of kind unknown; never for a pre-call denial nor after its
-    result was seen saved. Judged: every flagged operation, and every operation a crash's
-    failpoint context names that the store was read back for after the crash."""
+    result was seen saved.
+
+    Exercised (the hard case): an operation flagged reconciliation_required/unknown, or an
+    operation a crash's failpoint context names and that the store was read back for after
+    the crash (where a dishonest runtime would flag it).
+    """
     violations: list[Evidence] = []
     exercised = 0
     ops = F.operations(trace)
@@ -301,7 +400,11 @@ def _claims_not_executed(row) -> bool:
 def check_x5(trace: Trace) -> Verdict:
     """A ledger row whose output claims 'not executed' is still recorded by the host as
     executed: execution_started true (already while the tool runs) and an outcome other
-    than not_started, also in the tool message the model receives."""
+    than not_started, also in the tool message the model receives.
+
+    Exercised (the hard case): a ledger row whose output claims the tool did not run, with
+    the store read while or after it ran, or the model's next request carrying its result.
+    """
     violations: list[Evidence] = []
     exercised = 0
     for op in F.operations(trace).values():
@@ -362,10 +465,98 @@ def _decided_before(trace: Trace, op: F.Op, index: int) -> bool:
     return seen is not None and F.value(seen[1].permission) == Permission.ALLOW.value
 
 
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """One moment the retry policy had to decide: an attempt of an operation did not succeed."""
+
+    attempt: TraceEvent
+    label: str
+    """The tool's kind label: terminal, web, user_app or ordinary."""
+    failure: str
+    """"unavailable" (the world refused to start it) or the row's error kind."""
+    idempotent: bool
+    retries_done: int
+    retried: bool
+    next_attempt: TraceEvent | None
+
+    @property
+    def situation(self) -> tuple[str, bool, int]:
+        return (self.failure, self.idempotent, self.retries_done)
+
+
+def policy_allows_retry(failure: str, idempotent: bool, retries_done: int, retries_max: int) -> bool:
+    """The one retry policy (docs/lifecycle.md, failure policy): only a start the world
+    refused, or a transient error of an idempotent tool, and at most ``retries_max`` times."""
+    if retries_done >= retries_max:
+        return False
+    return failure == "unavailable" or (failure == FailureKind.TRANSIENT.value and idempotent)
+
+
+def retry_decisions(trace: Trace, op: F.Op, label: str) -> tuple[RetryDecision, ...]:
+    """Every failed attempt of ``op`` and whether the runtime tried again right after it.
+
+    The chain is the operation's ledger rows (escalated re-runs excluded) and the world's
+    refusals, in order; a crash or restart between two attempts ends a chain (re-running
+    after a crash is L4.1's business, not a retry). An attempt followed by nothing counts as
+    "not retried" only once the operation visibly moved on (a later model request of the
+    session, or a saved result in the store); otherwise it is left undecided."""
+    chain = sorted((*F.attempt_rows(op), *op.unavailable), key=lambda e: e.index)
+    idempotent = F.is_idempotent(trace, op.tool, op.session_id)
+    boundaries = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
+    found = []
+    retries_done = 0
+    for position, attempt in enumerate(chain):
+        if position and any(chain[position - 1].index < b < attempt.index for b in boundaries):
+            retries_done = 0
+        if attempt.kind == Kind.TOOL_UNAVAILABLE:
+            failure = "unavailable"
+        elif attempt.data.get("status") == "ok":
+            failure = "ok"
+        elif attempt.data.get("escalation_requested"):
+            continue  # an escalation request is answered by the owner, not retried
+        else:
+            failure = str(attempt.data.get("error_kind") or FailureKind.FAILED.value)
+        following = chain[position + 1] if position + 1 < len(chain) else None
+        if following is not None and any(attempt.index < b < following.index for b in boundaries):
+            following = None
+            if failure == "ok":
+                continue
+            retries_done = 0
+            continue
+        if following is None:
+            if failure == "ok":
+                continue
+            moved_on = F.next_model_request(trace, op.session_id, attempt.index) is not None or any(
+                p.index > attempt.index and F.value(v.delivery) != "pending" for p, v in op.views)
+            cut = any(b > attempt.index for b in boundaries) and not moved_on
+            if not moved_on or cut:
+                continue
+        found.append(RetryDecision(attempt, label, failure, idempotent, retries_done,
+                                   following is not None, following))
+        if following is not None:
+            retries_done += 1
+    return tuple(found)
+
+
 def check_x6(trace: Trace) -> Verdict:
-    """Terminal, web, user-app and ordinary tools pass the same gates: no kind runs an
-    operation the precedence in force does not authorize, none runs without a permission
-    decision on record, and none is stored as allowed when a deny layer forbids it."""
+    """Terminal, web, user-app and ordinary tools share one lifecycle: the same gates and the
+    same retry policy.
+
+    Gates: no kind runs an operation the precedence in force does not authorize, none runs
+    without a permission decision on record, and none is stored as allowed when a deny
+    layer forbids it.
+
+    Retries, judged from the ledger per kind: after an attempt that did not succeed the
+    runtime tries again only where the one policy allows it (a start the world refused, or a
+    transient error of an idempotent tool, at most ``auto_retries_max`` times) — a kind with
+    its own retry loop (retrying a definite failure, a non-idempotent tool, an unknown
+    result, a success, or past the bound) fails; and the same situation (failure, idempotent,
+    retries so far) is decided the same way whatever the kind, so two kinds retrying
+    differently are two policies.
+
+    Exercised (the hard case): a terminal, web or user-app operation met a gate that denies
+    it, or one of its attempts failed so that the retry policy had to decide.
+    """
     ops = F.operations(trace)
     kinds = {key: F.tool_kind(trace, op.tool, op.session_id) for key, op in ops.items()}
     if not any(kind in ENTRY_POINT_KINDS for kind in kinds.values()):
@@ -373,16 +564,18 @@ def check_x6(trace: Trace) -> Verdict:
     all_reviews = F.reviews(trace, ops)
     violations: list[Evidence] = []
     exercised = 0
+    decisions: list[RetryDecision] = []
     for key, op in ops.items():
         label = _kind_label(kinds[key])
-        judged = False
+        entry_point = label != "ordinary"
+        hard_case = False
         attempts = F.attempt_rows(op)
         if attempts:
-            judged = True
             first = attempts[0]
             seq = int(first.data.get("ledger_seq", -1))
             auth = F.authorization(trace, op, first.index, all_reviews)
             if not auth.ok:
+                hard_case = True
                 violations.append(_ev(
                     f"[{label}] {F.describe(op)} executed although {auth.how}",
                     (first.index,), (seq,)))
@@ -395,14 +588,49 @@ def check_x6(trace: Trace) -> Verdict:
         if view is not None:
             decision = F.decision_for_version(trace, op, view.identity.permission_version)
             if decision is not None and decision.permission is Permission.DENY and decision.source in F.STATIC_DENY_SOURCES:
-                judged = True
+                hard_case = True
                 if F.value(view.permission) != Permission.DENY.value:
                     violations.append(_ev(
                         f"[{label}] {F.describe(op)} is stored as {F.value(view.permission)!r} though "
                         f"{decision.source.value} denies it", F.op_indexes(op)))
-        if judged:
+        own = retry_decisions(trace, op, label)
+        decisions.extend(own)
+        retries_max = F.thresholds(trace, op.session_id).auto_retries_max
+        for decision in own:
+            hard_case = True
+            if decision.retried and not policy_allows_retry(decision.failure, decision.idempotent,
+                                                            decision.retries_done, retries_max):
+                nxt = decision.next_attempt
+                violations.append(_ev(
+                    f"[{label}] {F.describe(op)} was tried again after attempt "
+                    f"{decision.retries_done + 1} ended {decision.failure!r} "
+                    f"({'idempotent' if decision.idempotent else 'not idempotent'}, "
+                    f"auto_retries_max {retries_max}): a retry loop of its own; the one policy "
+                    f"retries only a refused start or a transient error of an idempotent tool",
+                    (decision.attempt.index, nxt.index if nxt is not None else None),
+                    tuple(int(e.data.get("ledger_seq", -1)) for e in (decision.attempt, nxt)
+                          if e is not None and e.kind == Kind.TOOL_EXECUTED)))
+        if hard_case and entry_point:
             exercised += 1
-    return judge("X6", exercised, violations, "no operation reached a permission gate")
+    by_situation: dict[tuple[str, bool, int], dict[bool, list[RetryDecision]]] = {}
+    for decision in decisions:
+        retries_max = F.thresholds(trace, decision.attempt.data.get("session_id", "")).auto_retries_max
+        if policy_allows_retry(decision.failure, decision.idempotent, decision.retries_done, retries_max):
+            by_situation.setdefault(decision.situation, {}).setdefault(decision.retried, []).append(decision)
+    for situation, split in by_situation.items():
+        if len(split) < 2:
+            continue
+        retried_by = sorted({d.label for d in split[True]})
+        stopped_by = sorted({d.label for d in split[False]})
+        if set(retried_by) == set(stopped_by) and len(retried_by) == 1:
+            continue  # one kind deciding both ways is L1.8's business, not two policies
+        violations.append(_ev(
+            f"two retry policies: after {situation[0]!r} (attempt {situation[2] + 1}, "
+            f"{'idempotent' if situation[1] else 'not idempotent'}) {', '.join(retried_by)} retried "
+            f"but {', '.join(stopped_by)} did not",
+            tuple(d.attempt.index for d in split[True][:1] + split[False][:1])))
+    return judge("X6", exercised, violations,
+                 "no entry-point operation met a denying gate or a retry decision")
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -416,8 +644,10 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Every operation exposes a permission (allow/ask/deny), an outcome (not_started/"
             "succeeded/failed/unknown) and a delivery (pending/recorded/projected), each set "
-            "by its own rule: a pre-call denial is deny with outcome not_started, never failed, "
-            "and an outcome that says the operation ran needs a real execution."
+            "by its own rule: a pre-call denial is deny with outcome not_started, never failed "
+            "(only it, or a start the host refused, is not_started); an outcome that says the "
+            "operation ran needs a real execution; recorded means the result is durably saved "
+            "and projected that the UI received it, after the save, never before."
         ),
         seed_clause=(
             "| 权限 | allow / ask / deny | 当前身份与规则是否允许这次操作开始？ | … "
@@ -481,9 +711,10 @@ CRITERIA: tuple[Criterion, ...] = (
         stage=STAGE,
         title="One lifecycle for every entry point",
         statement=(
-            "Terminal, web, user-app and ordinary tools go through the same permission gates: "
-            "no kind of tool executes what the rules in force do not authorize, and none skips "
-            "the permission decision."
+            "Terminal, web, user-app and ordinary tools go through the same permission gates "
+            "and the same retry policy: no kind of tool executes what the rules in force do not "
+            "authorize, none skips the permission decision, and none runs a retry loop of its "
+            "own."
         ),
         seed_clause="Terminal、Web、用户应用和普通工具通过现有公共入口使用同一生命周期，不建立各自的权限与重试框架。",
         check=check_x6,

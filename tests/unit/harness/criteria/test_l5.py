@@ -250,8 +250,28 @@ def _result_event(tb, said, stored=Outcome.SUCCEEDED, history=Outcome.SUCCEEDED)
 
 def test_l5_5_passes_when_event_store_and_history_agree():
     tb = TB()
-    _result_event(tb, Outcome.SUCCEEDED)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="disk full", error_kind="failed")
+    tb.emit("result_saved", execution_id=xid("c1"), outcome="failed")
+    tb.observe("quiescent", Observation(operations=(FAILED_W,)))
+    tb.respond("s1", messages=(USER, tool_msg(W, Outcome.FAILED)))
     assert_pass(check("L5.5", tb.build()))
+
+
+def test_l5_5_a_plain_success_does_not_exercise_it():
+    tb = TB()
+    _result_event(tb, Outcome.SUCCEEDED)
+    assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l5_5_fails_when_the_event_calls_an_unknown_answer_failed():
+    tb = TB()
+    tb.respond("s1", (W,))
+    row = tb.executed("s1", W, status="error", output="?", error_kind="unknown")
+    index = tb.emit("result_saved", execution_id=xid("c1"), outcome="failed")
+    verdict = check("L5.5", tb.build())
+    assert_fail_at(verdict, index)
+    assert any(row in e.trace_indexes for e in verdict.evidence)
 
 
 def test_l5_5_fails_when_the_event_contradicts_the_ledger():
@@ -282,4 +302,144 @@ def test_l5_5_a_later_result_of_the_same_operation_supersedes_the_event():
     tb.executed("s1", W)
     tb.emit("result_saved", execution_id=xid("c1"), outcome="succeeded")
     tb.respond("s1", messages=(USER, tool_msg(W, Outcome.SUCCEEDED)))
-    assert_pass(check("L5.5", tb.build()), exercised=2)
+    assert_pass(check("L5.5", tb.build()), exercised=1)  # the failed attempt; the success is plain
+
+
+# --------------------------------------------------------------------------- L5.1/L5.3: exercised only by the hard case
+
+
+def test_l5_1_a_change_that_revokes_nothing_does_not_exercise_it():
+    tb = TB(S1, tools=SMS_TOOLS)
+    tb.respond("s1", (READ,), tools=("read_file", "send_sms"))
+    tb.update_rules("s1", ALLOW_BOTH + (Rule(RuleEffect.ASK, "send_sms", "+9*", "to"),), 2)
+    tb.respond("s1", tools=("read_file", "send_sms"))
+    assert check("L5.1", tb.build()).status is Status.NOT_EXERCISED
+
+
+PARTLY = SessionConfig("s1", rules=(Rule(RuleEffect.DENY, "write_file", "/etc/*", "path"),))
+
+
+def test_l5_3_passes_when_a_tool_forbidden_for_some_operations_stays_visible():
+    tb = TB(PARTLY)
+    tb.respond("s1", tools=("write_file", "read_file"))
+    assert_pass(check("L5.3", tb.build()))
+
+
+def test_l5_3_names_the_partly_denied_tool_it_hid():
+    tb = TB(PARTLY)
+    tb.respond("s1", tools=("read_file",))
+    verdict = check("L5.3", tb.build())
+    assert verdict.status is Status.FAIL
+    assert "forbidden for specific operations only" in verdict.evidence[0].note
+
+
+def test_l5_3_rules_that_deny_nothing_do_not_exercise_it():
+    tb = TB(SessionConfig("s1"))
+    tb.respond("s1", tools=("write_file", "read_file"))
+    assert check("L5.3", tb.build()).status is Status.NOT_EXERCISED
+
+
+# --------------------------------------------------------------------------- L5.4: judged against the oracle
+
+
+def test_l5_4_fails_when_store_and_ui_agree_but_the_world_says_unknown():
+    """The record calls an unknown tool answer a definite failure; UI and store agree on
+    'failed' + edit_args; the world demands reconcile."""
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="?", error_kind="unknown")
+    index = tb.publish(projection_of(FAILED_W))
+    tb.observe("probe:ui_publish", Observation(operations=(FAILED_W,)))
+    verdict = check("L5.4", tb.build())
+    assert_fail_at(verdict, index)
+    assert "the world says 'unknown'" in verdict.evidence[0].note
+
+
+def test_l5_4_fails_when_a_hard_constraint_denial_offers_a_rule_change():
+    call = ToolCall("c1", "write_file", {"path": "/etc/passwd", "content": "x"})
+    hard = SessionConfig("s1", hard_constraints=(Rule(RuleEffect.DENY, "write_file", "/etc/*", "path"),))
+    tb = TB(hard)
+    tb.respond("s1", (call,))
+    record = denied(call, decided_by=DecisionSource.HARD_CONSTRAINT, delivery=Delivery.RECORDED)
+    index = tb.publish(projection_of(record, recovery_actions=(RecoveryAction.CHANGE_RULES,)))
+    tb.observe("probe:ui_publish", Observation(operations=(record,)))
+    verdict = check("L5.4", tb.build())
+    assert_fail_at(verdict, index)
+    assert "hard-constraint denial offers change_rules" in verdict.evidence[0].note
+
+
+def test_l5_4_fails_when_a_denial_offers_retry():
+    tb = TB()
+    tb.respond("s1", (W,))
+    record = denied(W, delivery=Delivery.RECORDED)
+    index = tb.publish(projection_of(record, recovery_actions=(RecoveryAction.RETRY,)))
+    tb.observe("probe:ui_publish", Observation(operations=(record,)))
+    assert_fail_at(check("L5.4", tb.build()), index)
+
+
+def test_l5_4_passes_for_a_pending_wait_from_the_world():
+    ask = SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "write_file"),))
+    tb = TB(ask)
+    tb.respond("s1", (W,))
+    _, wid = tb.prompt("s1", W)
+    record = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE, outcome=Outcome.NOT_STARTED,
+                delivery=Delivery.PENDING)
+    tb.publish(projection_of(record, wait_pending=True))
+    tb.observe("probe:ui_publish", Observation(operations=(record,), approval_waits=(wait(wid, W),)))
+    assert_pass(check("L5.4", tb.build()))
+
+
+def test_l5_4_fails_when_the_ui_still_shows_the_wait_after_the_run():
+    ask = SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "write_file"),))
+    tb = TB(ask)
+    tb.respond("s1", (W,))
+    _, wid = tb.prompt("s1", W)
+    waiting = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE, outcome=Outcome.NOT_STARTED,
+                 delivery=Delivery.PENDING)
+    shown = tb.publish(projection_of(waiting, wait_pending=True))
+    tb.observe("probe:ui_publish", Observation(operations=(waiting,)))
+    tb.call("answer_approval", wait_id=wid, approve=True)
+    tb.executed("s1", W)
+    done = op(W, decided_by=DecisionSource.APPROVAL)
+    point = tb.observe("quiescent", Observation(operations=(done,)))
+    verdict = check("L5.4", tb.build())
+    assert verdict.status is Status.FAIL
+    assert any({shown, point} <= set(e.trace_indexes) and "still shows" in e.note for e in verdict.evidence)
+
+
+def test_l5_4_fails_when_the_stored_projection_is_not_what_the_ui_received():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="disk full", error_kind="failed")
+    tb.publish(projection_of(FAILED_W, recovery_actions=(RecoveryAction.EDIT_ARGS, RecoveryAction.RETRY)))
+    point = tb.observe("final", Observation(operations=(FAILED_W,), projections=(projection_of(FAILED_W),)))
+    verdict = check("L5.4", tb.build())
+    assert_fail_at(verdict, point)
+    assert any("the UI received" in e.note for e in verdict.evidence)
+
+
+def test_l5_4_a_plain_success_does_not_exercise_it():
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    tb.publish(projection_of(op(W)))
+    tb.observe("probe:ui_publish", Observation(operations=(op(W),)))
+    assert check("L5.4", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l5_4_a_wait_shown_in_the_ui_before_the_prompt_is_awaiting_approval():
+    """The UI may be where the owner answers: a committed wait, not prompted yet, shows as
+    awaiting approval."""
+    ask = SessionConfig("s1", rules=(Rule(RuleEffect.ASK, "write_file"),))
+    tb = TB(ask)
+    tb.respond("s1", (W,))
+    record = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE, outcome=Outcome.NOT_STARTED,
+                delivery=Delivery.PENDING)
+    index = tb.publish(projection_of(record, wait_pending=True))
+    tb.observe("probe:ui_publish", Observation(operations=(record,), approval_waits=(wait("w1", W),)))
+    assert_pass(check("L5.4", tb.build()))
+    tb2 = TB(ask)
+    tb2.respond("s1", (W,))
+    index = tb2.publish(projection_of(record, wait_pending=True))
+    tb2.observe("probe:ui_publish", Observation(operations=(record,)))  # no wait anywhere
+    assert_fail_at(check("L5.4", tb2.build()), index)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.contract import execution_id_for
+from harness.contract import Outcome, Permission, Projection, RecoveryAction, execution_id_for
 from harness.criteria import x
 from harness.criteria.base import Status
 from harness.trace import trace_from_json, trace_to_json
@@ -48,8 +48,15 @@ def _allowed_and_denied():
     b.model("s1", [call("c2", "Bash", RM)],
             messages=[user(), assistant(call("c1", "write_file", W)), tool_result("c1", "succeeded")])
     denied = op_view("s1", "c2", "Bash", RM, permission="deny", failure_kind="permission_denied")
+    b.publish(_shown("c1", "allow", "succeeded", "succeeded"))
+    b.publish(_shown("c2", "deny", "not_started", "denied", ("change_rules",), reason="rm is denied"))
     b.observe(op_view("s1", "c1", "write_file", W), denied)
     return b, row
+
+
+def _shown(call_id, permission, outcome, status, actions=(), reason="", session_id="s1"):
+    return Projection(session_id, execution_id_for(session_id, call_id), call_id, Permission(permission),
+                      Outcome(outcome), status, reason, tuple(RecoveryAction(a) for a in actions))
 
 
 # --------------------------------------------------------------------------- X1
@@ -94,7 +101,7 @@ def test_x1_passes_when_a_tool_that_could_not_start_stays_not_started():
     b = TraceBuilder("s1")
     b.model("s1", [call("c1", "write_file", W)])
     b.unavailable("s1", "c1", "write_file", W)
-    b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started",
+    b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started", delivery="recorded",
                       failure_kind="transient", execution_started=False))
     assert v("X1", b.build()).status is Status.PASS
 
@@ -169,9 +176,10 @@ def test_x2_excuses_a_missing_record_after_a_crash():
     b.crash("after_model_stream_ended")
     b.restart()
     b.model("s1", [call("c9", "write_file", W)])
+    b.model("s1", [call("c9", "write_file", W)])  # delivered twice: the hard case
     b.observe(op_view("s1", "c9", "write_file", W, outcome="not_started"))
     verdict = v("X2", b.build())
-    assert verdict.status is Status.PASS
+    assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
 def test_x2_reads_args_from_assistant_echo_when_stream_has_no_tool_calls():
@@ -394,7 +402,8 @@ def _entry_points(execute_push: bool = False, record_decision: bool = True):
 def test_x6_passes_when_entry_points_pass_the_gates():
     b, _ = _entry_points()
     verdict = v("X6", b.build())
-    assert verdict.status is Status.PASS and verdict.exercised == 3
+    # the hard case is the terminal call a deny rule stops; allowed runs alone are not
+    assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
 def test_x6_fails_when_a_terminal_call_bypasses_an_explicit_deny():
@@ -434,3 +443,135 @@ def test_x4_counts_an_interrupted_operation_that_stays_honest():
     b.observe(op_view("s1", "c1", "charge", CHARGE, permission="deny"), label="after_restart")
     verdict = v("X4", b.build())
     assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+# --------------------------------------------------------------------------- X1: delivery tied to the world
+
+
+def _saved_write(b, *, delivery="projected", publish=True, publish_before_save=False, outcome="succeeded"):
+    b.model("s1", [call("c1", "write_file", W)])
+    row = b.executed("s1", "c1", "write_file", W, status="ok" if outcome == "succeeded" else "error",
+                     error_kind=None if outcome == "succeeded" else "failed")
+    pub = None
+    if publish_before_save:
+        pub = b.publish(_shown("c1", "allow", outcome, outcome))
+        b.probe("ui_publish", op_view("s1", "c1", "write_file", W, outcome="not_started",
+                                      execution_started=True, delivery="pending"))
+    b.observe(op_view("s1", "c1", "write_file", W, outcome=outcome, delivery="recorded"),
+              label="probe:failpoint:after_result_saved")
+    if publish and not publish_before_save:
+        pub = b.publish(_shown("c1", "allow", outcome, outcome, () if outcome == "succeeded" else ("edit_args",),
+                               reason="" if outcome == "succeeded" else "it failed"))
+        b.probe("ui_publish", op_view("s1", "c1", "write_file", W, outcome=outcome, delivery="recorded"))
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome=outcome, delivery=delivery))
+    return row, pub, point
+
+
+def test_x1_passes_when_projected_follows_the_save_and_the_publication():
+    b = TraceBuilder("s1")
+    _saved_write(b)
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 2  # the op and the publication
+
+
+def test_x1_fails_when_projected_was_never_published():
+    b = TraceBuilder("s1")
+    _, _, point = _saved_write(b, publish=False)
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+    assert "never received" in verdict.evidence[0].note
+
+
+def test_x1_fails_when_the_projection_came_before_the_save():
+    b = TraceBuilder("s1")
+    _, pub, _ = _saved_write(b, publish_before_save=True)
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and pub in all_indexes(verdict)
+    assert any("before its result was saved" in e.note for e in verdict.evidence)
+
+
+def test_x1_fails_when_the_saved_outcome_is_not_the_ledgers():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    row = b.executed("s1", "c1", "write_file", W, status="error", error_kind="failed")
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome="succeeded", delivery="recorded"))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and {row, point} <= all_indexes(verdict)
+    assert b.seq(row) in all_rows(verdict)
+
+
+def test_x1_fails_when_an_allowed_operation_is_saved_not_started_without_a_refusal():
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    point = b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started", delivery="recorded",
+                              execution_started=False))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+    assert "only a pre-call denial" in verdict.evidence[0].note
+
+
+def test_x1_a_store_read_mid_escalation_may_hold_the_previous_runs_result():
+    b = TraceBuilder("s1", tools=[("Bash", "bash")])
+    args = {"command": "make"}
+    b.model("s1", [call("c1", "Bash", args)])
+    b.executed("s1", "c1", "Bash", args, status="error", error_kind="permission_denied",
+               escalation_requested=True)
+    b.executed("s1", "c1", "Bash", args, sandboxed=False)
+    b.probe("tool_executed", op_view("s1", "c1", "Bash", args, outcome="failed", delivery="recorded"))
+    assert v("X1", b.build()).status is Status.PASS
+
+
+# --------------------------------------------------------------------------- X6: one retry policy
+
+
+def _retries(*, web_retries_failure=False, web_skips_transient=False):
+    """web_fetch (web, idempotent) and status (read, idempotent) meet a transient error;
+    web_post (web) fails definitely."""
+    b = TraceBuilder(
+        session("s1", rules=[("allow", "web_fetch"), ("allow", "status"), ("allow", "web_post")]),
+        tools=[("web_fetch", "web", True), ("status", "read", True), ("web_post", "web")],
+    )
+    fetch, stat, post = {"url": "https://a"}, {"service": "b"}, {"url": "https://c"}
+    b.model("s1", [call("e1", "web_fetch", fetch), call("e2", "status", stat), call("e3", "web_post", post)])
+    rows = {}
+    for cid, tool, args in (("e1", "web_fetch", fetch), ("e2", "status", stat)):
+        b.lifecycle("permission_decided", "s1", execution_id_for("s1", cid))
+        rows[cid] = [b.executed("s1", cid, tool, args, status="error", error_kind="transient")]
+        if not (web_skips_transient and cid == "e1"):
+            rows[cid].append(b.executed("s1", cid, tool, args))
+    b.lifecycle("permission_decided", "s1", execution_id_for("s1", "e3"))
+    rows["e3"] = [b.executed("s1", "e3", "web_post", post, status="error", error_kind="failed")]
+    if web_retries_failure:
+        rows["e3"].append(b.executed("s1", "e3", "web_post", post))
+    b.model("s1")
+    return b, rows
+
+
+def test_x6_passes_when_every_kind_follows_the_one_retry_policy():
+    b, _ = _retries()
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 2  # e1 and e3 met the policy
+
+
+def test_x6_fails_when_a_web_tool_retries_a_definite_failure():
+    b, rows = _retries(web_retries_failure=True)
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.FAIL
+    assert set(rows["e3"]) <= all_indexes(verdict)
+    assert verdict.evidence[0].note.startswith("[web]") and "retry loop of its own" in verdict.evidence[0].note
+
+
+def test_x6_fails_when_kinds_decide_the_same_situation_differently():
+    b, rows = _retries(web_skips_transient=True)
+    verdict = v("X6", b.build())
+    assert verdict.status is Status.FAIL
+    assert "two retry policies" in verdict.evidence[0].note
+    assert {rows["e1"][0], rows["e2"][0]} <= all_indexes(verdict)
+
+
+def test_x6_a_rerun_after_a_crash_is_not_a_retry():
+    b, rows = _retries()
+    b.crash("after_tool_returned", context={"session_id": "s1", "tool_call_id": "e3"})
+    b.restart()
+    b.executed("s1", "e3", "web_post", {"url": "https://c"})
+    assert v("X6", b.build()).status is Status.PASS
