@@ -5,7 +5,8 @@ Guarantees of :func:`run_selftest`:
 * the reference runs the whole given suite first; its per-scenario verdicts tell which
   scenarios exercise which criterion;
 * each mutant runs (with its defect applied) first on the scenarios of its expected
-  criteria's stages that exercise them on the reference, widening to every exercising
+  criteria's stages that exercise them on the reference (hand-written ones, then the
+  variants of templates too), widening to every exercising
   scenario and then to the whole suite only while it is not caught — or on the whole suite
   at once with ``full=True``; every criterion is judged on the traces it ran (``killed_by``
   is complete only with ``full=True``);
@@ -268,14 +269,19 @@ def _scenarios_for(
     First the scenarios of the expected criteria's own stages that exercise them (a stage's
     folder is where its defects are staged), then every scenario that exercises them on the
     reference, then the whole suite — so the matrix shows what catches a mutant even when
-    its expected criteria miss it. ``full`` runs the whole suite at once."""
+    its expected criteria miss it. Within its own stages the hand-written scenarios come
+    before the variants of scenario templates. ``full`` runs the whole suite at once."""
     if full:
         return (tuple(scenarios),)
     wanted = set().union(*(exercising.get(c, set()) for c in mutant.expected))
     stages = {_stage_of(c) for c in mutant.expected}
     own_stage = tuple(s for s in scenarios if s.id in wanted and s.stage in stages)
+    # Hand-written scenarios before the variants of templates: most defects show in the
+    # example staged for them, and a stage's variants outnumber its examples several times.
+    own_examples = tuple(s for s in own_stage if not getattr(s, "variant", ""))
     exercising_all = tuple(s for s in scenarios if s.id in wanted)
-    return tuple(chosen for chosen in (own_stage, exercising_all, tuple(scenarios)) if chosen)
+    return tuple(chosen for chosen in (own_examples, own_stage, exercising_all, tuple(scenarios))
+                 if chosen)
 
 
 def _plans_something(scenario: Any) -> bool:
