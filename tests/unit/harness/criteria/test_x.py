@@ -174,6 +174,31 @@ def test_x2_excuses_a_missing_record_after_a_crash():
     assert verdict.status is Status.PASS
 
 
+def _second_call_behind_a_wait(answered: bool):
+    """One response, two calls; the first waits for the owner, the second is not reached."""
+    b = TraceBuilder("s1")
+    end = b.model("s1", [call("c1", "write_file", W), call("c2", "write_file", RM)])[1]
+    wait_id = b.prompt("s1", "c1", "write_file", W)
+    b.turn_returns("s1", "awaiting_approval")
+    if answered:
+        b.answer(wait_id)
+    point = b.observe(op_view("s1", "c1", "write_file", W, permission="ask", outcome="not_started",
+                              delivery="pending"))
+    return b.build(), end, point
+
+
+def test_x2_excuses_a_call_behind_an_unanswered_wait_of_the_same_response():
+    trace, _, _ = _second_call_behind_a_wait(answered=False)
+    assert v("X2", trace).status is Status.PASS
+
+
+def test_x2_fails_a_call_lost_after_the_wait_was_answered():
+    trace, end, point = _second_call_behind_a_wait(answered=True)
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+    assert "c2" in " ".join(e.note for e in verdict.evidence)
+
+
 def test_x2_reads_args_from_assistant_echo_when_stream_has_no_tool_calls():
     b = TraceBuilder("s1")
     b.model("s1", [call("c1", "write_file", W)], with_tool_calls=False)
