@@ -294,9 +294,18 @@ def check_x4(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: a pre-call denial is marked reconciliation_required/unknown",
                 (point.index,)))
             continue
+        # A result saved before a later attempt's start (an approved escalation runs the
+        # operation again) is superseded by it: a crash between that start and its result
+        # leaves the operation honestly unknown.
+        later_starts = [
+            crash.index for crash, name, context in crashes
+            if name in F.CRASH_AFTER_START and F.context_names_op(context, op)
+            and crash.index < point.index
+        ]
+        superseded_before = max(later_starts, default=-1)
         saved = [
             (p, v) for p, v in op.views
-            if p.index < point.index
+            if superseded_before < p.index < point.index
             and F.value(v.outcome) in ("succeeded", "failed")
             and F.value(v.delivery) in ("recorded", "projected")
         ]

@@ -308,6 +308,32 @@ def test_x4_fails_when_a_saved_result_becomes_unknown():
     assert b.seq(row) in all_rows(verdict)
 
 
+def _escalation_cut_by_a_crash(crash_at: str):
+    """A sandboxed attempt's failed result is saved; the approved escalation starts the
+    operation again and the instance dies at ``crash_at``; after the restart it is unknown."""
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.executed("s1", "c1", "charge", CHARGE, status="error", escalation_requested=True)
+    saved = b.probe("failpoint:after_result_saved", op_view(
+        "s1", "c1", "charge", CHARGE, outcome="failed", execution_started=True, delivery="recorded"))
+    b.crash(crash_at, context={"tool_call_id": "c1", "session_id": "s1"})
+    b.restart()
+    point = b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", execution_started=True,
+                              reconciliation_required=True), label="after_restart")
+    return b.build(), saved, point
+
+
+def test_x4_passes_when_a_later_attempt_is_cut_between_its_start_and_result():
+    trace, _, _ = _escalation_cut_by_a_crash("after_start_recorded")
+    assert v("X4", trace).status is Status.PASS
+
+
+def test_x4_fails_when_a_crash_after_the_saved_result_makes_it_unknown():
+    trace, saved, point = _escalation_cut_by_a_crash("after_checkpoint_saved")
+    verdict = v("X4", trace)
+    assert verdict.status is Status.FAIL and {saved, point} <= all_indexes(verdict)
+
+
 def test_x4_fails_without_any_crash_mid_execution():
     b = TraceBuilder("s1")
     _charge(b)
