@@ -36,11 +36,11 @@ SCENARIOS = ROOT / "scenarios"
 SERVER = [sys.executable, "-m", "reference_impl.remote"]
 
 CI_SEEDS = (2,)
-CI_BUDGET = 40
+CI_BUDGET = 30
 SLOW_SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)
 SLOW_BUDGET = 200
 PROCESS_SEEDS = (1,)
-PROCESS_BUDGET = 12
+PROCESS_BUDGET = 10
 PROCESS_SLOW_SEEDS = (2, 7)
 PROCESS_SLOW_BUDGET = 100
 
