@@ -112,7 +112,9 @@ def _operations(conn: sqlite3.Connection) -> tuple[OperationView, ...]:
 
 def _waits(conn: sqlite3.Connection) -> tuple[ApprovalWaitView, ...]:
     rows = conn.execute(
-        "SELECT w.*, o.stage AS op_stage FROM approval_waits AS w"
+        "SELECT w.*, o.stage AS op_stage, EXISTS (SELECT 1 FROM approval_waits AS later"
+        " WHERE later.execution_id = w.execution_id AND later.rowid > w.rowid) AS superseded"
+        " FROM approval_waits AS w"
         " JOIN operations AS o ON o.execution_id = w.execution_id ORDER BY w.rowid"
     ).fetchall()
     return tuple(
@@ -123,9 +125,10 @@ def _waits(conn: sqlite3.Connection) -> tuple[ApprovalWaitView, ...]:
             tool_call_id=row["tool_call_id"],
             reason=row["reason"],
             status=WaitStatus(row["status"]),
-            # The answer took effect once the operation has a saved result.
+            # The answer took effect once the operation moved past it: its result is saved,
+            # or it already waits on a later question (an approved run that asks to escalate).
             applied=row["status"] != WaitStatus.PENDING.value
-            and row["op_stage"] == Stage.RECORDED.value,
+            and (row["op_stage"] == Stage.RECORDED.value or bool(row["superseded"])),
         )
         for row in rows
     )

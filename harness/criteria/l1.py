@@ -874,8 +874,10 @@ def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[E
         op = ops.get((sibling.session_id, sibling.tool_call_id))
         if op is None or op.rows or op.unavailable:
             continue
-        decision = F.decision_at(trace, op, served.end_index)
-        if decision.permission is not Permission.ALLOW:
+        # Granted when served and still under the rules in force at the end: a rule change
+        # in between is re-checked before the call runs ("已生成的旧调用仍须经过最新权限检查").
+        if any(F.decision_at(trace, op, at).permission is not Permission.ALLOW
+               for at in (served.end_index, F.last_index(trace) + 1)):
             continue
         if op.latest is not None and F.value(op.latest.decided_by) in (
             DecisionSource.REPEAT_GUARD.value, DecisionSource.REVALIDATION.value,

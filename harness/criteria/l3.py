@@ -481,8 +481,11 @@ def check_l3_9(trace: Trace) -> Verdict:
         processed = key in reviewed or key in prompted or bool(stored)
         if not processed:
             continue
-        exercised += 1
         guard = [(p, op) for p, op in stored if op.decided_by is DecisionSource.REPEAT_GUARD]
+        if (not guard and key not in reviewed and key not in prompted
+                and s.cancelled(trace, call.session_id, after=call.index)):
+            continue  # cancelled before its review: "审查期间取消…不执行", no repeat judged
+        exercised += 1
         if guard:
             violations.append(s.ev(f"{call.tool_call_id} was refused by the repeat guard after "
                                    f"{len(denied_ids)} classifier risk denials of the same operation",

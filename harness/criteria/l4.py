@@ -74,12 +74,15 @@ def _unconfirmable(trace: Trace) -> list[tuple[s.CrashAt, s.OpKey]]:
 def _result_problems(op, row: TraceEvent | None) -> list[str]:
     """What is wrong with a stored result that must be kept (L4.4, L4.7)."""
     problems = []
-    if op.reconciliation_required:
+    # A tool that answered "unknown" leaves an unknown result: kept, it is unknown and
+    # needs reconciliation ("结果未知：保留操作证据，进入核对流程").
+    tool_said_unknown = row is not None and row.data.get("error_kind") == "unknown"
+    if op.reconciliation_required and not tool_said_unknown:
         problems.append("sent to reconciliation")
     if op.delivery is Delivery.PENDING:
         problems.append("left dispatched (delivery pending)")
     if row is not None:
-        wanted = s.expected_outcome(row)
+        wanted = Outcome.UNKNOWN.value if tool_said_unknown else s.expected_outcome(row)
         if op.outcome.value != wanted:
             problems.append(f"outcome {op.outcome.value}, the ledger says {wanted}")
         if not op.execution_started:

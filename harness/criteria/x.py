@@ -165,13 +165,40 @@ def check_x1(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- X2
 
 
+def _held_by_unanswered_wait(trace: Trace, op: F.Op, served_at: int, stop: int) -> bool:
+    """Was the owner prompted, after the response that served ``op``, for an earlier call
+    of that same response, and never answered? The loop runs a response's calls in order
+    and the turn returns ``awaiting_approval`` at the first one that waits
+    (docs/lifecycle.md, steps 4-5), so the later calls are not reached yet: not lost."""
+    served = trace.events[served_at].data.get("tool_call_ids") or []
+    if op.tool_call_id not in served:
+        return False
+    earlier = set(served[:served.index(op.tool_call_id)])
+    answered = {
+        (event.data.get("args") or {}).get("wait_id")
+        for event in F.events_between(trace, served_at, F.last_index(trace) + 1, Kind.DRIVER_CALL)
+        if event.data.get("method") == "answer_approval" and not event.data.get("skipped")
+    }
+    return any(
+        prompt.data.get("session_id") == op.session_id
+        and prompt.data.get("tool_call_id") in earlier
+        and prompt.data.get("wait_id") not in answered
+        and None not in answered  # an answer not naming its wait may have been this one
+        for prompt in F.events_between(trace, served_at, stop, Kind.APPROVAL_PROMPT)
+    )
+
+
 def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
     """A served call may legitimately have no record when the run was cut, or a crash,
-    restart or cancellation came between serving it and the next model request."""
+    restart or cancellation came between serving it and the next model request, or the
+    turn is still waiting for the owner's answer about an earlier call of the same
+    response."""
     if not trace.completed:
         return True
     nxt = F.next_model_request(trace, op.session_id, served_at)
     stop = nxt.index if nxt is not None else F.last_index(trace) + 1
+    if _held_by_unanswered_wait(trace, op, served_at, stop):
+        return True
     for event in F.events_between(trace, served_at, stop, Kind.CRASH, Kind.RESTART, Kind.HANG):
         return True
     for event in F.events_between(trace, served_at, stop, Kind.DRIVER_CALL, Kind.FAILPOINT):
@@ -366,9 +393,18 @@ def check_x4(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: a pre-call denial is marked reconciliation_required/unknown",
                 (point.index,)))
             continue
+        # A result saved before a later attempt's start (an approved escalation runs the
+        # operation again) is superseded by it: a crash between that start and its result
+        # leaves the operation honestly unknown.
+        later_starts = [
+            crash.index for crash, name, context in crashes
+            if name in F.CRASH_AFTER_START and F.context_names_op(context, op)
+            and crash.index < point.index
+        ]
+        superseded_before = max(later_starts, default=-1)
         saved = [
             (p, v) for p, v in op.views
-            if p.index < point.index
+            if superseded_before < p.index < point.index
             and F.value(v.outcome) in ("succeeded", "failed")
             and F.value(v.delivery) in ("recorded", "projected")
         ]

@@ -184,6 +184,22 @@ def test_an_escalation_is_never_granted_by_a_retry_only_by_its_own_approval(star
     assert obs.result_records == 2
 
 
+def test_an_approved_run_that_asks_to_escalate_has_applied_its_permission_answer(
+        start, impl, data_dir):
+    """The permission answer took effect (the sandboxed run happened) while the operation
+    waits on its escalation question: the first wait is applied, the second is pending
+    (chaos regression l2-escalation-after-sandbox, seed 3)."""
+    world = FakeWorld(replies={"s1": [Reply("", (call("c1", "Bash", command="npm i -g tsc"),))]},
+                      tool_behaviour={"c1": ["escalate"]})
+    runtime = start(world, config(rules=(ask("Bash"),)))
+    assert runtime.run_turn("s1", "install").status is TurnStatus.AWAITING_APPROVAL
+    assert runtime.answer_approval(world.prompts[0].wait_id, True).status is TurnStatus.AWAITING_APPROVAL
+    permission, escalation = impl.inspect(data_dir).approval_waits
+    assert (permission.status, permission.applied) == (WaitStatus.APPROVED, True)
+    assert (escalation.status, escalation.applied) == (WaitStatus.PENDING, False)
+    assert [inv.sandboxed for inv in world.ledger] == [True]
+
+
 def test_without_an_owner_an_escalation_request_just_fails(start, impl, data_dir):
     world = FakeWorld(replies={"s1": [Reply("", (call("c1", "Bash", command="npm install"),))]},
                       tool_behaviour={"c1": ["escalate"]})

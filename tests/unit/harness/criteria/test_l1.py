@@ -564,7 +564,8 @@ W1 = {"path": "/readonly/x.txt", "content": "x"}
 W2 = {"path": "/repo/y.txt", "content": "y"}
 
 
-def _classes(stored_kind="failed", told_output=True, run_w2=True, fault_breaks=False, corrected="ok"):
+def _classes(stored_kind="failed", told_output=True, run_w2=True, fault_breaks=False, corrected="ok",
+             rules_dropped_after_w1=False):
     b = TraceBuilder(session("s1", rules=[("allow", "resize_image"), ("allow", "write_file"),
                                           ("deny", "drop_table")]),
                      tools=[("resize_image", "write"), ("write_file", "write"), ("drop_table", "external")])
@@ -585,6 +586,8 @@ def _classes(stored_kind="failed", told_output=True, run_w2=True, fault_breaks=F
     w1 = b.executed("s1", "w1", "write_file", W1, status="error", error_kind="failed",
                     output="write_file failed: read-only file system")
     views["w1"] = op_view("s1", "w1", "write_file", W1, outcome="failed", failure_kind=stored_kind)
+    if rules_dropped_after_w1:
+        b.update_rules("s1", [], 2)
     if run_w2:
         w2 = b.executed("s1", "w2", "write_file", W2)
         views["w2"] = op_view("s1", "w2", "write_file", W2)
@@ -630,6 +633,14 @@ def test_l1_7_fails_when_other_granted_work_is_abandoned():
     verdict = v("L1.7", b.build())
     assert verdict.status is Status.FAIL and marks["batch"] in all_indexes(verdict)
     assert any("never run" in e.note for e in verdict.evidence)
+
+
+def test_l1_7_does_not_require_a_sibling_the_rules_stopped_granting():
+    """The rules change after w1 ran: w2 is re-checked under them and not run (chaos
+    regression l1-failure-classes, process mode seed 7)."""
+    b, _ = _classes(run_w2=False, rules_dropped_after_w1=True)
+    verdict = v("L1.7", b.build())
+    assert not any("never run" in e.note for e in verdict.evidence), verdict.evidence
 
 
 def test_l1_7_fails_when_a_runtime_fault_makes_a_known_result_unknown():

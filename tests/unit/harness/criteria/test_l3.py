@@ -470,6 +470,30 @@ def test_l3_9_fails_when_the_repeat_guard_refuses_it():
     assert any(index in e.trace_indexes for e in verdict.evidence)
 
 
+def test_l3_9_leaves_out_an_operation_cancelled_before_its_review():
+    """The session was cancelled right after c3 was prepared: c3 is recorded as cancelled,
+    not refused by a repeat guard, so there is no repeat to judge (chaos regression)."""
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("c1", PUSH, "publish"))
+    deny_round(tb, bash("c2", PUSH, "publish, please"))
+    tb.respond("s1", (bash("c3", PUSH, "publish now"),))
+    tb.call("cancel", session_id="s1")
+    tb.observe("final", Observation(operations=(
+        denied(bash("c3", PUSH, "publish now"), decided_by=DecisionSource.CANCELLATION),)))
+    assert check("L3.9", tb.build()).status is Status.NOT_EXERCISED
+
+
+def test_l3_9_still_fails_a_repeat_guard_refusal_in_a_cancelled_session():
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("c1", PUSH, "publish"))
+    deny_round(tb, bash("c2", PUSH, "publish, please"))
+    tb.respond("s1", (bash("c3", PUSH, "publish now"),))
+    tb.call("cancel", session_id="s1")
+    index = tb.observe("final", Observation(operations=(
+        denied(bash("c3", PUSH, "publish now"), decided_by=DecisionSource.REPEAT_GUARD),)))
+    assert_fail_at(check("L3.9", tb.build()), index)
+
+
 def test_l3_9_not_exercised_without_repeats():
     tb = TB(AUTO, tools=BASH)
     deny_round(tb, bash("c1", PUSH, "publish"))

@@ -8,6 +8,7 @@ from harness.contract import (
     FailureKind,
     Feature,
     Observation,
+    OperationView,
     Outcome,
     Permission,
     Rule,
@@ -15,6 +16,7 @@ from harness.contract import (
     SessionConfig,
     ToolCall,
     TurnStatus,
+    result_digest,
 )
 from harness.criteria import l4
 from harness.criteria.base import Status, run_check
@@ -344,6 +346,31 @@ def test_l4_7_fails_when_a_diagnostics_failure_damages_the_record():
     fp = _hit(tb, "during_diagnostics_write", "raise", CTX, SAVED)
     tb.observe("quiescent", Observation(operations=(UNKNOWN,)))
     assert_fail_at(check("L4.7", tb.build()), fp)
+
+
+def _unknown_answer_then_diagnostics_failure(kept: OperationView):
+    """The tool answers "unknown" (its effect could not be confirmed); the diagnostics
+    write after the saved result fails (chaos regression l1-failure-classes, seed 3)."""
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="lost", error_kind="unknown")
+    fp = tb.failpoint("during_diagnostics_write", "crash", dict(CTX))
+    tb.observe("final", Observation(operations=(kept,)))
+    return tb.build(), fp
+
+
+def test_l4_7_passes_when_an_unknown_tool_answer_stays_unknown():
+    kept = op(W, outcome=Outcome.UNKNOWN, reconcile=True, started=True, digest=result_digest("error", "lost"),
+              failure_kind=FailureKind.UNKNOWN)
+    trace, _ = _unknown_answer_then_diagnostics_failure(kept)
+    assert check("L4.7", trace).status is Status.PASS
+
+
+def test_l4_7_fails_when_an_unknown_tool_answer_is_kept_as_failed():
+    kept = op(W, outcome=Outcome.FAILED, started=True, status="error", output="lost",
+              failure_kind=FailureKind.FAILED)
+    trace, fp = _unknown_answer_then_diagnostics_failure(kept)
+    assert_fail_at(check("L4.7", trace), fp)
 
 
 def test_l4_7_not_exercised_without_executions():

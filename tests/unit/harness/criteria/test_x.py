@@ -182,6 +182,31 @@ def test_x2_excuses_a_missing_record_after_a_crash():
     assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
+def _second_call_behind_a_wait(answered: bool):
+    """One response, two calls; the first waits for the owner, the second is not reached."""
+    b = TraceBuilder("s1")
+    end = b.model("s1", [call("c1", "write_file", W), call("c2", "write_file", RM)])[1]
+    wait_id = b.prompt("s1", "c1", "write_file", W)
+    b.turn_returns("s1", "awaiting_approval")
+    if answered:
+        b.answer(wait_id)
+    point = b.observe(op_view("s1", "c1", "write_file", W, permission="ask", outcome="not_started",
+                              delivery="pending"))
+    return b.build(), end, point
+
+
+def test_x2_excuses_a_call_behind_an_unanswered_wait_of_the_same_response():
+    trace, _, _ = _second_call_behind_a_wait(answered=False)
+    assert v("X2", trace).status is Status.PASS
+
+
+def test_x2_fails_a_call_lost_after_the_wait_was_answered():
+    trace, end, point = _second_call_behind_a_wait(answered=True)
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+    assert "c2" in " ".join(e.note for e in verdict.evidence)
+
+
 def test_x2_reads_args_from_assistant_echo_when_stream_has_no_tool_calls():
     b = TraceBuilder("s1")
     b.model("s1", [call("c1", "write_file", W)], with_tool_calls=False)
@@ -289,6 +314,32 @@ def test_x4_fails_when_a_saved_result_becomes_unknown():
     verdict = v("X4", b.build())
     assert verdict.status is Status.FAIL and {saved, point} <= all_indexes(verdict)
     assert b.seq(row) in all_rows(verdict)
+
+
+def _escalation_cut_by_a_crash(crash_at: str):
+    """A sandboxed attempt's failed result is saved; the approved escalation starts the
+    operation again and the instance dies at ``crash_at``; after the restart it is unknown."""
+    b = TraceBuilder("s1")
+    _charge(b)
+    b.executed("s1", "c1", "charge", CHARGE, status="error", escalation_requested=True)
+    saved = b.probe("failpoint:after_result_saved", op_view(
+        "s1", "c1", "charge", CHARGE, outcome="failed", execution_started=True, delivery="recorded"))
+    b.crash(crash_at, context={"tool_call_id": "c1", "session_id": "s1"})
+    b.restart()
+    point = b.observe(op_view("s1", "c1", "charge", CHARGE, outcome="unknown", execution_started=True,
+                              reconciliation_required=True), label="after_restart")
+    return b.build(), saved, point
+
+
+def test_x4_passes_when_a_later_attempt_is_cut_between_its_start_and_result():
+    trace, _, _ = _escalation_cut_by_a_crash("after_start_recorded")
+    assert v("X4", trace).status is Status.PASS
+
+
+def test_x4_fails_when_a_crash_after_the_saved_result_makes_it_unknown():
+    trace, saved, point = _escalation_cut_by_a_crash("after_checkpoint_saved")
+    verdict = v("X4", trace)
+    assert verdict.status is Status.FAIL and {saved, point} <= all_indexes(verdict)
 
 
 def test_x4_fails_without_any_crash_mid_execution():
