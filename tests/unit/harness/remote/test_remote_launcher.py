@@ -311,7 +311,11 @@ def test_process_spec_resolves_with_a_handshake():
     try:
         assert implementation.info == REFERENCE_INFO
         assert implementation.crash_mode == "process"
-        assert implementation.fixture_root == str(Path(reference_impl.__file__).parent)
+        # Fixtures come over the protocol: the harness reads no path the server names.
+        declared = implementation.info.checkpoint_fixtures[0]
+        fixture = implementation.checkpoint_fixture(declared)
+        assert fixture.content == (Path(reference_impl.__file__).parent / declared).read_bytes()
+        assert fixture.expected_messages
     finally:
         implementation.close()
 
