@@ -624,7 +624,11 @@ class ImplementationInfo:
     version: str
     features: tuple[Feature, ...] = ()
     checkpoint_fixtures: tuple[str, ...] = ()
-    """Paths (relative to the implementation package) of old-format checkpoint fixtures."""
+    """Names of old-format checkpoint fixtures (paths relative to the implementation's
+    package, by convention). The harness never opens them itself: it asks the implementation
+    for each one's content (:class:`CheckpointFixtureSource`, or the protocol method
+    ``checkpoint_fixture``); only in process without that method does it read one below the
+    implementation's own package folder, confined to it."""
 
 
 CHECKPOINT_FIXTURE_BYTES_MAX = 4 * 1024 * 1024

@@ -40,7 +40,8 @@ CHECKPOINT_FIXTURES: tuple[str, ...] = (
     "fixtures/checkpoints/v2_with_failures.json",
 )
 """Old-format checkpoints (relative to this package), each with a ``.expect.json`` sidecar
-listing the messages a session continued from it must carry."""
+listing the messages a session continued from it must carry; handed to the harness by
+:meth:`ReferenceImplementation.checkpoint_fixture`."""
 
 
 _PACKAGE = Path(__file__).resolve().parent

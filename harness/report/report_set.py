@@ -221,6 +221,13 @@ def _holds_only(directory: Path, names: tuple[str, ...]) -> bool:
 
 def _write_in_place(target: Path, files: Mapping[str, bytes]) -> None:
     target.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    stale = tuple(f".{name}{TEMP_INFIX}" for name in files)
+    for entry in os.listdir(target):  # temporary files of a writer killed before its rename
+        if entry.startswith(stale) and entry.endswith(".tmp"):
+            try:
+                os.unlink(target / entry)
+            except OSError:
+                pass
     for name in files:  # old reports (or links planted at their names) go first
         try:
             os.unlink(target / name)
