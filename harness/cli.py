@@ -265,6 +265,7 @@ def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
+    check_report_dir_option(args.report_dir)
     required = required_features(args)
     implementation = ctx.deps.resolve_impl(args.impl)
     scenarios = discover_scenarios(ctx, args.scenarios)
@@ -321,11 +322,23 @@ def _with_determinism(
     return dataclasses.replace(result, determinism=DeterminismCheck(len(scenarios), records))
 
 
+def check_report_dir_option(report_dir: str) -> None:
+    """Refuse a ``--report-dir`` that cannot take the reports before anything runs (exit 2):
+    empty, a file, a symbolic link, or not writable."""
+    from harness.report import check_report_dir
+
+    problem = check_report_dir(report_dir)
+    if problem is not None:
+        raise UsageError(f"--report-dir {report_dir!r}: {problem}")
+
+
 def _write_reports(result: RunResult, report_dir: str) -> dict[str, Path]:
-    from harness.report import write_reports
+    from harness.report import ReportDirError, write_reports
 
     try:
         return write_reports(result, report_dir)
+    except ReportDirError as exc:
+        raise UsageError(f"--report-dir {report_dir!r}: {exc}") from exc
     except OSError as exc:
         raise UsageError(
             f"cannot write the reports to {report_dir!r}: {exc.strerror or exc}; "
@@ -462,6 +475,7 @@ def _mutants() -> tuple[Any, ...]:
 def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest, score_lines
 
+    check_report_dir_option(args.report_dir)
     mutants = _mutants()
     if args.mutants:
         known = {m.name: m for m in mutants}

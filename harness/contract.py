@@ -624,7 +624,27 @@ class ImplementationInfo:
     version: str
     features: tuple[Feature, ...] = ()
     checkpoint_fixtures: tuple[str, ...] = ()
-    """Paths (relative to the implementation package) of old-format checkpoint fixtures."""
+    """Names of old-format checkpoint fixtures (paths relative to the implementation's
+    package, by convention). The harness never opens them itself: it asks the implementation
+    for each one's content (:class:`CheckpointFixtureSource`, or the protocol method
+    ``checkpoint_fixture``); only in process without that method does it read one below the
+    implementation's own package folder, confined to it."""
+
+
+CHECKPOINT_FIXTURE_BYTES_MAX = 4 * 1024 * 1024
+"""The largest checkpoint fixture the harness accepts from an implementation."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFixture:
+    """A declared checkpoint fixture as the implementation hands it over. The harness never
+    opens a path an implementation names: it asks for the content (optional method
+    ``Implementation.checkpoint_fixture(name) -> CheckpointFixture``, or ``bytes``)."""
+
+    content: bytes
+    expected_messages: tuple[dict[str, Any], ...] | None = None
+    """The messages a session continued from it must carry (the old ``.expect.json``
+    sidecar), for a fixture in no layout the harness reads itself; None when not given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -707,6 +727,16 @@ class Implementation(Protocol):
 
     def inspect(self, data_dir: str) -> Observation:
         """Read the durable store alone (fresh connection, no running instance needed)."""
+
+
+@runtime_checkable
+class CheckpointFixtureSource(Protocol):
+    """Optional on an :class:`Implementation`: the content of one declared checkpoint
+    fixture (``name`` is an entry of ``info.checkpoint_fixtures``), at most
+    :data:`CHECKPOINT_FIXTURE_BYTES_MAX` bytes. Without it the harness reads the fixture
+    from below the implementation's own package, confined to it."""
+
+    def checkpoint_fixture(self, name: str) -> CheckpointFixture | bytes: ...
 
 
 # --------------------------------------------------------------------------- JSON round trip

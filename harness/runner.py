@@ -32,22 +32,21 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import logging
 import os
 import random
 import re
 import shutil
-import sys
 import tempfile
 import threading
 import time
 import traceback
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any, Callable
 
 from harness import fault_coverage
+from harness import fixture_source
 from harness.contract import (
     Feature,
     Implementation,
@@ -640,15 +639,18 @@ class _Run:
                       f"the implementation declares no checkpoint fixture {name!r} "
                       f"(declared: {', '.join(declared) or 'none'})")
             return
-        path = _find_fixture(self.impl, matches[0])
-        if path is None:
-            self.fail(f"declared checkpoint fixture {matches[0]!r} was not found below the "
-                      f"implementation's package ({type(self.impl).__module__})")
+        try:
+            # Asked of the implementation: the harness never opens a path it names.
+            fixture = fixture_source.fetch(self.impl, matches[0])
+        except Exception as exc:  # noqa: BLE001 - any failure to hand it over is reported
+            self.fail(f"declared checkpoint fixture {matches[0]!r} could not be had from the "
+                      f"implementation: {type(exc).__name__}: {exc}")
             return
-        data = path.read_bytes()
+        data = fixture.content
         # What the harness itself reads from the bytes it passes (L1.6 judges the load on it;
         # null when the fixture is in no documented layout: the sidecar is all there is).
-        args.update({"path": matches[0], "expected_messages": _expected_messages(path),
+        expected = None if fixture.expected_messages is None else list(fixture.expected_messages)
+        args.update({"path": matches[0], "expected_messages": expected,
                      "fixture_content": read_fixture(data),
                      "size_bytes": len(data),
                      "sha256": hashlib.sha256(data).hexdigest()})
@@ -725,45 +727,6 @@ def _fixture_matches(name: str, declared: str) -> bool:
     stem = path.name.split(".")[0]
     return name in (declared, path.name, path.stem, stem) or any(
         stem.startswith(name + sep) for sep in "_-.")
-
-
-def _find_fixture(implementation: Any, relative: str) -> Path | None:
-    """``relative`` below the implementation's package (its module's folder, then parents
-    that are still packages). A wrapper implementation names the package it wraps in a
-    ``fixture_module`` attribute; an out-of-process one gives the folder in ``fixture_root``."""
-    root = getattr(implementation, "fixture_root", None)
-    if isinstance(root, str) and root:
-        candidate = Path(root) / relative
-        return candidate if candidate.is_file() else None
-    module_name = getattr(implementation, "fixture_module", None) or type(implementation).__module__
-    module = sys.modules.get(module_name)
-    file = getattr(module, "__file__", None)
-    if not file:
-        return None
-    folder = Path(file).resolve().parent
-    while True:
-        candidate = folder / relative
-        if candidate.is_file():
-            return candidate
-        if not (folder.parent / "__init__.py").is_file():
-            return None
-        folder = folder.parent
-
-
-def _expected_messages(fixture: Path) -> Any:
-    """The messages listed by the fixture's sidecar ``<name>.expect.json``, if any."""
-    stem = fixture.name.split(".")[0]
-    for sidecar in (fixture.with_name(stem + ".expect.json"),
-                    fixture.with_name(fixture.name + ".expect.json")):
-        if sidecar.is_file():
-            try:
-                data = json.loads(sidecar.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            if isinstance(data, dict):
-                data = data.get("messages")
-            return data if isinstance(data, list) else None
-    return None
 
 
 def _scrub(trace: Trace, data_dir: str) -> Trace:

@@ -19,7 +19,10 @@ session's checkpointed conversation), ``model_requests``, ``turns`` (the agent l
 
 from __future__ import annotations
 
-from harness.contract import Feature, ImplementationInfo, Observation, World
+import json
+from pathlib import Path
+
+from harness.contract import CheckpointFixture, Feature, ImplementationInfo, Observation, World
 from reference_impl.errors import ReferenceImplError
 from reference_impl.inspection import observe
 from reference_impl.runtime import ReferenceRuntime
@@ -37,7 +40,11 @@ CHECKPOINT_FIXTURES: tuple[str, ...] = (
     "fixtures/checkpoints/v2_with_failures.json",
 )
 """Old-format checkpoints (relative to this package), each with a ``.expect.json`` sidecar
-listing the messages a session continued from it must carry."""
+listing the messages a session continued from it must carry; handed to the harness by
+:meth:`ReferenceImplementation.checkpoint_fixture`."""
+
+
+_PACKAGE = Path(__file__).resolve().parent
 
 
 class ReferenceImplementation:
@@ -54,6 +61,19 @@ class ReferenceImplementation:
 
     def inspect(self, data_dir: str) -> Observation:
         return observe(data_dir)
+
+    def checkpoint_fixture(self, name: str) -> CheckpointFixture:
+        """The content of a fixture it declares (those only, read from this package), with
+        the messages of its ``.expect.json`` sidecar."""
+        if name not in CHECKPOINT_FIXTURES:
+            raise ReferenceImplError(f"no declared checkpoint fixture {name!r} "
+                                     f"(declared: {', '.join(CHECKPOINT_FIXTURES)})")
+        path = _PACKAGE / name
+        sidecar = path.with_name(path.name.split(".")[0] + ".expect.json")
+        messages = None
+        if sidecar.is_file():
+            messages = tuple(json.loads(sidecar.read_text(encoding="utf-8"))["messages"])
+        return CheckpointFixture(path.read_bytes(), messages)
 
 
 def implementation() -> ReferenceImplementation:

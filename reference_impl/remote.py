@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 from typing import Any, BinaryIO
 
 from harness.contract import (
@@ -50,10 +49,12 @@ from harness.contract import (
 )
 from harness.remote.protocol import (
     DRIVER_METHODS,
+    METHOD_NOT_FOUND,
     PORT_METHODS,
     PROTOCOL_VERSION,
     VERSION_MISMATCH,
     WRONG_STATE,
+    CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
     RpcFault,
@@ -112,11 +113,9 @@ class RemoteWorld:
 class Server:
     """Answers the harness's driver requests for one implementation, one runtime at a time."""
 
-    def __init__(self, implementation: Implementation, endpoint: Endpoint,
-                 fixture_root: str = "") -> None:
+    def __init__(self, implementation: Implementation, endpoint: Endpoint) -> None:
         self.implementation = implementation
         self.endpoint = endpoint
-        self.fixture_root = fixture_root
         self.initialized = False
         self.runtime: Runtime | None = None
         endpoint.handlers = {name: getattr(self, "do_" + name) for name in DRIVER_METHODS}
@@ -139,7 +138,7 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, self.fixture_root)
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info)
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -178,6 +177,14 @@ class Server:
         self._ready("inspect")
         return self.implementation.inspect(data_dir)
 
+    def do_checkpoint_fixture(self, name: str) -> CheckpointFixtureResult:
+        self._ready("checkpoint_fixture")
+        offer = getattr(self.implementation, "checkpoint_fixture", None)
+        if not callable(offer):
+            raise RpcFault(METHOD_NOT_FOUND, "checkpoint_fixture: this implementation hands "
+                           "over no checkpoint fixtures")
+        return CheckpointFixtureResult.of(offer(name))
+
     def do_shutdown(self) -> None:
         self.close_runtime()
 
@@ -191,12 +198,11 @@ def _harness_gone() -> None:
     os._exit(EXIT_HARNESS_GONE)
 
 
-def serve(implementation: Implementation, rfile: BinaryIO, wfile: BinaryIO,
-          fixture_root: str = "") -> int:
+def serve(implementation: Implementation, rfile: BinaryIO, wfile: BinaryIO) -> int:
     """Serve the protocol on ``rfile``/``wfile`` until ``shutdown`` or end of input."""
     endpoint = Endpoint(StreamTransport(rfile, wfile), incoming=DRIVER_METHODS,
                         outgoing=PORT_METHODS, handlers={}, on_eof_in_call=_harness_gone)
-    server = Server(implementation, endpoint, fixture_root)
+    server = Server(implementation, endpoint)
     endpoint.serve()
     server.close_runtime()
     return 0
@@ -208,8 +214,7 @@ def main() -> int:
     protocol_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # anything printed by accident goes to stderr, not into the protocol
     sys.stdout = sys.stderr
-    return serve(implementation(), sys.stdin.buffer, protocol_out,
-                 fixture_root=str(Path(__file__).resolve().parent))
+    return serve(implementation(), sys.stdin.buffer, protocol_out)
 
 
 if __name__ == "__main__":

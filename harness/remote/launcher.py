@@ -46,7 +46,9 @@ from harness.contract import (
     CONTRACT_VERSION,
     ApprovalPrompt,
     ClassifierRequest,
+    CheckpointFixture,
     ClassifierVerdict,
+    ContractError,
     ImplementationInfo,
     LifecycleEvent,
     ModelChunk,
@@ -71,6 +73,7 @@ from harness.remote.protocol import (
     PROTOCOL_VERSION,
     WRONG_STATE,
     BadMessage,
+    CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
     PeerGone,
@@ -616,6 +619,22 @@ class ProcessImplementation:
                 raise
             finally:
                 self._inspecting = None
+
+    def checkpoint_fixture(self, name: str) -> CheckpointFixture:
+        """The declared fixture ``name`` as the implementation hands it over (protocol
+        method ``checkpoint_fixture``, answered by the shared inspector): the harness never
+        reads a fixture path itself, so this works the same for an image."""
+        with self._inspect_lock:
+            child = self._inspector(None)
+            try:
+                answer: CheckpointFixtureResult = child.call("checkpoint_fixture", name=name)
+            except RemoteError:
+                self._inspectors.pop(None, None)
+                raise
+        try:
+            return answer.fixture()
+        except ContractError as exc:
+            raise child.error("checkpoint_fixture", str(exc)) from None
 
     # -- cleanup -------------------------------------------------------------------------------
 

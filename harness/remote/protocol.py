@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 from harness.contract import (
+    CHECKPOINT_FIXTURE_BYTES_MAX,
     ApprovalPrompt,
+    CheckpointFixture,
     ClassifierRequest,
     ClassifierVerdict,
     ContractError,
@@ -215,8 +217,35 @@ class InitializeResult:
     protocol_version: int
     info: ImplementationInfo
     fixture_root: str = ""
-    """Absolute folder that ``info.checkpoint_fixtures`` are relative to, when the harness can
-    read it (same machine); "" when it cannot (e.g. inside a container)."""
+    """Obsolete and ignored: the harness never reads a path an implementation names; it asks
+    for a fixture's content with ``checkpoint_fixture``. Accepted so older servers still load."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFixtureResult:
+    """What a server answers to ``checkpoint_fixture``: the fixture's bytes as base64 text
+    (at most ``CHECKPOINT_FIXTURE_BYTES_MAX`` bytes once decoded) and, optionally, the
+    messages a session continued from it must carry (its ``.expect.json`` sidecar)."""
+
+    content_base64: str
+    expected_messages: tuple[dict[str, Any], ...] | None = None
+
+    @classmethod
+    def of(cls, fixture: CheckpointFixture | bytes) -> CheckpointFixtureResult:
+        if not isinstance(fixture, CheckpointFixture):
+            fixture = CheckpointFixture(bytes(fixture))
+        return cls(base64.b64encode(fixture.content).decode("ascii"), fixture.expected_messages)
+
+    def fixture(self, where: str = "checkpoint_fixture.result") -> CheckpointFixture:
+        """The decoded fixture; raises ContractError when too large or not base64."""
+        if len(self.content_base64) > 4 * (CHECKPOINT_FIXTURE_BYTES_MAX // 3 + 1):
+            raise ContractError(f"{where}.content_base64: larger than "
+                                f"{CHECKPOINT_FIXTURE_BYTES_MAX} bytes once decoded")
+        content = decode_value(bytes, self.content_base64, f"{where}.content_base64")
+        if len(content) > CHECKPOINT_FIXTURE_BYTES_MAX:
+            raise ContractError(f"{where}.content_base64: larger than "
+                                f"{CHECKPOINT_FIXTURE_BYTES_MAX} bytes once decoded")
+        return CheckpointFixture(content, self.expected_messages)
 
 
 def _methods(*methods: Method) -> dict[str, Method]:
@@ -242,6 +271,9 @@ DRIVER_METHODS: dict[str, Method] = _methods(
     Method("close", (), None, "Runtime.close; the process stays up for inspect/shutdown."),
     Method("inspect", (Param("data_dir", str),), Observation,
            "Implementation.inspect: read the durable store alone (no open runtime needed)."),
+    Method("checkpoint_fixture", (Param("name", str),), CheckpointFixtureResult,
+           "The content of the declared checkpoint fixture `name` (an entry of "
+           "info.checkpoint_fixtures); the harness never reads fixture paths itself."),
     Method("shutdown", (), None, "Answer, then exit with status 0."),
 )
 """Harness → implementation requests."""

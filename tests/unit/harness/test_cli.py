@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import os
 import json
 import shlex
 from pathlib import Path
@@ -135,10 +136,41 @@ def test_invalid_scenario_exits_2():
     assert code == 2 and "unknown key 'bogus'" in err
 
 
-def test_unwritable_report_dir_exits_2(tmp_path):
-    (tmp_path / "file").write_text("not a dir")
-    code, _, err = _main(["run", "--report-dir", "file/sub"], _deps([GOOD]))
-    assert code == 2 and "cannot write the reports" in err and "--report-dir" in err
+def _counting_runner():
+    calls = []
+    inner = fake_runner()
+
+    def runner(*args, **kwargs):
+        calls.append(args)
+        return inner(*args, **kwargs)
+
+    return runner, calls
+
+
+@pytest.mark.parametrize("setup, report_dir, says", [
+    (lambda root: (root / "file").write_text("x"), "file/sub", "file is not a directory"),
+    (lambda root: (root / "file").write_text("x"), "file", "is not a directory"),
+    (lambda root: None, "", "--report-dir . for the current directory"),
+    (lambda root: (root / "real").mkdir() or (root / "link").symlink_to(root / "real"), "link",
+     "is a symbolic link"),
+])
+def test_a_bad_report_dir_exits_2_before_anything_runs(tmp_path, setup, report_dir, says):
+    setup(tmp_path)
+    runner, calls = _counting_runner()
+    code, out, err = _main(["run", "--report-dir", report_dir], _deps([GOOD], runner=runner))
+    assert code == 2 and says in err and "--report-dir" in err
+    assert calls == [] and "fault plans" not in err  # refused before running anything
+    assert not (tmp_path / "real" / "report.json").exists()
+
+
+def test_an_unwritable_report_dir_exits_2_before_anything_runs(tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root may write anywhere")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    runner, calls = _counting_runner()
+    code, _, err = _main(["run", "--report-dir", "locked"], _deps([GOOD], runner=runner))
+    assert code == 2 and "not writable" in err and calls == []
 
 
 def test_harness_bug_exits_3_with_a_short_hint():

@@ -20,6 +20,7 @@ from harness.errors import ImplementationLoadError
 from harness.implementations import resolve
 from harness.remote import launcher
 from harness.remote.launcher import ProcessImplementation
+from harness.remote.protocol import RemoteException
 from harness.runner import run_scenario
 from harness.scenarios import load
 from harness.suite import run_suite
@@ -311,7 +312,13 @@ def test_process_spec_resolves_with_a_handshake():
     try:
         assert implementation.info == REFERENCE_INFO
         assert implementation.crash_mode == "process"
-        assert implementation.fixture_root == str(Path(reference_impl.__file__).parent)
+        # Fixtures come over the protocol: the harness reads no path the server names.
+        declared = implementation.info.checkpoint_fixtures[0]
+        fixture = implementation.checkpoint_fixture(declared)
+        assert fixture.content == (Path(reference_impl.__file__).parent / declared).read_bytes()
+        assert fixture.expected_messages
+        with pytest.raises(RemoteException, match="no declared checkpoint fixture '/etc/passwd'"):
+            implementation.checkpoint_fixture("/etc/passwd")
     finally:
         implementation.close()
 

@@ -65,6 +65,8 @@ RESULTS = {
         result_records=1),
     p.InitializeResult: p.InitializeResult(1, c.ImplementationInfo(
         "x", "1", (c.Feature.APPROVALS,), ("fixtures/a.json",)), "/opt/x"),
+    p.CheckpointFixtureResult: p.CheckpointFixtureResult(
+        "eyJ2IjogMX0=", ({"role": "user", "content": "hi"},)),
     str: "m7",
     float: 12.25,
     type(None): None,
@@ -356,3 +358,15 @@ def test_the_reference_server_refuses_a_protocol_or_contract_version_it_does_not
     first, second = answers[0], answers[1]
     assert first["error"]["code"] == -32001 and "protocol_version 1, not 99" in first["error"]["message"]
     assert second["error"]["code"] == -32001 and "contract_version 1, not 99" in second["error"]["message"]
+
+
+def test_a_checkpoint_fixture_answer_round_trips_and_is_size_limited():
+    fixture = c.CheckpointFixture(b'{"v": 1}', ({"role": "user", "content": "hi"},))
+    answer = p.CheckpointFixtureResult.of(fixture)
+    assert answer.fixture() == fixture
+    assert p.CheckpointFixtureResult.of(b"raw").fixture() == c.CheckpointFixture(b"raw")
+    huge = p.CheckpointFixtureResult("A" * (4 * (c.CHECKPOINT_FIXTURE_BYTES_MAX // 3 + 2)))
+    with pytest.raises(c.ContractError, match="larger than"):
+        huge.fixture()
+    with pytest.raises(c.ContractError, match="not valid base64"):
+        p.CheckpointFixtureResult("not base64!").fixture()
