@@ -40,16 +40,13 @@ if [ "${LH_REBUILD:-0}" = 1 ] || ! docker image inspect "$BASE" >/dev/null 2>&1;
   trap - EXIT
 fi
 
+SRC="$(mktemp -d /tmp/lh-src.XXXXXX)"
 CID="$(docker create "$BASE" /bin/true)"
-trap 'docker rm -f "$CID" >/dev/null 2>&1 || true' EXIT
-docker exec "$CID" true 2>/dev/null || true  # (not started: docker cp works on created containers)
-tar -C "$PROJECT" --exclude=__pycache__ --exclude='*.pyc' -c harness reference_impl \
-  | docker cp - "$CID:/opt/lh" 2>/dev/null || {
-    # /opt/lh does not exist yet in the base: copy into /opt with a renamed top
-    tmp="$(mktemp -d /tmp/lh-src.XXXXXX)"; mkdir "$tmp/lh"
-    tar -C "$PROJECT" --exclude=__pycache__ --exclude='*.pyc' -c harness reference_impl | tar -C "$tmp/lh" -x
-    tar -C "$tmp" -c lh | docker cp - "$CID:/opt"
-    rm -rf "$tmp"; }
+trap 'docker rm -f "$CID" >/dev/null 2>&1 || true; rm -rf "$SRC"' EXIT
+mkdir "$SRC/lh"
+tar -C "$PROJECT" --exclude=__pycache__ --exclude='*.pyc' -c harness reference_impl | tar -C "$SRC/lh" -x
+chmod -R a+rX "$SRC/lh"  # the container runs as the harness's uid, not root
+tar -C "$SRC" --owner=0 --group=0 -c lh | docker cp - "$CID:/opt"
 docker commit \
   --change 'WORKDIR /opt/lh' \
   --change 'ENV PYTHONPATH=/opt/lh PYTHONDONTWRITEBYTECODE=1' \

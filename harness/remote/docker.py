@@ -129,7 +129,8 @@ class _Container(_Child):
         if self.removed or self.owner_pid != os.getpid() or not self.container:
             return
         self.removed = True
-        if self.final_state is None:
+        # only an exit of its own can be the OOM killer's (one engine call fewer per container)
+        if self.final_state is None and not self.killed and self.popen.returncode not in (0, None):
             self.final_state = container_engine.state(self.engine, self.container)
         self.engine.remove(self.container)
 
