@@ -15,13 +15,15 @@ module does everything else to the containers. Guarantees:
 * :meth:`Engine.kill`, :meth:`Engine.remove` and :meth:`Engine.remove_labelled` are
   cleanup: they never raise, and a container already gone is not an error;
 * :func:`remove_everything_started` removes every container this process labelled, on any
-  engine it used; it runs at interpreter exit and is what a signal handler calls.
+  engine it used (a forked copy removes none of its parent's); it runs at interpreter exit
+  and is what a signal handler calls.
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import os
 import subprocess
 import threading
 from dataclasses import dataclass
@@ -198,14 +200,15 @@ def connect(docker: str, daemon_id: str,
     return SdkEngine(client) if same_daemon else CliEngine(docker)
 
 
-_STARTED: dict[str, Engine] = {}
+_STARTED: dict[str, tuple[Engine, int]] = {}
+"""run id -> (its engine, the pid of the process that starts its containers)."""
 _STARTED_LOCK = threading.Lock()
 
 
 def track(run_id: str, engine: Engine) -> None:
     """Remember that this process starts containers labelled ``LABEL=run_id``."""
     with _STARTED_LOCK:
-        _STARTED[run_id] = engine
+        _STARTED[run_id] = (engine, os.getpid())
 
 
 def forget(run_id: str) -> None:
@@ -217,8 +220,9 @@ def forget(run_id: str) -> None:
 def remove_everything_started() -> list[str]:
     """Remove every container this process started (normal exit, an exception, or a signal
     handler calling it); returns the ids removed. Safe to call more than once."""
-    with _STARTED_LOCK:
-        started = list(_STARTED.items())
+    with _STARTED_LOCK:  # a forked copy of the harness never removes its parent's
+        started = [(run_id, engine) for run_id, (engine, pid) in _STARTED.items()
+                   if pid == os.getpid()]
     removed: list[str] = []
     for run_id, engine in started:
         removed += remove_labelled(engine, f"{LABEL}={run_id}")

@@ -234,6 +234,21 @@ def test_close_sweeps_the_label_and_exit_removes_what_every_object_started(engin
     assert set(fake_engine.containers) == {"someone-elses"}
 
 
+def test_a_forked_copy_never_removes_its_parents_containers(engine, fake_engine):
+    implementation = DockerImplementation("img", info=REFERENCE_INFO)
+    implementation.ensure_engine()
+    fake_engine.containers = {"mine": _oom_attrs(implementation.run_id)}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the copy: sweeps nothing of the parent's, then leaves without cleanup
+        os.write(write, repr(sorted(remove_all_containers())).encode())
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1000) == b"[]"
+    os.waitpid(pid, 0)
+    assert remove_all_containers() == ["mine"]
+
+
 class FakeContainer:
     def __init__(self, name, log, fail=None):
         self.id = name
