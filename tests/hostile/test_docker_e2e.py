@@ -120,6 +120,33 @@ def test_the_oom_killer_is_named_with_the_memory_limit():
     assert _labelled(implementation.label) == set()
 
 
+HARNESS_DIES = """
+import os, signal, sys
+from harness.remote.docker import DockerImplementation, remove_all_containers
+implementation = DockerImplementation(sys.argv[1])
+data_dir = sys.argv[2]
+implementation._inspector(data_dir)  # a running container, never closed
+print(implementation.label, flush=True)
+if sys.argv[3] == "signal":
+    def on_term(signum, frame):  # what the CLI's handler does
+        remove_all_containers()
+        os._exit(143)
+    signal.signal(signal.SIGTERM, on_term)
+    os.kill(os.getpid(), signal.SIGTERM)
+raise RuntimeError("a harness bug")
+"""
+
+
+@pytest.mark.parametrize("how", ["exception", "signal"])
+def test_a_harness_that_dies_leaves_no_container(tmp_path, how):
+    done = subprocess.run([sys.executable, "-c", HARNESS_DIES, IMAGE, str(tmp_path), how],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    label = done.stdout.strip()
+    assert label.startswith(f"{LABEL}="), done.stderr
+    assert done.returncode == (1 if how == "exception" else 143), done.stderr
+    assert _labelled(label) == set()
+
+
 FIXTURE_FROM_HOST_PATH = "declared checkpoint fixture"
 """Until checkpoint fixtures come over the protocol, the harness looks for them on a host path
 that does not exist for an image: the scenarios loading one error with this message, L1.6
