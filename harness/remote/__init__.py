@@ -7,6 +7,8 @@
   the ``process:COMMAND`` form of ``--impl``: one child process per opened instance, crashes
   as real ``SIGKILL`` s.
 * :mod:`harness.remote.docker` — the ``docker:IMAGE`` form (needs a Docker engine).
+* :mod:`harness.remote.container_engine` — inspects, kills and removes the docker form's
+  containers (by name or label) through the Docker SDK or the ``docker`` command.
 * :mod:`harness.remote.schema` — generates ``fixtures/protocol.schema.json`` from the method
   tables.
 

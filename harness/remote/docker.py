@@ -1,37 +1,65 @@
 """Run an implementation image with Docker: the ``docker:IMAGE`` form of ``--impl``.
 
 :class:`DockerImplementation` is a :class:`~harness.remote.launcher.ProcessImplementation`
-whose command is ``docker run`` of the image, speaking the same protocol on the container's
-stdin/stdout. Guarantees:
+whose command is ``docker run -i`` of the image, speaking the same protocol on the
+container's stdin/stdout. Guarantees:
 
-* every container runs with no network, a read-only root file system and only the run's
-  data dir writable, mounted at the same path (:meth:`DockerImplementation.docker_argv`
-  gives the exact command); it runs as the harness's uid:gid so it can write the data dir
-  the harness created, and has a ``--name`` so a crash is a ``docker kill --signal KILL``
-  of the container (plus a SIGKILL of the ``docker`` client);
-* ``inspect`` uses one inspector container per data dir (it must mount it), stopped when the
-  run releases the dir; ``info`` comes from a container started without any mount;
+* every container is confined (:meth:`DockerImplementation.docker_argv` gives the exact
+  command): no network, a read-only root file system, all capabilities dropped, no
+  privilege gain (``no-new-privileges``), bounded processes, memory (no swap beyond it) and
+  CPUs (:class:`ContainerLimits`, defaults below, overridable by ``LH_DOCKER_*``), a small
+  ``noexec`` tmpfs on ``/tmp``, and only the run's data dir writable, mounted at the same
+  path. It runs as the harness's uid:gid so it can write the data dir the harness created;
+  ``--`` ends the options, so an image name can never be read as one;
+* every container is named ``lh-<run id>-<n>`` and labelled
+  ``lifecycle-harness.run=<run id>``, with a random run id per implementation object, so
+  CI jobs sharing a daemon never collide nor remove each other's containers;
+* every container is removed on every exit path of the harness: when its instance is closed
+  or crashed (a crash is a ``SIGKILL`` of the container through the engine, then of the
+  ``docker`` client), when a run ends or hangs (``release``), at :meth:`close`, at
+  interpreter exit (also after an exception), and from a signal handler calling
+  :func:`remove_all_containers`. Only a ``SIGKILL`` of the harness itself skips all of
+  these: its containers then see their stdin close and exit, and
+  ``docker rm -f $(docker ps -aq --filter label=lifecycle-harness.run)`` removes them;
+* containers run without ``--rm`` so that the engine can still say, after one ended, that
+  the OOM killer ended it: the error message then reads "killed by the OOM killer (memory
+  limit N)" beside the exit status;
 * with no reachable engine — no ``docker`` on PATH, or ``docker info`` failing — resolving
   and opening raise :class:`~harness.errors.ImplementationLoadError` saying so and how to
   fix it (start the daemon, or use ``process:COMMAND``). Nothing else is attempted then.
 
-Checkpoint fixtures declared by the image live inside it; the harness cannot read them, so
-scenarios that load one report that they were not found.
+Why two ways of talking to the engine: the protocol needs the container's stdin/stdout as
+plain pipes that a ``SIGKILL`` can cut, which ``docker run -i`` gives as a child process
+(the SDK's attach is a raw socket with multiplexed stream framing). Inspecting, killing,
+removing and finding containers by label go through the Docker SDK for Python when it is
+installed and reaches the same daemon, else through the ``docker`` command
+(:mod:`harness.remote.container_engine`).
+
+``inspect`` uses one inspector container per data dir (it must mount it), stopped when the
+run releases the dir; ``info`` comes from a container started without any mount.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import shlex
 import shutil
 import subprocess
+import uuid
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from harness.contract import ImplementationInfo
 from harness.errors import ImplementationLoadError
+from harness.remote import container_engine
+from harness.remote.container_engine import LABEL, Engine
 from harness.remote.launcher import (
     DEFAULT_REPLY_TIMEOUT_S,
     ProcessImplementation,
+    _Child,
+    _child_name,
 )
 
 DOCKER_INFO_TIMEOUT_S = 15.0
@@ -42,6 +70,80 @@ FIX = ("start the Docker daemon (`sudo systemctl start docker`, or run `dockerd`
        "container: --impl \"process:COMMAND\" (see docs/protocol.md)")
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerLimits:
+    """Resource limits of every container, in ``docker run``'s own units."""
+
+    memory: str = "1g"
+    """``--memory`` (and ``--memory-swap``: no swap beyond it). Env: LH_DOCKER_MEMORY."""
+    cpus: str = "1"
+    """``--cpus``. Env: LH_DOCKER_CPUS."""
+    pids: int = 256
+    """``--pids-limit``. Env: LH_DOCKER_PIDS."""
+    tmpfs: str = "64m"
+    """Size of the writable ``/tmp``. Env: LH_DOCKER_TMPFS."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ContainerLimits:
+        """The defaults, each overridden by its ``LH_DOCKER_*`` variable when set."""
+        default = cls()
+        limits = cls(memory=env.get("LH_DOCKER_MEMORY", "").strip() or default.memory,
+                     cpus=env.get("LH_DOCKER_CPUS", "").strip() or default.cpus,
+                     pids=int(env.get("LH_DOCKER_PIDS", "").strip() or default.pids),
+                     tmpfs=env.get("LH_DOCKER_TMPFS", "").strip() or default.tmpfs)
+        limits.validate()
+        return limits
+
+    def validate(self) -> None:
+        size = re.compile(r"[0-9]+[bkmg]?", re.IGNORECASE)
+        problems = []
+        if not size.fullmatch(self.memory):
+            problems.append(f"memory {self.memory!r} (e.g. 512m, 2g)")
+        if not size.fullmatch(self.tmpfs):
+            problems.append(f"tmpfs {self.tmpfs!r} (e.g. 64m)")
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+)?", self.cpus) or float(self.cpus) <= 0:
+            problems.append(f"cpus {self.cpus!r} (e.g. 1, 0.5)")
+        if self.pids <= 0:
+            problems.append(f"pids {self.pids} (a positive count)")
+        if problems:
+            raise ImplementationLoadError("--impl docker: bad container limits: "
+                                          + "; ".join(problems))
+
+
+class _Container(_Child):
+    """A ``docker run -i`` child that also knows its container: removes it once the client
+    is gone, and reads its final state first (for the OOM verdict)."""
+
+    def __init__(self, engine: Engine, argv: Sequence[str], *args: Any, **kwargs: Any) -> None:
+        self.container = _child_name(argv)
+        self.engine = engine
+        self.final_state: container_engine.ContainerState | None = None
+        self.removed = False
+        super().__init__(argv, *args, **kwargs)
+
+    def kill(self) -> None:
+        super().kill()
+        self._remove()
+
+    def _remove(self) -> None:
+        if self.removed or self.owner_pid != os.getpid() or not self.container:
+            return
+        self.removed = True
+        # only an exit of its own can be the OOM killer's (one engine call fewer per container)
+        if self.final_state is None and not self.killed and self.popen.returncode not in (0, None):
+            self.final_state = container_engine.state(self.engine, self.container)
+        self.engine.remove(self.container)
+
+    def status(self) -> str:
+        text = super().status()
+        if self.popen.poll() is None or not self.container:
+            return text
+        if self.final_state is None and not self.removed:
+            self.final_state = container_engine.state(self.engine, self.container)
+        said = self.final_state.describe() if self.final_state is not None else ""
+        return f"{text}; container {self.container} was {said}" if said else text
+
+
 class DockerImplementation(ProcessImplementation):
     """The implementation in ``image`` (see the module doc)."""
 
@@ -49,6 +151,7 @@ class DockerImplementation(ProcessImplementation):
 
     def __init__(self, image: str, *, docker: str = "docker",
                  env: Mapping[str, str] | None = None, info: ImplementationInfo | None = None,
+                 limits: ContainerLimits | None = None,
                  startup_timeout_s: float = DEFAULT_DOCKER_STARTUP_TIMEOUT_S,
                  reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S) -> None:
         image = image.strip()
@@ -57,7 +160,10 @@ class DockerImplementation(ProcessImplementation):
                                           "docker:my-runtime:1.2 ; see docs/protocol.md")
         self.image = image
         self.docker = docker
-        self._engine_ok = False
+        self.limits = limits if limits is not None else ContainerLimits.from_env(os.environ)
+        self.run_id = uuid.uuid4().hex[:12]  # not the seeded world: names must not collide
+        self.label = f"{LABEL}={self.run_id}"
+        self.engine: Engine | None = None
         self._names = itertools.count(1)
         super().__init__([docker, "run", image], env, info=info,
                          startup_timeout_s=startup_timeout_s, reply_timeout_s=reply_timeout_s)
@@ -71,17 +177,18 @@ class DockerImplementation(ProcessImplementation):
 
     # -- the engine --------------------------------------------------------------------------
 
-    def ensure_engine(self) -> None:
-        """Raise :class:`ImplementationLoadError` unless a Docker engine answers."""
-        if self._engine_ok:
-            return
+    def ensure_engine(self) -> Engine:
+        """The engine (see :mod:`~harness.remote.container_engine`); raise
+        :class:`ImplementationLoadError` unless one answers."""
+        if self.engine is not None:
+            return self.engine
         where = f"--impl {self.spec}"
         if shutil.which(self.docker) is None:
             raise ImplementationLoadError(
                 f"{where}: no Docker engine is reachable: the `{self.docker}` command is not "
                 f"installed (not on PATH); install Docker, then {FIX}")
         try:
-            done = subprocess.run([self.docker, "info", "--format", "{{.ServerVersion}}"],
+            done = subprocess.run([self.docker, "info", "--format", "{{.ID}}"],
                                   capture_output=True, text=True,
                                   timeout=DOCKER_INFO_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
@@ -98,32 +205,48 @@ class DockerImplementation(ProcessImplementation):
             raise ImplementationLoadError(
                 f"{where}: no Docker engine is reachable: `{self.docker} info` failed with "
                 f"status {done.returncode}{said}; {FIX}")
-        self._engine_ok = True
+        engine = self._connect(done.stdout.strip())
+        container_engine.track(self.run_id, engine)
+        self.engine = engine
+        return engine
+
+    def _connect(self, daemon_id: str) -> Engine:
+        return container_engine.connect(self.docker, daemon_id)
 
     # -- the command -------------------------------------------------------------------------
 
     def docker_argv(self, data_dir: str | None, name: str) -> list[str]:
         """The exact ``docker run`` command for a container named ``name`` on ``data_dir``."""
-        argv = [self.docker, "run", "-i", "--rm", "--network", "none", "--read-only",
-                "--name", name, "--user", f"{os.getuid()}:{os.getgid()}"]
+        limits = self.limits
+        argv = [self.docker, "run", "-i", "--network", "none", "--read-only",
+                "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
+                "--pids-limit", str(limits.pids),
+                "--memory", limits.memory, "--memory-swap", limits.memory,
+                "--cpus", limits.cpus,
+                "--tmpfs", f"/tmp:rw,noexec,nosuid,nodev,size={limits.tmpfs}",
+                "--name", name, "--label", self.label,
+                "--user", f"{os.getuid()}:{os.getgid()}"]
         if data_dir is not None:
             argv += ["-v", f"{data_dir}:{data_dir}"]
-        argv.append(self.image)
+        argv += ["--", self.image]
         return argv
 
     def _argv_for(self, data_dir: str | None) -> Sequence[str]:
-        return self.docker_argv(data_dir, f"lh-{os.getpid()}-{next(self._names)}")
+        return self.docker_argv(data_dir, f"lh-{self.run_id}-{next(self._names)}")
+
+    def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
+        return _Container(self.ensure_engine(), argv, self.env, self.cwd,
+                          shlex.join(argv), self.reply_timeout_s, on_kill=on_kill)
 
     def _inspector_key(self, data_dir: str) -> str | None:
         return data_dir
 
     def _kill_hook(self, child_name: str) -> Any:
-        docker = self.docker
+        engine = self.engine
 
         def kill_container() -> None:
-            if child_name:
-                subprocess.run([docker, "kill", "--signal", "KILL", child_name],
-                               capture_output=True, timeout=DOCKER_INFO_TIMEOUT_S, check=False)
+            if child_name and engine is not None:
+                engine.kill(child_name)
 
         return kill_container
 
@@ -143,3 +266,25 @@ class DockerImplementation(ProcessImplementation):
         if idle is not None:
             idle.stop()
         return info
+
+    # -- cleanup -------------------------------------------------------------------------------
+
+    def remove_containers(self) -> list[str]:
+        """Remove every container of this object still known to the engine (by label)."""
+        if self.engine is None:
+            return []
+        return container_engine.remove_labelled(self.engine, self.label)
+
+    def close(self) -> None:
+        """Stop and remove every container of this object, then sweep by label (a client
+        killed before its container existed can leave one behind)."""
+        try:
+            super().close()
+        finally:
+            self.remove_containers()
+
+
+def remove_all_containers() -> list[str]:
+    """Remove every container this process started; for a signal handler (the CLI's), as
+    the interpreter's exit does it too. Returns the ids removed."""
+    return container_engine.remove_everything_started()

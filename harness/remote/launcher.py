@@ -514,13 +514,17 @@ class ProcessImplementation:
     def _prepare(self) -> None:
         """Check what spawning needs (raise ImplementationLoadError if it is missing)."""
 
+    def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
+        """Start one child running ``argv`` (docker: one that also manages its container)."""
+        return _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
+                      on_kill=on_kill)
+
     # -- children ------------------------------------------------------------------------------
 
     def _spawn(self, data_dir: str | None) -> _Child:
         self._prepare()
         argv = self._argv_for(data_dir)
-        child = _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
-                       on_kill=self._kill_hook(_child_name(argv)))
+        child = self._new_child(argv, on_kill=self._kill_hook(_child_name(argv)))
         if data_dir is not None:
             with self._lock:
                 self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
