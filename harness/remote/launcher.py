@@ -133,6 +133,9 @@ class _PipeTransport:
         self.limits = limits
         self.line_bytes = limits.line_bytes
         self.write_timeout_s: float | None = None
+        self.leader_alive: Callable[[], bool] | None = None
+        """When it says the child has exited, its output counts as ended even if a process
+        it started still holds the pipe open."""
         self._buffer = bytearray()
         self._eof = False
         self._busy = threading.Lock()
@@ -165,8 +168,12 @@ class _PipeTransport:
                 line = bytes(self._buffer)
                 self._buffer.clear()
                 return line
-            self._wait(self._stdout_fd, False, deadline, timeout)
+            ready = self._wait(self._stdout_fd, False, deadline, timeout)
             if self._closing:
+                continue
+            if not ready:
+                if self.leader_alive is not None and not self.leader_alive():
+                    self._eof = True
                 continue
             try:
                 chunk = os.read(self._stdout_fd, READ_CHUNK_BYTES)
@@ -193,9 +200,9 @@ class _PipeTransport:
                             > self.line_bytes else f"a line of {human_bytes(size)}",
                             "it sent a message line that is too long")
 
-    def _wait(self, fd: int, write: bool, deadline: float | None, timeout: float | None) -> None:
-        """Wait until ``fd`` is ready, at most :data:`POLL_SLICE_S` (then the caller looks
-        again); raise :class:`PeerSilent` past ``deadline``."""
+    def _wait(self, fd: int, write: bool, deadline: float | None, timeout: float | None) -> bool:
+        """Wait until ``fd`` is ready (True), at most :data:`POLL_SLICE_S` (False: the caller
+        looks again); raise :class:`PeerSilent` past ``deadline``."""
         remaining = POLL_SLICE_S
         if deadline is not None:
             left = deadline - time.monotonic()
@@ -206,11 +213,11 @@ class _PipeTransport:
             remaining = min(remaining, left)
         try:
             if write:
-                select.select([], [fd], [], remaining)
-            else:
-                select.select([fd], [], [], remaining)
+                return bool(select.select([], [fd], [], remaining)[1])
+            return bool(select.select([fd], [], [], remaining)[0])
         except (OSError, ValueError):
             self._eof = True
+            return True
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -389,16 +396,20 @@ def _holds(pid: int, mark: bytes, pipes: frozenset[str]) -> bool:
     return False
 
 
+def _kill_group(leader: int) -> None:
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
 def sweep(leader: int, mark: str, pipes: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
     """SIGKILL every process the child ``leader`` started (Linux: found in ``/proc`` by its
     session or process group, by parent chain, by the inherited :data:`CHILD_MARK_ENV` mark,
     or holding one of ``pipes`` such as ``"pipe:[123]"``); ``(pid, name)`` of those killed,
     the leader excluded. Elsewhere only the process group is killed."""
-    try:
-        os.killpg(leader, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
     if not os.path.isdir(_PROC):
+        _kill_group(leader)
         return []
     own = os.getpid()
     uid = os.getuid()
@@ -425,11 +436,14 @@ def sweep(leader: int, mark: str, pipes: frozenset[str] = frozenset()) -> list[t
                 changed = True
     token = f"{CHILD_MARK_ENV}={mark}".encode()
     found |= {pid for pid in table if pid not in found and _holds(pid, token, pipes)}
+    _kill_group(leader)  # after the snapshot: a member killed before it would not be named
     killed = []
     for pid in sorted(found):
         try:
             os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+        except ProcessLookupError:
+            pass  # the group kill got it first
+        except PermissionError:
             continue
         if pid != leader:
             killed.append((pid, table[pid][3]))
@@ -487,6 +501,7 @@ class _Child:
         self.stopping = False
         """Set once asked to shut down: its reaper ends it, :meth:`release` leaves it be."""
         self.strays: list[tuple[int, str]] = []
+        self.reaper: threading.Thread | None = None
         self.mark = f"{os.getpid()}-{next(_SEQUENCE)}-{os.urandom(4).hex()}"
         self.limits = limits
         child_env = dict(os.environ if env is None else env)
@@ -515,6 +530,7 @@ class _Child:
         name = f"lh-child-{self.pid}"
         self.transport = _PipeTransport(stdin_w, stdout_r, limits)
         self.transport.write_timeout_s = reply_timeout_s
+        self.transport.leader_alive = lambda: self.popen.poll() is None
         self.stderr = _StderrTail(stderr_r, name)
         self.endpoint = Endpoint(self.transport, incoming=PORT_METHODS,
                                  outgoing=DRIVER_METHODS, handlers={}, strict=True,
@@ -599,10 +615,9 @@ class _Child:
 
     def error(self, method: str, detail: str) -> RemoteError:
         tail = self.stderr.text(wait_s=0.5 if self.popen.poll() is not None else 0.0)
-        strays = f"; {_strays_text(self.strays)}" if self.strays else ""
         return RemoteError(
             f"implementation process `{self.command}` (pid {self.pid}), {method}: {detail}; "
-            f"{self.status()}{strays}; stderr tail: {tail if tail else '(empty)'}")
+            f"{self.status()}; stderr tail: {tail if tail else '(empty)'}")
 
     def wait(self, timeout_s: float) -> None:
         try:
@@ -677,7 +692,9 @@ class _Child:
                 pass
             except Exception:  # noqa: BLE001 - the child's answer does not matter any more
                 pass
-            threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}", daemon=True).start()
+            self.reaper = threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}",
+                                           daemon=True)
+            self.reaper.start()
             return
         self.kill()
 
@@ -1022,6 +1039,8 @@ class ProcessImplementation:
         for child in children:
             if not child.stopping:
                 child.kill()
+            elif child.reaper is not None:  # let its exit (and the sweep after it) finish
+                child.reaper.join(2 * EXIT_WAIT_S + 1)
         key = self._inspector_key(data_dir)
         if key is not None:
             inspector = self._inspectors.pop(key, None)
