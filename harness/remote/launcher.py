@@ -860,6 +860,7 @@ class ProcessImplementation:
         self._inspect_lock = threading.Lock()
         self._inspectors: dict[str | None, _Child] = {}
         self._inspecting: str | None = None
+        self._inspect_failures: dict[str, str] = {}
         self._by_dir: dict[str, weakref.WeakSet[_Child]] = {}
         self._spares: list[_Child] = []
         limit = _DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
@@ -869,11 +870,11 @@ class ProcessImplementation:
     def bound_waits(self, time_limit_s: float) -> None:
         """Make every wait of this launcher follow the run's per-call time limit: a child
         may stay silent (or leave its stdin unread) for :data:`REPLY_SHARE` of it, and take
-        at most all of it to answer ``initialize`` (the runner calls this with its
+        as long to answer ``initialize`` (the runner calls this with its
         ``time_limit_s``; the command line with ``--time-limit-s`` before loading). Timeouts
         given to the constructor stay upper bounds."""
         startup, reply = self._configured_waits
-        self.startup_timeout_s = min(startup, float(time_limit_s))
+        self.startup_timeout_s = min(startup, REPLY_SHARE * float(time_limit_s))
         self.reply_timeout_s = REPLY_SHARE * float(time_limit_s) if reply is None \
             else min(float(reply), float(time_limit_s))
         with self._lock:
@@ -1008,12 +1009,16 @@ class ProcessImplementation:
     def inspect(self, data_dir: str) -> Observation:
         key = self._inspector_key(data_dir)
         with self._inspect_lock:
+            failed = self._inspect_failures.get(data_dir)
+            if failed is not None:  # no respawn per probe: one failure ends inspection
+                raise RemoteError(f"inspect is off for the rest of this run after: {failed}")
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
                 return child.call("inspect", data_dir=data_dir)
-            except RemoteError:
+            except RemoteError as exc:
                 self._inspectors.pop(key, None)
+                self._inspect_failures[data_dir] = str(exc)
                 raise
             finally:
                 self._inspecting = None
@@ -1048,6 +1053,7 @@ class ProcessImplementation:
                 inspector.stop()
         with self._lock:
             strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
+        self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
         return "; ".join(strays)
 
     def close(self) -> None:

@@ -182,22 +182,23 @@ def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
 
 
 @pytest.mark.parametrize("mode, says", [
-    ("hang", "wrote nothing for 0.75s while 'run_turn'"),
-    ("hang-inspect", "'inspect'"),
-    ("hang-handshake", "'initialize'"),
+    ("hang", "wrote nothing for 4.5s while 'run_turn'"),
+    ("hang-inspect", "wrote nothing for 4.5s while 'inspect'"),
+    ("hang-handshake", "wrote nothing for 4.5s while 'initialize'"),
 ])
 def test_the_time_limit_bounds_every_wait(hostile, mode, says):
-    run, wall_s = _run(hostile, mode, time_limit_s=1.0)
+    # 6 s, not less: a loaded machine takes a second or two to start the reference server.
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
     assert not run.trace.completed
     assert says in run.error, run.error
-    assert wall_s < 8, f"took {wall_s:.1f}s under a 1s limit"
+    assert wall_s < 25, f"took {wall_s:.1f}s under a 6s limit"
     assert not any(_alive(pid) for pid in _noted(hostile))
 
 
 def test_the_time_limit_bounds_the_load_time_handshake(hostile):
     started = time.monotonic()
-    done = _cli(hostile, "hang-handshake", "--time-limit-s", "1")
-    assert time.monotonic() - started < 15
+    done = _cli(hostile, "hang-handshake", "--time-limit-s", "2")
+    assert time.monotonic() - started < 14  # the default would wait 15 s
     assert done.returncode == 2, done.stderr
     assert "initialize" in done.stderr
     assert not any(_alive(pid) for pid in _noted(hostile))
@@ -217,7 +218,7 @@ def test_a_flood_past_a_limit_fails_the_implementation_naming_it(hostile, mode, 
     assert not run.trace.completed
     assert says in run.error, run.error
     assert "the harness killed it" in run.error
-    assert wall_s < 10
+    assert wall_s < 30
 
 
 def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
