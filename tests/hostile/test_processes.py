@@ -6,6 +6,7 @@ the harness ends every child it started and exits 130/143/129."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,108 +28,13 @@ SCENARIO_PATH = ROOT / "scenarios/l4/crash_after_result_saved.toml"
 SCENARIO = load(SCENARIO_PATH)
 REFERENCE_INFO = reference_impl.implementation().info
 
-# The reference server, misbehaving at its first run_turn as argv[1] says; argv[2] is a file
-# where it notes the pids of the processes it starts (one per line).
-HOSTILE = r'''
-import os, subprocess, sys, time
-from harness.contract import EventType, LifecycleEvent
-from reference_impl import implementation
-from reference_impl.remote import serve
-
-MODE = sys.argv[1]
-PIDS = sys.argv[2]
-OUT = sys.stdout.buffer
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
-
-
-def note(pid):
-    with open(PIDS, "a") as handle:
-        handle.write(f"{pid}\n")
-
-
-def helper(kind):
-    if kind == "group":      # same process group, inherits stdout/stderr
-        note(subprocess.Popen(SLEEPER).pid)
-    elif kind == "session":  # its own session (setsid)
-        note(subprocess.Popen(SLEEPER, start_new_session=True).pid)
-    elif kind == "orphan":   # own session, parent gone, environment wiped: only the pipes tell
-        middle = subprocess.Popen([sys.executable, "-c",
-            "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], start_new_session=True, "
-            "env={}); print(p.pid)", *SLEEPER], stdout=subprocess.PIPE)
-        note(int(middle.stdout.readline()))
-        middle.wait()
-
-
-def raw(data):
-    OUT.write(data)
-    OUT.flush()
-
-
-class Runtime:
-    def __init__(self, runtime, world):
-        self._runtime = runtime
-        self._world = world
-
-    def __getattr__(self, name):
-        return getattr(self._runtime, name)
-
-    def run_turn(self, session_id, text):
-        kind, _, then = MODE.partition("-then-")
-        if kind in ("group", "session", "orphan"):
-            helper(kind)
-            if then == "exit":
-                os._exit(5)
-            if then == "hang":
-                time.sleep(300)
-        if MODE == "hang":
-            note(os.getpid())
-            time.sleep(300)
-        if MODE == "huge-line":
-            raw(b'{"jsonrpc":"2.0","id":99,"method":"now","params":{"pad":"' + b"x" * 3_000_000)
-            time.sleep(300)
-        if MODE == "deep-json":
-            raw(b'{"jsonrpc":"2.0","id":99,"method":"now","params":{"a":' + b"[" * 100_000
-                + b"]" * 100_000 + b"}}\n")
-            time.sleep(300)
-        if MODE == "request-flood":
-            raw(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"now","params":{}}\n' % n
-                         for n in range(1000, 6000)))
-            time.sleep(300)
-        if MODE == "event-flood":
-            while True:
-                self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id))
-        return self._runtime.run_turn(session_id, text)
-
-
-class Impl:
-    def __init__(self):
-        self._impl = implementation()
-        self.info = self._impl.info
-
-    def open(self, data_dir, world):
-        return Runtime(self._impl.open(data_dir, world), world)
-
-    def inspect(self, data_dir):
-        if MODE == "hang-inspect":
-            note(os.getpid())
-            time.sleep(300)
-        if MODE == "huge-inspect":
-            raw(b'{"pad":"' + b"x" * 300_000 + b'"}\n')
-            time.sleep(300)
-        return self._impl.inspect(data_dir)
-
-
-if MODE == "hang-handshake":
-    note(os.getpid())
-    time.sleep(300)
-sys.exit(serve(Impl(), sys.stdin.buffer, OUT))
-'''
+HOSTILE_SERVER = Path(__file__).with_name("hostile_server.py")
 
 
 @pytest.fixture
 def hostile(tmp_path):
     script = tmp_path / "hostile_server.py"
-    script.write_text(HOSTILE, encoding="utf-8")
+    shutil.copy(HOSTILE_SERVER, script)
     pids = tmp_path / "pids.txt"
     pids.touch()
     return script, pids
