@@ -73,10 +73,10 @@ def _run(hostile, mode, *, limits=None, time_limit_s=10.0, monkeypatch=None):
 @pytest.mark.parametrize("mode", ["group-then-exit", "session-then-exit", "orphan-then-exit",
                                   "group-then-hang", "session-then-run", "orphan-then-run"])
 def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
-    run, wall_s = _run(hostile, mode, time_limit_s=4.0)
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
     helpers = _noted(hostile)
-    assert helpers, "the child started no helper"
-    assert wall_s < 12, f"shutdown took {wall_s:.1f}s"
+    assert helpers, f"the child started no helper: {run.error}"
+    assert wall_s < 25, f"shutdown took {wall_s:.1f}s"
     assert not run.trace.completed
     for pid in helpers:
         assert f"pid {pid} " in run.error, run.error
