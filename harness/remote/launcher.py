@@ -358,8 +358,8 @@ the sweep finds descendants that left its session and lost their parent."""
 _PROC = "/proc"
 
 
-def _proc_stat(pid: int) -> tuple[int, int, int, str] | None:
-    """``(ppid, pgrp, session, name)`` of ``pid`` from ``/proc``, None if gone."""
+def _proc_stat(pid: int) -> tuple[int, int, int, str, int] | None:
+    """``(ppid, pgrp, session, name, start ticks)`` of ``pid`` from ``/proc``, None if gone."""
     try:
         with open(f"{_PROC}/{pid}/stat", "rb") as handle:
             raw = handle.read()
@@ -367,10 +367,16 @@ def _proc_stat(pid: int) -> tuple[int, int, int, str] | None:
         return None
     head, _, tail = raw.rpartition(b")")
     fields = tail.split()
-    if len(fields) < 4 or fields[0] == b"Z":
+    if len(fields) < 20 or fields[0] == b"Z":
         return None  # a zombie holds nothing any more
     name = head.partition(b"(")[2].decode("utf-8", "replace")
-    return int(fields[1]), int(fields[2]), int(fields[3]), name
+    return int(fields[1]), int(fields[2]), int(fields[3]), name, int(fields[19])
+
+
+def _started(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot; 0 if unknown)."""
+    stat = _proc_stat(pid)
+    return 0 if stat is None else stat[4]
 
 
 def _holds(pid: int, mark: bytes, pipes: frozenset[str]) -> bool:
@@ -403,39 +409,37 @@ def _kill_group(leader: int) -> None:
         pass
 
 
-def sweep(leader: int, mark: str, pipes: frozenset[str] = frozenset()) -> list[tuple[int, str]]:
+def sweep(leader: int, mark: str, pipes: frozenset[str] = frozenset(),
+          since: int = 0) -> list[tuple[int, str]]:
     """SIGKILL every process the child ``leader`` started (Linux: found in ``/proc`` by its
     session or process group, by parent chain, by the inherited :data:`CHILD_MARK_ENV` mark,
     or holding one of ``pipes`` such as ``"pipe:[123]"``); ``(pid, name)`` of those killed,
-    the leader excluded. Elsewhere only the process group is killed."""
+    the leader excluded; only processes started at ``since`` (clock ticks since boot) or
+    later can be its descendants, so older ones are not read. Elsewhere only the process
+    group is killed."""
     if not os.path.isdir(_PROC):
         _kill_group(leader)
         return []
     own = os.getpid()
-    uid = os.getuid()
-    table: dict[int, tuple[int, int, int, str]] = {}
+    table: dict[int, tuple[int, int, int, str, int]] = {}
     for entry in os.listdir(_PROC):
         if not entry.isdigit() or int(entry) == own:
-            continue
-        try:
-            if os.stat(f"{_PROC}/{entry}").st_uid != uid:
-                continue
-        except OSError:
             continue
         stat = _proc_stat(int(entry))
         if stat is not None:
             table[int(entry)] = stat
-    found = {pid for pid, (_, pgrp, session, _) in table.items()
+    found = {pid for pid, (_, pgrp, session, _, _) in table.items()
              if session == leader or pgrp == leader}
     changed = True
     while changed:  # descendants by parent chain
         changed = False
-        for pid, (ppid, _, _, _) in table.items():
+        for pid, (ppid, _, _, _, _) in table.items():
             if pid not in found and (ppid == leader or ppid in found):
                 found.add(pid)
                 changed = True
     token = f"{CHILD_MARK_ENV}={mark}".encode()
-    found |= {pid for pid in table if pid not in found and _holds(pid, token, pipes)}
+    found |= {pid for pid, stat in table.items()
+              if pid not in found and stat[4] >= since and _holds(pid, token, pipes)}
     _kill_group(leader)  # after the snapshot: a member killed before it would not be named
     killed = []
     for pid in sorted(found):
@@ -524,6 +528,7 @@ class _Child:
         for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
         self.pid = self.popen.pid
+        self.started = _started(self.pid)
         self.owner_pid = os.getpid()
         self._kill_lock = threading.Lock()
         self._ended = False
@@ -653,7 +658,7 @@ class _Child:
             if self._ended:
                 return
             self._ended = True
-            self._note_strays(sweep(self.pid, self.mark))
+            self._note_strays(sweep(self.pid, self.mark, since=self.started))
             try:
                 self.popen.wait(EXIT_WAIT_S)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
@@ -661,7 +666,7 @@ class _Child:
             # Someone outside the session and the marked tree may still hold the pipes
             # (it cleared its environment and its parent died): find them by the pipes.
             if not (self.stderr.ended(0.05) and self.transport.at_eof(0.05)):
-                self._note_strays(sweep(self.pid, self.mark, self.pipes))
+                self._note_strays(sweep(self.pid, self.mark, self.pipes, self.started))
             self.transport.close()
             self.stderr.close()
         finally:

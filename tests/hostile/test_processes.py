@@ -89,14 +89,16 @@ def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
 
 @pytest.mark.parametrize("mode, says", [
     ("hang", "wrote nothing for 4.5s while 'run_turn'"),
-    ("hang-inspect", "wrote nothing for 4.5s while 'inspect'"),
+    # A probe's inspect runs inside a driver call, whose own limit may strike first.
+    ("hang-inspect", ("wrote nothing for 4.5s while 'inspect'", "did not return within 6s")),
     ("hang-handshake", "wrote nothing for 4.5s while 'initialize'"),
 ])
 def test_the_time_limit_bounds_every_wait(hostile, mode, says):
     # 6 s, not less: a loaded machine takes a second or two to start the reference server.
     run, wall_s = _run(hostile, mode, time_limit_s=6.0)
     assert not run.trace.completed
-    assert says in run.error, run.error
+    assert any(text in run.error for text in ((says,) if isinstance(says, str) else says)), \
+        run.error
     assert wall_s < 25, f"took {wall_s:.1f}s under a 6s limit"
     assert not any(_alive(pid) for pid in _noted(hostile))
 
