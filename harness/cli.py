@@ -572,7 +572,16 @@ def _end_children() -> int:
         return 0
 
 
+_HANDLER_PID: list[int] = []
+"""The process that installed the handlers (a forked worker inherits them; it must die as
+the signal says, not unwind a run it does not own)."""
+
+
 def _on_signal(signum: int, _frame: Any) -> None:
+    if _HANDLER_PID and os.getpid() != _HANDLER_PID[-1]:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     # Ignore repeats so the unwinding below (data dir removal) is not cut short; kill the
     # children first so nothing the main thread waits on can keep it waiting.
     for other in _SIGNAL_EXITS:
@@ -586,6 +595,7 @@ def _install_signal_handlers() -> dict[int, Any] | None:
     if threading.current_thread() is not threading.main_thread():
         return None
     previous = {}
+    _HANDLER_PID.append(os.getpid())
     for signum in _SIGNAL_EXITS:
         try:
             previous[signum] = signal.signal(signum, _on_signal)
@@ -595,6 +605,8 @@ def _install_signal_handlers() -> dict[int, Any] | None:
 
 
 def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
+    if previous is not None and _HANDLER_PID:
+        _HANDLER_PID.pop()
     for signum, handler in (previous or {}).items():
         try:
             signal.signal(signum, handler)
