@@ -14,19 +14,31 @@
   ``SimulatedCrash`` is re-raised out of the driver call: the runner's drop-and-reopen path
   then spawns a fresh process on the same data dir;
 * a child that exits, writes a line that is not a protocol message, stays silent longer
-  than ``reply_timeout_s`` while a response is due, or rejects a request becomes a
+  than ``reply_timeout_s`` while a response is due (or leaves its stdin unread that long),
+  goes past one of the :class:`~harness.limits.Limits` (line length, inspect answer size,
+  JSON depth, messages read ahead), or rejects a request becomes a
   :class:`~harness.remote.errors.RemoteError` naming the command, the pid, the exit status
   and the tail of its stderr (a silent or babbling child is killed first). The
   implementation's own exceptions come back as themselves: contract exceptions as their
   class, others as :class:`~harness.remote.protocol.RemoteException` subclasses of the same
   name. Nothing here makes the runner raise;
 * ``inspect(data_dir)`` asks a persistent *inspector* process (one per implementation
-  object, spawned on first use, respawned if it dies) so probes cost a round trip, not a
+  object, spawned on first use, respawned if it dies — but not for a data dir whose
+  inspection already failed, until it is released) so probes cost a round trip, not a
   process start; ``info`` comes from its ``initialize`` handshake;
+* every wait is bounded: pipes are read and written in the calling thread with ``select``
+  (no reader thread to block on; the stderr reader is a daemon that gives up when told),
+  and :meth:`ProcessImplementation.bound_waits` makes the startup and reply timeouts follow
+  the run's ``time_limit_s`` (3/4 of it);
 * no child outlives its use: ``close()`` of a runtime shuts its process down, a dropped
   runtime's process is killed when the proxy is collected, :meth:`release` kills whatever
   still runs on a data dir (the runner calls it when a run ends, e.g. after a hang), and
-  the interpreter's exit kills the rest. A forked copy of this object never touches its
+  the interpreter's exit kills the rest. Each child leads its own session and carries a
+  mark in its environment; ending it kills its process group and (Linux) sweeps ``/proc``
+  for what it started (:func:`sweep`: session, group, parent chain, the mark, or a process
+  still holding its pipes). Those strays are killed and :meth:`release` returns them by
+  pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
+  runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
   parent's children.
 """
 
