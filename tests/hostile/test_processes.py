@@ -129,6 +129,16 @@ def test_a_flood_past_a_limit_fails_the_implementation_naming_it(hostile, mode, 
     assert wall_s < 30
 
 
+def test_a_child_that_never_reads_its_stdin_cannot_block_the_harness(hostile):
+    # Requests pipelined without reading the answers: past the pipe's buffer the harness's
+    # write would block forever; the write is bounded by the same silence limit.
+    run, wall_s = _run(hostile, "request-flood", limits=Limits(unanswered_messages=100_000),
+                       time_limit_s=6.0)
+    assert not run.trace.completed
+    assert "read nothing of its stdin for 4.5s" in run.error, run.error
+    assert wall_s < 25
+
+
 def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
     monkeypatch.setenv(LIMITS_ENV, "events_per_scenario=200")
     run, _ = _run(hostile, "event-flood")
