@@ -873,7 +873,8 @@ class ProcessImplementation:
         self._info_from_handshake = False
         self.fixture_root: str | None = None
         """Folder the declared checkpoint fixtures are relative to (from the handshake)."""
-        self._lock = threading.Lock()
+        # Reentrant: killing a child under it may report its strays, which takes it again.
+        self._lock = threading.RLock()
         self._inspect_lock = threading.Lock()
         self._inspectors: dict[str | None, _Child] = {}
         self._inspecting: str | None = None
