@@ -12,7 +12,9 @@ Guarantees of :func:`main` (it never raises, it returns the exit code):
   stderr names the problem and the fix;
 * ``3`` — a harness bug (any other exception), with a short traceback hint.
 
-(130 after Ctrl-C and 141 when stdout's reader goes away, as shells report them.)
+(130 after Ctrl-C and 141 when stdout's reader goes away, as shells report them. On SIGINT,
+SIGTERM or SIGHUP the harness ends every child process it started — and what they started —
+removes its temporary data dirs, prints one line and exits 130, 143 or 129.)
 
 Subcommands are registered in :data:`SUBCOMMANDS`; each adds its parser and sets a
 ``handler(args, ctx) -> int``. Shared option groups (``add_impl_option`` …) let later
@@ -25,7 +27,9 @@ import argparse
 import dataclasses
 import os
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
@@ -556,6 +560,83 @@ def _bug_hint(exc: BaseException) -> str:
     )
 
 
+_SIGNAL_EXITS = {signal.SIGINT: 130, signal.SIGTERM: 143}
+if hasattr(signal, "SIGHUP"):
+    _SIGNAL_EXITS[signal.SIGHUP] = 129
+
+
+class _Terminated(BaseException):
+    """A terminating signal reached the harness; unwinds through every ``finally:`` (data
+    dirs are removed there) up to :func:`main`."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.ended = 0
+
+
+def _end_children() -> int:
+    """End every child process (and container, via the launcher's cleanup hooks) started."""
+    launcher = sys.modules.get("harness.remote.launcher")
+    if launcher is None:
+        return 0
+    try:
+        return int(launcher.end_all_children())
+    except Exception:  # noqa: BLE001 - best effort while terminating; atexit tries again
+        return 0
+
+
+_HANDLER_PID: list[int] = []
+"""The process that installed the handlers (a forked worker inherits them; it must die as
+the signal says, not unwind a run it does not own)."""
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    if _HANDLER_PID and os.getpid() != _HANDLER_PID[-1]:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    # Ignore repeats so the unwinding below (data dir removal) is not cut short; kill the
+    # children first so nothing the main thread waits on can keep it waiting.
+    for other in _SIGNAL_EXITS:
+        signal.signal(other, signal.SIG_IGN)
+    terminated = _Terminated(signum)
+    terminated.ended = _end_children()
+    raise terminated
+
+
+def _install_signal_handlers() -> dict[int, Any] | None:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = {}
+    _HANDLER_PID.append(os.getpid())
+    for signum in _SIGNAL_EXITS:
+        try:
+            previous[signum] = signal.signal(signum, _on_signal)
+        except (OSError, ValueError):
+            continue
+    return previous
+
+
+def _restore_signal_handlers(previous: dict[int, Any] | None) -> None:
+    if previous is not None and _HANDLER_PID:
+        _HANDLER_PID.pop()
+    for signum, handler in (previous or {}).items():
+        try:
+            signal.signal(signum, handler)
+        except (OSError, ValueError, TypeError):
+            pass
+
+
+def _bound_load_waits(args: argparse.Namespace) -> None:
+    """``--time-limit-s`` also bounds the load-time handshake of ``process:``/``docker:``."""
+    limit = getattr(args, "time_limit_s", None)
+    if limit is not None and str(getattr(args, "impl", "")).startswith(("process:", "docker:")):
+        from harness.remote.launcher import bound_load_waits
+
+        bound_load_waits(float(limit))
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -566,9 +647,17 @@ def main(
     """Run the command line; returns the exit code (see the module docstring)."""
     argv = tuple(sys.argv[1:] if argv is None else argv)
     ctx = Context(deps or Deps(), stdout or sys.stdout, stderr or sys.stderr, argv)
+    previous = _install_signal_handlers()
     try:
         args = build_parser().parse_args(argv)
+        _bound_load_waits(args)
         return int(args.handler(args, ctx))
+    except _Terminated as exc:
+        ended = exc.ended + _end_children()
+        name = signal.Signals(exc.signum).name
+        ctx.err(f"{PROG}: terminated by {name}; ended {ended} child process(es) it had "
+                "started and removed its temporary data dirs")
+        return _SIGNAL_EXITS[exc.signum]
     except HarnessError as exc:
         ctx.err(f"{PROG}: error: {exc}")
         return exc.exit_code
@@ -585,6 +674,11 @@ def main(
         if os.environ.get(TRACEBACK_ENV):
             ctx.err("".join(traceback.format_exception(exc)))
         return EXIT_HARNESS_BUG
+    finally:
+        _restore_signal_handlers(previous)
+        launcher = sys.modules.get("harness.remote.launcher")
+        if launcher is not None:
+            launcher.bound_load_waits(None)
 
 
 if __name__ == "__main__":  # pragma: no cover

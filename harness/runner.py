@@ -30,6 +30,7 @@ Guarantees of :func:`run_scenario`:
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import logging
@@ -125,19 +126,26 @@ def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, 
         os.makedirs(data_root, exist_ok=True)
     data_dir = tempfile.mkdtemp(prefix="lh-run-", dir=data_root)
     run = _Run(implementation, scenario, seed, float(time_limit_s), data_dir)
+    bound_waits = getattr(implementation, "bound_waits", None)  # out-of-process launchers
+    if callable(bound_waits):
+        bound_waits(float(time_limit_s))
     # Dropping a crashed instance needs a full collection (its unclosed connections must
     # roll back before the restart); freezing what existed before this run keeps that
     # collection proportional to this run, not to every trace the suite already holds.
     gc.freeze()
+    strays = ""
     try:
         run.execute()
         trace, reached, unfired = run.result()
     finally:
         run.shutdown()
-        _release(implementation, data_dir)
+        strays = _release(implementation, data_dir)
         gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
+    if strays:  # processes the implementation left behind fail the run, named by pid
+        error = "; ".join(part for part in (trace.error, strays) if part)
+        trace = dataclasses.replace(trace, completed=False, error=error)
     return ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired)
 
 
@@ -709,15 +717,19 @@ class _Run:
 # --------------------------------------------------------------------------- helpers
 
 
-def _release(implementation: Any, data_dir: str) -> None:
+def _release(implementation: Any, data_dir: str) -> str:
     """Let an implementation free what it still runs on ``data_dir`` (an out-of-process one
-    kills children left behind, e.g. after a hang). Optional: ``release(data_dir)``."""
+    kills children left behind, e.g. after a hang). Optional: ``release(data_dir)``, which
+    may return what it had to kill that the implementation left behind (for the error)."""
     release = getattr(implementation, "release", None)
     if callable(release):
         try:
-            release(data_dir)
+            found = release(data_dir)
         except Exception:  # noqa: BLE001 - cleanup only; the run's result stands
             log.exception("releasing %s failed", data_dir)
+            return ""
+        return found if isinstance(found, str) else ""
+    return ""
 
 
 def _fixture_matches(name: str, declared: str) -> bool:

@@ -56,6 +56,7 @@ from harness.errors import ImplementationLoadError
 from harness.remote import container_engine
 from harness.remote.container_engine import LABEL, Engine
 from harness.remote.launcher import (
+    register_cleanup,
     DEFAULT_REPLY_TIMEOUT_S,
     ProcessImplementation,
     _Child,
@@ -160,7 +161,9 @@ class DockerImplementation(ProcessImplementation):
                                           "docker:my-runtime:1.2 ; see docs/protocol.md")
         self.image = image
         self.docker = docker
-        self.limits = limits if limits is not None else ContainerLimits.from_env(os.environ)
+        # ``limits`` here are the container's; ``self.limits`` (set by the base) bound the wire.
+        self.container_limits = (limits if limits is not None
+                                 else ContainerLimits.from_env(os.environ))
         self.run_id = uuid.uuid4().hex[:12]  # not the seeded world: names must not collide
         self.label = f"{LABEL}={self.run_id}"
         self.engine: Engine | None = None
@@ -217,7 +220,7 @@ class DockerImplementation(ProcessImplementation):
 
     def docker_argv(self, data_dir: str | None, name: str) -> list[str]:
         """The exact ``docker run`` command for a container named ``name`` on ``data_dir``."""
-        limits = self.limits
+        limits = self.container_limits
         argv = [self.docker, "run", "-i", "--network", "none", "--read-only",
                 "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
                 "--pids-limit", str(limits.pids),
@@ -236,7 +239,8 @@ class DockerImplementation(ProcessImplementation):
 
     def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
         return _Container(self.ensure_engine(), argv, self.env, self.cwd,
-                          shlex.join(argv), self.reply_timeout_s, on_kill=on_kill)
+                          shlex.join(argv), self.reply_timeout_s, on_kill=on_kill,
+                          limits=self.limits, on_strays=self._note_strays)
 
     def _inspector_key(self, data_dir: str) -> str | None:
         return data_dir
@@ -288,3 +292,8 @@ def remove_all_containers() -> list[str]:
     """Remove every container this process started; for a signal handler (the CLI's), as
     the interpreter's exit does it too. Returns the ids removed."""
     return container_engine.remove_everything_started()
+
+
+# The CLI's SIGTERM/SIGINT/SIGHUP handling ends every child it started and then runs these
+# cleanups: a container outlives its `docker run` client, so it is removed here by label.
+register_cleanup(remove_all_containers)

@@ -14,33 +14,47 @@
   ``SimulatedCrash`` is re-raised out of the driver call: the runner's drop-and-reopen path
   then spawns a fresh process on the same data dir;
 * a child that exits, writes a line that is not a protocol message, stays silent longer
-  than ``reply_timeout_s`` while a response is due, or rejects a request becomes a
+  than ``reply_timeout_s`` while a response is due (or leaves its stdin unread that long),
+  goes past one of the :class:`~harness.limits.Limits` (line length, inspect answer size,
+  JSON depth, messages read ahead), or rejects a request becomes a
   :class:`~harness.remote.errors.RemoteError` naming the command, the pid, the exit status
   and the tail of its stderr (a silent or babbling child is killed first). The
   implementation's own exceptions come back as themselves: contract exceptions as their
   class, others as :class:`~harness.remote.protocol.RemoteException` subclasses of the same
   name. Nothing here makes the runner raise;
 * ``inspect(data_dir)`` asks a persistent *inspector* process (one per implementation
-  object, spawned on first use, respawned if it dies) so probes cost a round trip, not a
+  object, spawned on first use, respawned if it dies — but not for a data dir whose
+  inspection already failed, until it is released) so probes cost a round trip, not a
   process start; ``info`` comes from its ``initialize`` handshake;
+* every wait is bounded: pipes are read and written in the calling thread with ``select``
+  (no reader thread to block on; the stderr reader is a daemon that gives up when told),
+  and :meth:`ProcessImplementation.bound_waits` makes the startup and reply timeouts follow
+  the run's ``time_limit_s`` (3/4 of it);
 * no child outlives its use: ``close()`` of a runtime shuts its process down, a dropped
   runtime's process is killed when the proxy is collected, :meth:`release` kills whatever
   still runs on a data dir (the runner calls it when a run ends, e.g. after a hang), and
-  the interpreter's exit kills the rest. A forked copy of this object never touches its
+  the interpreter's exit kills the rest. Each child leads its own session and carries a
+  mark in its environment; ending it kills its process group and (Linux) sweeps ``/proc``
+  for what it started (:func:`sweep`: session, group, parent chain, the mark, or a process
+  still holding its pipes). Those strays are killed and :meth:`release` returns them by
+  pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
+  runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
   parent's children.
 """
 
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
-import queue
+import select
 import shlex
 import signal
 import subprocess
 import threading
+import time
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.contract import (
     CONTRACT_VERSION,
@@ -65,6 +79,7 @@ from harness.contract import (
     World,
 )
 from harness.errors import ImplementationLoadError
+from harness.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
 from harness.remote.errors import RemoteError
 from harness.remote.protocol import (
     DRIVER_METHODS,
@@ -89,6 +104,19 @@ DEFAULT_STARTUP_TIMEOUT_S = 15.0
 DEFAULT_REPLY_TIMEOUT_S = 15.0
 """How long a child may stay silent while a response is due (below the runner's default
 20 s limit, so a hang is reported with the command, the status and the stderr tail)."""
+REPLY_SHARE = 0.75
+"""Share of the run's per-call time limit a child may stay silent while a response is due
+(below the limit, so a hang is reported with the command, the status and the stderr tail)."""
+_DEFAULT_TIME_LIMIT_S: float | None = None
+
+
+def bound_load_waits(time_limit_s: float | None) -> None:
+    """Bound the waits of launchers created from now on (the load-time handshake included)
+    by ``time_limit_s`` (the command line's ``--time-limit-s``); None: no bound."""
+    global _DEFAULT_TIME_LIMIT_S
+    _DEFAULT_TIME_LIMIT_S = time_limit_s
+
+
 EXIT_WAIT_S = 2.0
 """How long an orderly ``shutdown`` may take before the child is killed."""
 STDERR_BUFFER_BYTES = 16_384
@@ -99,67 +127,231 @@ STDERR_TAIL_CHARS = 2_000
 # --------------------------------------------------------------------------- transport
 
 
-class _PipeTransport:
-    """Reads the child's stdout in a thread (so reads can time out), writes its stdin."""
+POLL_SLICE_S = 0.2
+"""Longest a read or write waits before looking whether its child is being closed, so no
+thread ever stays blocked on a pipe a stray process still holds."""
+READ_CHUNK_BYTES = 65_536
 
-    def __init__(self, stdin: Any, stdout: Any, name: str) -> None:
-        self._stdin = stdin
-        self._lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+
+class _PipeTransport:
+    """Reads the child's stdout and writes its stdin in the calling thread, on non-blocking
+    pipes with ``select``: every wait is bounded (the read timeout, the write timeout), one
+    line is at most ``line_bytes`` long, and at most ``unanswered`` messages are read ahead.
+    :meth:`close` never waits for a thread that is using the pipes: that thread closes them
+    itself within :data:`POLL_SLICE_S`."""
+
+    def __init__(self, stdin_fd: int, stdout_fd: int, limits: Limits) -> None:
+        self._stdin_fd = stdin_fd
+        self._stdout_fd = stdout_fd
+        os.set_blocking(stdin_fd, False)
+        os.set_blocking(stdout_fd, False)
+        self.limits = limits
+        self.line_bytes = limits.line_bytes
+        self.write_timeout_s: float | None = None
+        self.leader_alive: Callable[[], bool] | None = None
+        """When it says the child has exited, its output counts as ended even if a process
+        it started still holds the pipe open."""
+        self._buffer = bytearray()
         self._eof = False
-        self.thread = threading.Thread(target=_pump_lines, args=(stdout, self._lines),
-                                       name=f"{name}-stdout", daemon=True)
-        self.thread.start()
+        self._busy = threading.Lock()
+        self._closing = False
+        self._closed = False
+
+    # -- reading ---------------------------------------------------------------------------
 
     def read_line(self, timeout: float | None) -> bytes:
-        if self._eof:
-            return b""
+        with self._busy:
+            try:
+                return self._read_line(timeout)
+            finally:
+                if self._closing:
+                    self._close_fds()
+
+    def _read_line(self, timeout: float | None) -> bytes:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            newline = self._buffer.find(b"\n")
+            if newline >= 0:
+                if newline > self.line_bytes:
+                    self._too_long(newline)
+                line = bytes(self._buffer[:newline + 1])
+                del self._buffer[:newline + 1]
+                return line
+            if len(self._buffer) > self.line_bytes:
+                self._too_long(len(self._buffer))
+            if self._eof or self._closing:
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+            ready = self._wait(self._stdout_fd, False, deadline, timeout)
+            if self._closing:
+                continue
+            if not ready:
+                if self.leader_alive is not None and not self.leader_alive():
+                    self._eof = True
+                continue
+            try:
+                chunk = os.read(self._stdout_fd, READ_CHUNK_BYTES)
+            except BlockingIOError:
+                continue
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._eof = True
+                continue
+            self._buffer += chunk
+            queued = self._buffer.count(b"\n")
+            if queued > self.limits.unanswered_messages:
+                raise LimitExceeded("unanswered_messages", self.limits.unanswered_messages,
+                                    f"{queued} messages read ahead of the harness's answers",
+                                    "it sent messages without waiting for answers")
+
+    def _too_long(self, size: int) -> None:
+        name = "inspect_bytes" if self.line_bytes == self.limits.inspect_bytes \
+            and self.line_bytes != self.limits.line_bytes else "line_bytes"
+        self._buffer.clear()
+        raise LimitExceeded(name, self.line_bytes,
+                            f"{human_bytes(size)} read so far without a newline" if size
+                            > self.line_bytes else f"a line of {human_bytes(size)}",
+                            "it sent a message line that is too long")
+
+    def _wait(self, fd: int, write: bool, deadline: float | None, timeout: float | None) -> bool:
+        """Wait until ``fd`` is ready (True), at most :data:`POLL_SLICE_S` (False: the caller
+        looks again); raise :class:`PeerSilent` past ``deadline``."""
+        remaining = POLL_SLICE_S
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if write:
+                    raise PeerSilent(f"it read nothing of its stdin for {timeout:g}s")
+                raise PeerSilent(f"no line within {timeout:g}s")
+            remaining = min(remaining, left)
         try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise PeerSilent(f"no line within {timeout:g}s") from None
-        if not line:
+            if write:
+                return bool(select.select([], [fd], [], remaining)[1])
+            return bool(select.select([fd], [], [], remaining)[0])
+        except (OSError, ValueError):
             self._eof = True
-        return line
+            return True
+
+    # -- writing ---------------------------------------------------------------------------
 
     def write_line(self, data: bytes) -> None:
+        with self._busy:
+            try:
+                self._write(data)
+            finally:
+                if self._closing:
+                    self._close_fds()
+
+    def _write(self, data: bytes) -> None:
+        timeout = self.write_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
+        view = memoryview(data)
+        while view:
+            if self._closing:
+                raise PeerGone("the harness is closing the child's pipes")
+            try:
+                written = os.write(self._stdin_fd, view)
+            except BlockingIOError:
+                written = 0
+            except OSError as exc:
+                raise PeerGone(f"cannot write to the child's stdin ({exc})") from None
+            view = view[written:]
+            if view:
+                self._wait(self._stdin_fd, True, deadline, timeout)
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close both pipes now, or (when a thread is reading or writing) let that thread
+        close them within :data:`POLL_SLICE_S`; never waits for it."""
+        self._closing = True
+        if self._busy.acquire(blocking=False):
+            try:
+                self._close_fds()
+            finally:
+                self._busy.release()
+
+    def _close_fds(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for fd in (self._stdin_fd, self._stdout_fd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def at_eof(self, wait_s: float) -> bool:
+        """Does the child's stdout end within ``wait_s`` (nobody holds it any more)?
+        Discards what is still unread. False if a thread is using the pipe."""
+        if not self._busy.acquire(timeout=wait_s):
+            return False
         try:
-            self._stdin.write(data)
-            self._stdin.flush()
-        except (BrokenPipeError, ValueError, OSError) as exc:
-            raise PeerGone(f"cannot write to the child's stdin ({exc})") from None
-
-
-def _pump_lines(stream: Any, lines: queue.SimpleQueue[bytes]) -> None:
-    try:
-        for line in iter(stream.readline, b""):
-            lines.put(line)
-    except (OSError, ValueError):
-        pass
-    finally:
-        lines.put(b"")
+            deadline = time.monotonic() + wait_s
+            while not self._eof and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                ready, _, _ = select.select([self._stdout_fd], [], [], left)
+                if not ready:
+                    return False
+                try:
+                    if not os.read(self._stdout_fd, READ_CHUNK_BYTES):
+                        self._eof = True
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    self._eof = True
+            return True
+        finally:
+            self._busy.release()
 
 
 class _StderrTail:
-    """The last :data:`STDERR_BUFFER_BYTES` bytes the child wrote to stderr."""
+    """The last :data:`STDERR_BUFFER_BYTES` bytes the child wrote to stderr, read by a daemon
+    thread that owns the pipe (it closes it at the end, or within :data:`POLL_SLICE_S` of
+    :meth:`close`): nothing ever waits for it without a bound."""
 
-    def __init__(self, stream: Any, name: str) -> None:
+    def __init__(self, fd: int, name: str) -> None:
+        self._fd = fd
         self._buffer = bytearray()
         self._lock = threading.Lock()
-        self.thread = threading.Thread(target=self._pump, args=(stream,),
-                                       name=f"{name}-stderr", daemon=True)
+        self._closing = False
+        self.thread = threading.Thread(target=self._pump, name=f"{name}-stderr", daemon=True)
         self.thread.start()
 
-    def _pump(self, stream: Any) -> None:
+    def _pump(self) -> None:
         try:
-            while True:
-                chunk = stream.read1(4096) if hasattr(stream, "read1") else stream.read(4096)
+            while not self._closing:
+                try:
+                    ready, _, _ = select.select([self._fd], [], [], POLL_SLICE_S)
+                    if not ready:
+                        continue
+                    chunk = os.read(self._fd, 4096)
+                except BlockingIOError:
+                    continue
+                except (OSError, ValueError):
+                    return
                 if not chunk:
                     return
                 with self._lock:
                     self._buffer += chunk
                     del self._buffer[:-STDERR_BUFFER_BYTES]
-        except (OSError, ValueError):
-            return
+        finally:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+
+    def ended(self, wait_s: float) -> bool:
+        """Did stderr end (every process holding it is gone) within ``wait_s``?"""
+        self.thread.join(wait_s)
+        return not self.thread.is_alive()
+
+    def close(self) -> None:
+        self._closing = True
 
     def text(self, wait_s: float = 0.0) -> str:
         if wait_s:
@@ -172,46 +364,207 @@ class _StderrTail:
         return text
 
 
+# --------------------------------------------------------------------------- strays
+
+
+CHILD_MARK_ENV = "LIFECYCLE_HARNESS_CHILD"
+"""Set in every child's environment to a token of its own; whatever it starts inherits it, so
+the sweep finds descendants that left its session and lost their parent."""
+_PROC = "/proc"
+
+
+def _proc_stat(pid: int) -> tuple[int, int, int, str, int] | None:
+    """``(ppid, pgrp, session, name, start ticks)`` of ``pid`` from ``/proc``, None if gone."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    head, _, tail = raw.rpartition(b")")
+    fields = tail.split()
+    if len(fields) < 20 or fields[0] == b"Z":
+        return None  # a zombie holds nothing any more
+    name = head.partition(b"(")[2].decode("utf-8", "replace")
+    return int(fields[1]), int(fields[2]), int(fields[3]), name, int(fields[19])
+
+
+def _started(pid: int) -> int:
+    """When ``pid`` started (clock ticks since boot; 0 if unknown)."""
+    stat = _proc_stat(pid)
+    return 0 if stat is None else stat[4]
+
+
+def _holds(pid: int, mark: bytes, pipes: frozenset[str]) -> bool:
+    """Does ``pid`` carry the child's mark in its environment or hold one of its pipes?"""
+    try:
+        with open(f"{_PROC}/{pid}/environ", "rb") as handle:
+            if mark in handle.read().split(b"\0"):
+                return True
+    except OSError:
+        pass
+    if not pipes:
+        return False
+    try:
+        fds = os.listdir(f"{_PROC}/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"{_PROC}/{pid}/fd/{fd}") in pipes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _kill_group(leader: int) -> None:
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+
+
+def sweep(leader: int, mark: str, pipes: frozenset[str] = frozenset(),
+          since: int = 0) -> list[tuple[int, str]]:
+    """SIGKILL every process the child ``leader`` started (Linux: found in ``/proc`` by its
+    session or process group, by parent chain, by the inherited :data:`CHILD_MARK_ENV` mark,
+    or holding one of ``pipes`` such as ``"pipe:[123]"``); ``(pid, name)`` of those killed,
+    the leader excluded; only processes started at ``since`` (clock ticks since boot) or
+    later can be its descendants, so older ones are not read. Elsewhere only the process
+    group is killed."""
+    if not os.path.isdir(_PROC):
+        _kill_group(leader)
+        return []
+    own = os.getpid()
+    table: dict[int, tuple[int, int, int, str, int]] = {}
+    for entry in os.listdir(_PROC):
+        if not entry.isdigit() or int(entry) == own:
+            continue
+        stat = _proc_stat(int(entry))
+        if stat is not None:
+            table[int(entry)] = stat
+    found = {pid for pid, (_, pgrp, session, _, _) in table.items()
+             if session == leader or pgrp == leader}
+    changed = True
+    while changed:  # descendants by parent chain
+        changed = False
+        for pid, (ppid, _, _, _, _) in table.items():
+            if pid not in found and (ppid == leader or ppid in found):
+                found.add(pid)
+                changed = True
+    token = f"{CHILD_MARK_ENV}={mark}".encode()
+    found |= {pid for pid, stat in table.items()
+              if pid not in found and stat[4] >= since and _holds(pid, token, pipes)}
+    _kill_group(leader)  # after the snapshot: a member killed before it would not be named
+    killed = []
+    for pid in sorted(found):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the group kill got it first
+        except PermissionError:
+            continue
+        if pid != leader:
+            killed.append((pid, table[pid][3]))
+    return killed
+
+
 # --------------------------------------------------------------------------- one child
 
 
 _LIVE: weakref.WeakSet[_Child] = weakref.WeakSet()
+_CLEANUPS: list[Callable[[], None]] = []
+_SEQUENCE = itertools.count(1)
+
+
+def register_cleanup(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when the harness ends everything it started (a signal, the
+    interpreter's exit); e.g. removing the containers of a docker launcher."""
+    _CLEANUPS.append(callback)
+
+
+def end_all_children() -> int:
+    """Kill every child this process started (and what they started) and run the
+    :func:`register_cleanup` callbacks; how many children were still running. Safe to call
+    from a signal handler's aftermath and more than once."""
+    running = 0
+    for child in list(_LIVE):
+        if child.owner_pid == os.getpid():
+            running += child.popen.poll() is None
+            child.kill()
+    for callback in list(_CLEANUPS):
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - best effort: the other cleanups must still run
+            pass
+    return running
 
 
 class _Child:
-    """One spawned implementation process and its endpoint (the harness side)."""
+    """One spawned implementation process and its endpoint (the harness side).
+
+    It leads its own session (so its process group is its own) and carries a mark in its
+    environment; :meth:`kill` kills the group, sweeps what escaped it (:func:`sweep`) and
+    reports those strays by pid through ``on_strays``."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None,
-                 command: str, reply_timeout_s: float, on_kill: Any = None) -> None:
+                 command: str, reply_timeout_s: float, on_kill: Any = None,
+                 limits: Limits = DEFAULT_LIMITS,
+                 on_strays: Callable[[_Child, str], None] | None = None) -> None:
         self.command = command
         self.reply_timeout_s = reply_timeout_s
         self._on_kill = on_kill
+        self.on_strays = on_strays
+        self.data_dir: str | None = None
         self.killed = False
         self.stopping = False
         """Set once asked to shut down: its reaper ends it, :meth:`release` leaves it be."""
+        self.strays: list[tuple[int, str]] = []
+        self.reaper: threading.Thread | None = None
+        self.mark = f"{os.getpid()}-{next(_SEQUENCE)}-{os.urandom(4).hex()}"
+        self.limits = limits
+        child_env = dict(os.environ if env is None else env)
+        child_env[CHILD_MARK_ENV] = self.mark
+        fds = [*os.pipe(), *os.pipe(), *os.pipe()]
+        stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = fds
+        self.pipes = frozenset(f"pipe:[{os.fstat(fd).st_ino}]" for fd in (stdin_r, stdout_r,
+                                                                            stderr_r))
         try:
             self.popen = subprocess.Popen(
-                list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=None if env is None else dict(env), cwd=cwd,
-                start_new_session=True,
+                list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w, env=child_env,
+                cwd=cwd, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
+            for fd in fds:
+                os.close(fd)
             raise RemoteError(f"cannot start the implementation command `{command}`: "
                               f"{exc.strerror or exc}; check the command (its first word "
                               "must be an executable on PATH or a path to one)") from None
+        for fd in (stdin_r, stdout_w, stderr_w):
+            os.close(fd)
         self.pid = self.popen.pid
+        self.started = _started(self.pid)
         self.owner_pid = os.getpid()
+        self._kill_lock = threading.Lock()
+        self._ended = False
         name = f"lh-child-{self.pid}"
-        self.transport = _PipeTransport(self.popen.stdin, self.popen.stdout, name)
-        self.stderr = _StderrTail(self.popen.stderr, name)
+        self.transport = _PipeTransport(stdin_w, stdout_r, limits)
+        self.transport.write_timeout_s = reply_timeout_s
+        self.transport.leader_alive = lambda: self.popen.poll() is None
+        self.stderr = _StderrTail(stderr_r, name)
         self.endpoint = Endpoint(self.transport, incoming=PORT_METHODS,
                                  outgoing=DRIVER_METHODS, handlers={}, strict=True,
-                                 reply_timeout_s=reply_timeout_s)
+                                 reply_timeout_s=reply_timeout_s, max_depth=limits.json_depth)
         _LIVE.add(self)
 
     @property
     def alive(self) -> bool:
         return self.popen.poll() is None
+
+    def set_reply_timeout(self, timeout_s: float) -> None:
+        self.reply_timeout_s = timeout_s
+        self.endpoint.reply_timeout_s = timeout_s
+        self.transport.write_timeout_s = timeout_s
 
     def initialize(self, timeout_s: float) -> InitializeResult:
         self.endpoint.reply_timeout_s = timeout_s
@@ -231,16 +584,24 @@ class _Child:
         if self.killed:
             raise self.error(method, "its process is already gone (killed after an earlier "
                              "crash or failure); open a new instance")
+        if method == "inspect":
+            self.transport.line_bytes = self.limits.inspect_bytes
         try:
             return self.endpoint.call(method, **params)
         except SimulatedCrash:
             self.kill()
             raise
-        except PeerSilent:
+        except LimitExceeded as exc:
             self.kill()
-            raise self.error(method, f"it wrote nothing for {self.endpoint.reply_timeout_s:g}s "
-                             f"while {method!r} awaited its response (hung?); the harness "
+            raise self.error(method, f"{exc} (while {method!r} was in flight); the harness "
                              "killed it") from None
+        except PeerSilent as exc:
+            self.kill()
+            what = (f"it read nothing of its stdin for {self.transport.write_timeout_s:g}s"
+                    if "stdin" in str(exc) else
+                    f"it wrote nothing for {self.endpoint.reply_timeout_s:g}s")
+            raise self.error(method, f"{what} while {method!r} awaited its response (hung?); "
+                             "the harness killed it") from None
         except PeerGone:
             self.wait(EXIT_WAIT_S)
             raise self.error(method, f"it closed its stdout while {method!r} awaited its "
@@ -256,6 +617,8 @@ class _Child:
         except ProtocolError as exc:  # pragma: no cover - every subclass is handled above
             self.kill()
             raise self.error(method, str(exc)) from None
+        finally:
+            self.transport.line_bytes = self.limits.line_bytes
 
     def status(self) -> str:
         code = self.popen.poll()
@@ -281,9 +644,12 @@ class _Child:
             self.popen.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
+        else:
+            self._end()
 
     def kill(self) -> None:
-        """SIGKILL the child's process group and reap it (idempotent)."""
+        """SIGKILL the child's session, group and everything it started, reap it, close its
+        pipes (idempotent, bounded whatever the processes do)."""
         if self.owner_pid != os.getpid():
             return  # a forked copy: the process belongs to the parent
         if not self.killed and self.popen.poll() is None:
@@ -294,33 +660,61 @@ class _Child:
                 except Exception:  # noqa: BLE001 - best effort; the SIGKILL below is the kill
                     pass
             try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                try:
-                    self.popen.kill()
-                except ProcessLookupError:
-                    pass
+                self.popen.kill()
+            except ProcessLookupError:
+                pass
+        self._end()
+
+    def _end(self) -> None:
+        """The leader is gone or going: sweep the rest, reap, close (once)."""
+        if self._ended or not self._kill_lock.acquire(blocking=False):
+            return
         try:
-            self.popen.wait(EXIT_WAIT_S)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
-            pass
-        self._close_pipes()
+            if self._ended:
+                return
+            self._ended = True
+            self._note_strays(sweep(self.pid, self.mark, since=self.started))
+            try:
+                self.popen.wait(EXIT_WAIT_S)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+                pass
+            # Someone outside the session and the marked tree may still hold the pipes
+            # (it cleared its environment and its parent died): find them by the pipes.
+            if not (self.stderr.ended(0.05) and self.transport.at_eof(0.05)):
+                self._note_strays(sweep(self.pid, self.mark, self.pipes, self.started))
+            self.transport.close()
+            self.stderr.close()
+        finally:
+            self._kill_lock.release()
+
+    def _note_strays(self, strays: list[tuple[int, str]]) -> None:
+        if not strays:
+            return
+        self.strays.extend(strays)
+        if self.on_strays is not None:
+            try:
+                self.on_strays(self, _strays_text(strays))
+            except Exception:  # noqa: BLE001 - reporting must not stop the cleanup
+                pass
 
     def stop(self) -> None:
         """Orderly end: ``shutdown``, then (in the background) wait for the exit and kill
-        the process group if it does not come within :data:`EXIT_WAIT_S`."""
+        what is left if it does not come within :data:`EXIT_WAIT_S`."""
         if self.owner_pid != os.getpid():
             return
         if self.popen.poll() is None and not self.killed:
             self.stopping = True
             try:
                 self.endpoint.reply_timeout_s = EXIT_WAIT_S
+                self.transport.write_timeout_s = EXIT_WAIT_S
                 self.endpoint.call("shutdown")
-            except ProtocolError:
+            except (ProtocolError, LimitExceeded):
                 pass
             except Exception:  # noqa: BLE001 - the child's answer does not matter any more
                 pass
-            threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}", daemon=True).start()
+            self.reaper = threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}",
+                                           daemon=True)
+            self.reaper.start()
             return
         self.kill()
 
@@ -328,19 +722,16 @@ class _Child:
         self.wait(EXIT_WAIT_S)
         self.kill()
 
-    def _close_pipes(self) -> None:
-        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
-            try:
-                if stream is not None:
-                    stream.close()
-            except OSError:
-                pass
+
+def _strays_text(strays: list[tuple[int, str]]) -> str:
+    listed = ", ".join(f"pid {pid} ({name})" for pid, name in strays)
+    return (f"it left {len(strays)} process(es) behind that the harness killed: {listed} "
+            "(an implementation must end what it starts)")
 
 
 @atexit.register
 def _kill_leftovers() -> None:
-    for child in list(_LIVE):
-        child.kill()
+    end_all_children()
 
 
 # --------------------------------------------------------------------------- the proxies
@@ -465,7 +856,8 @@ class ProcessImplementation:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None, *,
                  info: ImplementationInfo | None = None, cwd: str | None = None,
                  startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S,
-                 reply_timeout_s: float = DEFAULT_REPLY_TIMEOUT_S) -> None:
+                 reply_timeout_s: float | None = None,
+                 limits: Limits | None = None, time_limit_s: float | None = None) -> None:
         self.argv = tuple(str(part) for part in argv)
         if not self.argv:
             raise ImplementationLoadError("process implementation: empty command; give the "
@@ -475,17 +867,41 @@ class ProcessImplementation:
         self.env = None if env is None else {**os.environ, **env}
         self.cwd = cwd
         self.startup_timeout_s = float(startup_timeout_s)
-        self.reply_timeout_s = float(reply_timeout_s)
+        self.reply_timeout_s = DEFAULT_REPLY_TIMEOUT_S if reply_timeout_s is None \
+            else float(reply_timeout_s)
+        self._configured_waits = (self.startup_timeout_s, reply_timeout_s)
+        self.limits = current_limits() if limits is None else limits
+        self._strays: dict[str | None, list[str]] = {}
         self._info = info
         self._info_from_handshake = False
         self.fixture_root: str | None = None
         """Folder the declared checkpoint fixtures are relative to (from the handshake)."""
-        self._lock = threading.Lock()
+        # Reentrant: killing a child under it may report its strays, which takes it again.
+        self._lock = threading.RLock()
         self._inspect_lock = threading.Lock()
         self._inspectors: dict[str | None, _Child] = {}
         self._inspecting: str | None = None
+        self._inspect_failures: dict[str, str] = {}
         self._by_dir: dict[str, weakref.WeakSet[_Child]] = {}
         self._spares: list[_Child] = []
+        limit = _DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+        if limit is not None:
+            self.bound_waits(limit)
+
+    def bound_waits(self, time_limit_s: float) -> None:
+        """Make every wait of this launcher follow the run's per-call time limit: a child
+        may stay silent (or leave its stdin unread) for :data:`REPLY_SHARE` of it, and take
+        as long to answer ``initialize`` (the runner calls this with its
+        ``time_limit_s``; the command line with ``--time-limit-s`` before loading). Timeouts
+        given to the constructor stay upper bounds."""
+        startup, reply = self._configured_waits
+        self.startup_timeout_s = min(startup, REPLY_SHARE * float(time_limit_s))
+        self.reply_timeout_s = REPLY_SHARE * float(time_limit_s) if reply is None \
+            else min(float(reply), float(time_limit_s))
+        with self._lock:
+            children = [*self._spares, *self._inspectors.values()]
+        for child in children:
+            child.set_reply_timeout(self.reply_timeout_s)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.command!r})"
@@ -517,7 +933,7 @@ class ProcessImplementation:
     def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
         """Start one child running ``argv`` (docker: one that also manages its container)."""
         return _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
-                      on_kill=on_kill)
+                      on_kill=on_kill, limits=self.limits, on_strays=self._note_strays)
 
     # -- children ------------------------------------------------------------------------------
 
@@ -525,6 +941,7 @@ class ProcessImplementation:
         self._prepare()
         argv = self._argv_for(data_dir)
         child = self._new_child(argv, on_kill=self._kill_hook(_child_name(argv)))
+        child.data_dir = data_dir
         if data_dir is not None:
             with self._lock:
                 self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
@@ -545,6 +962,8 @@ class ProcessImplementation:
                     spare.kill()  # dead, or a forked copy's (kill() leaves those alone)
         if child is None:
             child = self._spawn(None)
+        child.data_dir = data_dir
+        child.set_reply_timeout(self.reply_timeout_s)
         with self._lock:
             self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
         while len(self._spares) < self.spares:
@@ -614,12 +1033,16 @@ class ProcessImplementation:
     def inspect(self, data_dir: str) -> Observation:
         key = self._inspector_key(data_dir)
         with self._inspect_lock:
+            failed = self._inspect_failures.get(data_dir)
+            if failed is not None:  # no respawn per probe: one failure ends inspection
+                raise RemoteError(f"inspect is off for the rest of this run after: {failed}")
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
                 return child.call("inspect", data_dir=data_dir)
-            except RemoteError:
+            except RemoteError as exc:
                 self._inspectors.pop(key, None)
+                self._inspect_failures[data_dir] = str(exc)
                 raise
             finally:
                 self._inspecting = None
@@ -642,8 +1065,16 @@ class ProcessImplementation:
 
     # -- cleanup -------------------------------------------------------------------------------
 
-    def release(self, data_dir: str) -> None:
-        """Kill every child still running on ``data_dir`` (the run that owned it is over)."""
+    def _note_strays(self, child: _Child, text: str) -> None:
+        key = child.data_dir if child.data_dir is not None else self._inspecting
+        line = f"implementation process `{child.command}` (pid {child.pid}): {text}"
+        with self._lock:
+            self._strays.setdefault(key, []).append(line)
+
+    def release(self, data_dir: str) -> str:
+        """Kill every child still running on ``data_dir`` (the run that owned it is over);
+        "" or the processes the children left behind (strays, killed), one per child, for
+        the run's error."""
         with self._lock:
             children = list(self._by_dir.pop(data_dir, ()))
         if self._inspecting == data_dir:  # a hung inspect: unblock it
@@ -653,11 +1084,17 @@ class ProcessImplementation:
         for child in children:
             if not child.stopping:
                 child.kill()
+            elif child.reaper is not None:  # let its exit (and the sweep after it) finish
+                child.reaper.join(2 * EXIT_WAIT_S + 1)
         key = self._inspector_key(data_dir)
         if key is not None:
             inspector = self._inspectors.pop(key, None)
             if inspector is not None:
                 inspector.stop()
+        with self._lock:
+            strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
+        self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
+        return "; ".join(strays)
 
     def close(self) -> None:
         """Stop the inspector(s) and kill any child still running."""

@@ -397,12 +397,41 @@ def _excerpt(value: Any) -> str:
     return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
 
 
+def _id_of(data: Any) -> int | str | None:
+    msg_id = data.get("id") if isinstance(data, dict) else None
+    return msg_id if _is_id(msg_id) else None
+
+
 def _is_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def parse_message(line: bytes | str) -> Request | Response:
-    """Decode one line; raises :class:`BadMessage` saying what is wrong with it."""
+DEFAULT_MAX_DEPTH = 200
+"""Nesting depth of arrays and objects a message may have (``harness.limits.Limits``)."""
+
+
+def json_depth_over(data: Any, limit: int) -> int:
+    """0 if ``data`` nests at most ``limit`` deep, else a depth past ``limit`` it reaches
+    (iterative: a deep value cannot exhaust the stack)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return depth
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (dict, list)))
+    return 0
+
+
+def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Request | Response:
+    """Decode one line; raises :class:`BadMessage` saying what is wrong with it (also when
+    it nests deeper than ``max_depth``)."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -413,6 +442,13 @@ def parse_message(line: bytes | str) -> Request | Response:
         data = json.loads(line)
     except ValueError as exc:
         raise BadMessage(PARSE_ERROR, f"not JSON ({exc}): {_excerpt(line.rstrip())}") from None
+    except RecursionError:
+        raise BadMessage(PARSE_ERROR, f"JSON nested deeper than the decoder can follow, past "
+                         f"the limit json_depth={max_depth}") from None
+    too_deep = json_depth_over(data, max_depth)
+    if too_deep:
+        raise BadMessage(INVALID_REQUEST, f"JSON nested at least {too_deep} deep, past the "
+                         f"limit json_depth={max_depth}", _id_of(data))
     if not isinstance(data, dict):
         raise BadMessage(INVALID_REQUEST, f"a message must be a JSON object, got "
                          f"{type(data).__name__}: {_excerpt(line.rstrip())}")
@@ -505,8 +541,10 @@ class Endpoint:
     def __init__(self, transport: Transport, *, incoming: Mapping[str, Method],
                  outgoing: Mapping[str, Method], handlers: Mapping[str, Handler],
                  strict: bool = False, reply_timeout_s: float | None = None,
-                 on_eof_in_call: Callable[[], None] | None = None) -> None:
+                 on_eof_in_call: Callable[[], None] | None = None,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.transport = transport
+        self.max_depth = max_depth
         self.incoming = incoming
         self.outgoing = outgoing
         self.handlers = dict(handlers)
@@ -567,7 +605,7 @@ class Endpoint:
         if not line.strip():
             return None
         try:
-            return parse_message(line)
+            return parse_message(line, self.max_depth)
         except BadMessage as bad:
             if self._rejected(bad):
                 raise
@@ -593,7 +631,7 @@ class Endpoint:
             if not line.strip():
                 continue
             try:
-                message = parse_message(line)
+                message = parse_message(line, self.max_depth)
             except BadMessage as bad:
                 self._rejected(bad)
                 continue

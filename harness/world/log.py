@@ -4,7 +4,10 @@ Guarantees: events get consecutive indexes from 0 in the order they were appende
 so concurrent instances interleave in a total order); once an instance is declared dead (it
 crashed, or the run gave up on it), nothing it does reaches the log any more, so a
 "killed" in-process instance cannot leave ground truth behind, exactly as a killed process
-could not.
+could not. The implementation can make the world record at most
+``Limits.events_per_scenario`` events (:mod:`harness.limits`); past that a guarded append
+raises :class:`~harness.limits.LimitExceeded` into the implementation (a ``BaseException``,
+so it ends the driver call and the run reports it) and records nothing more.
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from harness.limits import LimitExceeded, current_limits
 from harness.trace import TraceEvent
 
 
 class EventLog:
-    def __init__(self) -> None:
+    def __init__(self, max_events: int | None = None) -> None:
+        self.max_events = current_limits().events_per_scenario if max_events is None \
+            else max_events
+        self._guarded = 0
         self._events: list[TraceEvent] = []
         self._dead: set[int] = set()
         self._lock = threading.Lock()
@@ -29,6 +36,12 @@ class EventLog:
         with self._lock:
             if guarded and instance in self._dead:
                 return None
+            if guarded:
+                self._guarded += 1
+                if self._guarded > self.max_events:
+                    raise LimitExceeded("events_per_scenario", self.max_events,
+                                        f"{self._guarded} events (the last a {kind!r})",
+                                        "it made the world record too many events")
             event = TraceEvent(len(self._events), source, kind, instance, data)
             self._events.append(event)
             return event

@@ -1,0 +1,98 @@
+"""The reference server, misbehaving at its first run_turn as ``argv[1]`` says (see the
+modes below); ``argv[2]`` is a file where it notes the pids of the processes it starts, one
+per line. ``$LH_HOSTILE_BYTES`` sizes the huge line (default 3,000,000). Used by
+``tests/hostile/test_processes.py`` (copied into a temporary folder) and by
+``benchmarks/bench_hostile_memory.py``."""
+
+import os, subprocess, sys, time
+from harness.contract import EventType, LifecycleEvent
+from reference_impl import implementation
+from reference_impl.remote import serve
+
+MODE = sys.argv[1]
+PIDS = sys.argv[2]
+OUT = sys.stdout.buffer
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
+
+
+def note(pid):
+    with open(PIDS, "a") as handle:
+        handle.write(f"{pid}\n")
+
+
+def helper(kind):
+    if kind == "group":      # same process group, inherits stdout/stderr
+        note(subprocess.Popen(SLEEPER).pid)
+    elif kind == "session":  # its own session (setsid)
+        note(subprocess.Popen(SLEEPER, start_new_session=True).pid)
+    elif kind == "orphan":   # own session, parent gone, environment wiped: only the pipes tell
+        middle = subprocess.Popen([sys.executable, "-c",
+            "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], start_new_session=True, "
+            "env={}); print(p.pid)", *SLEEPER], stdout=subprocess.PIPE)
+        note(int(middle.stdout.readline()))
+        middle.wait()
+
+
+def raw(data):
+    OUT.write(data)
+    OUT.flush()
+
+
+class Runtime:
+    def __init__(self, runtime, world):
+        self._runtime = runtime
+        self._world = world
+
+    def __getattr__(self, name):
+        return getattr(self._runtime, name)
+
+    def run_turn(self, session_id, text):
+        kind, _, then = MODE.partition("-then-")
+        if kind in ("group", "session", "orphan"):
+            helper(kind)
+            if then == "exit":
+                os._exit(5)
+            if then == "hang":
+                time.sleep(300)
+        if MODE == "hang":
+            note(os.getpid())
+            time.sleep(300)
+        if MODE == "huge-line":
+            raw(b'{"jsonrpc":"2.0","id":99,"method":"now","params":{"pad":"' + b"x" * int(os.environ.get("LH_HOSTILE_BYTES", "3000000")))
+            time.sleep(300)
+        if MODE == "deep-json":
+            raw(b'{"jsonrpc":"2.0","id":99,"method":"now","params":{"a":' + b"[" * 100_000
+                + b"]" * 100_000 + b"}}\n")
+            time.sleep(300)
+        if MODE == "request-flood":
+            raw(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"now","params":{}}\n' % n
+                         for n in range(1000, 6000)))
+            time.sleep(300)
+        if MODE == "event-flood":
+            while True:
+                self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id))
+        return self._runtime.run_turn(session_id, text)
+
+
+class Impl:
+    def __init__(self):
+        self._impl = implementation()
+        self.info = self._impl.info
+
+    def open(self, data_dir, world):
+        return Runtime(self._impl.open(data_dir, world), world)
+
+    def inspect(self, data_dir):
+        if MODE == "hang-inspect":
+            note(os.getpid())
+            time.sleep(300)
+        if MODE == "huge-inspect":
+            raw(b'{"pad":"' + b"x" * 300_000 + b'"}\n')
+            time.sleep(300)
+        return self._impl.inspect(data_dir)
+
+
+if MODE == "hang-handshake":
+    note(os.getpid())
+    time.sleep(300)
+sys.exit(serve(Impl(), sys.stdin.buffer, OUT))

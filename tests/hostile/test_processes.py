@@ -1,0 +1,225 @@
+"""Hostile out-of-process implementations: real child processes that fork helpers holding the
+pipes, hang, flood or nest without end. Each must end as a reported scenario error (exit 1)
+in bounded time, leave no process behind, and keep the harness's memory bounded; a signal to
+the harness ends every child it started and exits 130/143/129."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import reference_impl
+from harness.limits import LIMITS_ENV, Limits
+from harness.remote.launcher import ProcessImplementation
+from harness.runner import run_scenario
+from harness.scenarios import load
+
+pytestmark = pytest.mark.process
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO_PATH = ROOT / "scenarios/l4/crash_after_result_saved.toml"
+SCENARIO = load(SCENARIO_PATH)
+REFERENCE_INFO = reference_impl.implementation().info
+
+HOSTILE_SERVER = Path(__file__).with_name("hostile_server.py")
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    script = tmp_path / "hostile_server.py"
+    shutil.copy(HOSTILE_SERVER, script)
+    pids = tmp_path / "pids.txt"
+    pids.touch()
+    return script, pids
+
+
+def _argv(hostile, mode):
+    script, pids = hostile
+    return [sys.executable, str(script), mode, str(pids)]
+
+
+def _noted(hostile) -> list[int]:
+    return [int(line) for line in hostile[1].read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rpartition(b")")[2].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def _run(hostile, mode, *, limits=None, time_limit_s=10.0, monkeypatch=None):
+    implementation = ProcessImplementation(_argv(hostile, mode), info=REFERENCE_INFO,
+                                           limits=limits)
+    implementation.spares = 0
+    started = time.monotonic()
+    with implementation:
+        run = run_scenario(implementation, SCENARIO, 0, time_limit_s=time_limit_s)
+    return run, time.monotonic() - started
+
+
+# --------------------------------------------------------------------------- strays
+
+
+@pytest.mark.parametrize("mode", ["group-then-exit", "session-then-exit", "orphan-then-exit",
+                                  "group-then-hang", "session-then-run", "orphan-then-run"])
+def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
+    helpers = _noted(hostile)
+    assert helpers, f"the child started no helper: {run.error}"
+    assert wall_s < 25, f"shutdown took {wall_s:.1f}s"
+    assert not run.trace.completed
+    for pid in helpers:
+        assert f"pid {pid} " in run.error, run.error
+        assert not _alive(pid)
+    assert "left 1 process(es) behind" in run.error
+
+
+# --------------------------------------------------------------------------- time limit
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("hang", "wrote nothing for 4.5s while 'run_turn'"),
+    # A probe's inspect runs inside a driver call, whose own limit may strike first.
+    ("hang-inspect", ("wrote nothing for 4.5s while 'inspect'", "did not return within 6s")),
+    ("hang-handshake", "wrote nothing for 4.5s while 'initialize'"),
+])
+def test_the_time_limit_bounds_every_wait(hostile, mode, says):
+    # 6 s, not less: a loaded machine takes a second or two to start the reference server.
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
+    assert not run.trace.completed
+    assert any(text in run.error for text in ((says,) if isinstance(says, str) else says)), \
+        run.error
+    assert wall_s < 25, f"took {wall_s:.1f}s under a 6s limit"
+    assert not any(_alive(pid) for pid in _noted(hostile))
+
+
+def test_the_time_limit_bounds_the_load_time_handshake(hostile):
+    started = time.monotonic()
+    done = _cli(hostile, "hang-handshake", "--time-limit-s", "2")
+    assert time.monotonic() - started < 14  # the default would wait 15 s
+    assert done.returncode == 2, done.stderr
+    assert "initialize" in done.stderr
+    assert not any(_alive(pid) for pid in _noted(hostile))
+
+
+# --------------------------------------------------------------------------- limits
+
+
+@pytest.mark.parametrize("mode, limits, says", [
+    ("huge-line", Limits(line_bytes=1024 * 1024), "past the limit line_bytes=1MiB"),
+    ("deep-json", Limits(), "past the limit json_depth=200"),
+    ("request-flood", Limits(unanswered_messages=16), "past the limit unanswered_messages=16"),
+    ("huge-inspect", Limits(inspect_bytes=64 * 1024), "past the limit inspect_bytes=64KiB"),
+])
+def test_a_flood_past_a_limit_fails_the_implementation_naming_it(hostile, mode, limits, says):
+    run, wall_s = _run(hostile, mode, limits=limits)
+    assert not run.trace.completed
+    assert says in run.error, run.error
+    assert "the harness killed it" in run.error
+    assert wall_s < 30
+
+
+def test_a_child_that_never_reads_its_stdin_cannot_block_the_harness(hostile):
+    # Requests pipelined without reading the answers: past the pipe's buffer the harness's
+    # write would block forever; the write is bounded by the same silence limit.
+    run, wall_s = _run(hostile, "request-flood", limits=Limits(unanswered_messages=100_000),
+                       time_limit_s=6.0)
+    assert not run.trace.completed
+    assert "read nothing of its stdin for 4.5s" in run.error, run.error
+    assert wall_s < 25
+
+
+def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
+    monkeypatch.setenv(LIMITS_ENV, "events_per_scenario=200")
+    run, _ = _run(hostile, "event-flood")
+    assert not run.trace.completed
+    assert "past the limit events_per_scenario=200" in run.error, run.error
+    assert len(run.trace.events) < 400
+
+
+def _cli(hostile, mode, *options, env=None, **popen):
+    argv = [sys.executable, "-m", "harness.cli", "run", "--impl",
+            "process:" + " ".join(_argv(hostile, mode)), "--scenarios", str(SCENARIO_PATH),
+            "--report-dir", str(hostile[0].parent / "reports"), *options]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, **(env or {})}, **popen)
+
+
+@pytest.mark.parametrize("mode, env, says", [
+    ("deep-json", {}, "json_depth=200"),
+    ("huge-line", {LIMITS_ENV: "line_bytes=1MiB"}, "line_bytes=1MiB"),
+])
+def test_the_command_line_reports_a_flood_as_a_failure(hostile, mode, env, says):
+    done = _cli(hostile, mode, env=env)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert says in done.stdout + done.stderr
+
+
+def test_a_bad_limits_setting_is_a_usage_error(hostile):
+    done = _cli(hostile, "run", env={LIMITS_ENV: "line_bytes=lots"})
+    assert done.returncode == 2
+    assert LIMITS_ENV in done.stderr
+
+
+# --------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130),
+                                          (signal.SIGHUP, 129)])
+def test_a_signal_ends_every_child_and_data_dir(hostile, tmp_path, signum, code):
+    data_root = tmp_path / "data"
+    data_root.mkdir()
+    argv = [sys.executable, "-m", "harness.cli", "run", "--impl",
+            "process:" + " ".join(_argv(hostile, "group-then-hang")), "--scenarios",
+            str(SCENARIO_PATH), "--report-dir", str(tmp_path / "reports"),
+            "--time-limit-s", "60"]
+    env = {**os.environ, "LIFECYCLE_HARNESS_DATA_ROOT": str(data_root)}
+    harness = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not _noted(hostile) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _noted(hostile), "the child never reached its turn"
+        children = _descendants(harness.pid)
+        assert children
+        harness.send_signal(signum)
+        _, err = harness.communicate(timeout=20)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+    assert harness.returncode == code, err
+    last = err.strip().splitlines()[-1]
+    assert f"terminated by {signal.Signals(signum).name}" in last
+    for pid in [*children, *_noted(hostile)]:
+        assert not _alive(pid), f"pid {pid} survived"
+    assert list(data_root.iterdir()) == []
+
+
+def _descendants(root: int) -> list[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    parents[int(entry)] = int(handle.read().rpartition(b")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent:
+                found.append(pid)
+                frontier.append(pid)
+    return found
