@@ -597,12 +597,9 @@ def _after_result_saved(hit: _Hit) -> list[Problem]:
 
 
 def _during_diagnostics_write(hit: _Hit) -> list[Problem]:
-    problems: list[Problem] = []
-    op = _needs_op(hit, problems)
-    _result_saved(hit, op, problems)
-    _not_folded(hit, op, problems)
-    _not_projected(hit, op, _result_anchor(hit), problems)
-    return problems
+    # Diagnostics are written after the result and before the checkpoint: the durable
+    # state there is exactly the one after_result_saved requires.
+    return _after_result_saved(hit)
 
 
 def _during_checkpoint_build(hit: _Hit) -> list[Problem]:
