@@ -53,6 +53,7 @@ from harness.contract import (
 )
 from harness import scenario_matrix
 from harness.errors import ScenarioError
+from harness.scenario_limits import LIMITS, at_most, check_data, check_text
 from harness.faults import Action, Fault, FaultPlan, make_fault
 from harness.world import templates
 from harness.world.classifier import DEFAULT_INPUT_CHARS_MAX, ClassifierConfig, ReviewOverride
@@ -254,6 +255,10 @@ class _Reader:
         if value < minimum:
             raise self.error(path, f"must be >= {minimum:g}, got {value!r}")
 
+    def at_most(self, value: int | float, limit: int | float, name: str, path: str) -> None:
+        """``value`` within the documented maximum ``LIMITS.<name>`` (see scenario_limits)."""
+        at_most(value, limit, name, self.file, path)
+
     def member(self, value: str, path: str, valid: Iterable[str], what: str) -> None:
         valid = tuple(valid)
         if value not in valid:
@@ -311,6 +316,11 @@ def _thresholds(r: _Reader, value: Any, path: str) -> Thresholds:
         if name in table:
             kwargs[name] = r.value(table, name, path, hints[name])
             r.positive(kwargs[name], _join(path, name), 0 if hints[name] is float else 1)
+            if name.endswith("_s"):
+                r.at_most(kwargs[name], LIMITS.seconds_max, "seconds_max", _join(path, name))
+            elif name.endswith(("_max", "_limit")) and "chars" not in name:
+                # A count the implementation loops up to (retries, denials): bounded runs.
+                r.at_most(kwargs[name], LIMITS.count_max, "count_max", _join(path, name))
     capacity = kwargs.get("failure_table_capacity", FAILURE_TABLE_CAPACITY)
     if capacity != FAILURE_TABLE_CAPACITY:
         # The design fixes the capacity; a scenario cannot test another one (L1.1).
@@ -438,17 +448,20 @@ def _classifier(r: _Reader, data: dict[str, Any]) -> ClassifierConfig:
     r.positive(limit, "classifier.input_chars_max")
     delay = r.value(table, "delay_s", "classifier", float, 0.0)
     r.positive(delay, "classifier.delay_s", 0)
+    r.at_most(delay, LIMITS.seconds_max, "seconds_max", "classifier.delay_s")
     script: list[ReviewOverride] = []
     for i, entry in enumerate(r.tables(table.get("script", []), "classifier.script")):
         where = f"classifier.script[{i}]"
         r.keys(entry, where, REVIEW_KEYS, ("review", "outcome"))
         number = r.value(entry, "review", where, int)
         r.positive(number, f"{where}.review")
+        r.at_most(number, LIMITS.count_max, "count_max", f"{where}.review")
         if any(o.review == number for o in script):
             raise r.error(f"{where}.review", f"review {number} is already scripted")
         entry_delay = r.value(entry, "delay_s", where, float, None)
         if entry_delay is not None:
             r.positive(entry_delay, f"{where}.delay_s", 0)
+            r.at_most(entry_delay, LIMITS.seconds_max, "seconds_max", f"{where}.delay_s")
         script.append(ReviewOverride(number, r.value(entry, "outcome", where, ClassifierOutcome),
                                      r.value(entry, "reason", where, str, ""), entry_delay))
     return ClassifierConfig(dangerous, limit, tuple(script), delay)
@@ -457,6 +470,7 @@ def _classifier(r: _Reader, data: dict[str, Any]) -> ClassifierConfig:
 def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[str, str],
            tools: tuple[ToolSpec, ...]) -> tuple[ScriptedResponse, ...]:
     responses = []
+    served = 0
     for i, table in enumerate(r.tables(data.get("model", []), "model")):
         where = f"model[{i}]"
         r.keys(table, where, MODEL_KEYS)
@@ -480,6 +494,11 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             calls.append(ToolCall(call_id, tool, args))
         repeat = r.value(table, "repeat", where, int, 1)
         r.positive(repeat, f"{where}.repeat")
+        r.at_most(repeat, LIMITS.count_max, "count_max", f"{where}.repeat")
+        served += repeat
+        # The world queues every repetition: the sum, not each entry, bounds its memory.
+        r.at_most(served, LIMITS.model_responses_max, "model_responses_max",
+                  f"{where}.repeat (responses of model[0..{i}] together)")
         responses.append(ScriptedResponse(session, text, tuple(calls),
                                           r.value(table, "end", where, StreamEnd, StreamEnd.END),
                                           repeat))
@@ -505,10 +524,12 @@ def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
         behaviour = r.value(table, "behaviour", where, Behaviour)
         times = r.value(table, "times", where, int, 1)
         r.positive(times, f"{where}.times")
+        r.at_most(times, LIMITS.count_max, "count_max", f"{where}.times")
         if "seconds" in table and behaviour is not Behaviour.HANG:
             raise r.error(f"{where}.seconds", "only a 'hang' behaviour takes seconds")
         seconds = r.value(table, "seconds", where, float, DEFAULT_HANG_S)
         r.positive(seconds, f"{where}.seconds", 0)
+        r.at_most(seconds, LIMITS.seconds_max, "seconds_max", f"{where}.seconds")
         found.append(ToolBehaviour(behaviour, call, tool, times, seconds))
     return tuple(found)
 
@@ -533,6 +554,9 @@ def _faults(r: _Reader, data: dict[str, Any], sessions: list[str], tools: tuple[
         if failpoint is not None:
             failpoint = r.convert(failpoint, f"{where}.failpoint", str)
         hits = r.value(table, "hits", where, str, "1")
+        if action is Action.DELAY and isinstance(params.get("seconds"), (int, float)) \
+                and not isinstance(params["seconds"], bool):
+            r.at_most(params["seconds"], LIMITS.seconds_max, "seconds_max", f"{where}.seconds")
         try:
             faults.append(make_fault(failpoint, hits, action.value, params, where=where,
                                      optional=optional))
@@ -553,6 +577,7 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
     tables = r.tables(data["steps"], "steps")
     if not tables:
         raise r.error("steps", "at least one step is needed")
+    r.at_most(len(tables), LIMITS.steps_max, "steps_max", "steps (number of steps)")
     planned_hold = any(f.action is Action.HOLD for f in faults)
     steps = []
     for i, table in enumerate(tables):
@@ -613,6 +638,8 @@ def parse(data: dict[str, Any], file: str, variant: str = "") -> Scenario:
     """Validate parsed TOML (``file`` names it in errors) into a :class:`Scenario`; a
     template's variants are parsed one by one (``variant`` names which, in errors too)."""
     r = _Reader(f"{file} [variant {variant}]" if variant else file)
+    r.table(data, "(document)")
+    check_data(data, r.file)
     r.keys(data, "", TOP_KEYS, ("id", "stage"))
     scenario_id = r.value(data, "id", "", str)
     if not ID_PATTERN.match(scenario_id):
@@ -660,15 +687,33 @@ def _requires(r: _Reader, data: dict[str, Any]) -> tuple[Feature, ...]:
 
 
 def parse_all(data: dict[str, Any], file: str) -> tuple[Scenario, ...]:
-    """Every scenario of one parsed file: itself, or each variant of a template."""
-    return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+    """Every scenario of one parsed file: itself, or each variant of a template.
+
+    The data is checked against :data:`~harness.scenario_limits.LIMITS` before a template is
+    expanded (the expansion has its own budget) and each variant again after."""
+    try:
+        check_data(data, file)
+        return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+    except RecursionError:
+        # The limits keep every walk shallow; this is the net under them.
+        raise ScenarioError(f"{file}: nested too deeply to read (at most "
+                            f"{LIMITS.nesting_depth_max} levels; limit nesting_depth_max)") from None
 
 
 def _toml(text: str, file: str) -> dict[str, Any]:
+    check_text(text, file)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
+    except ValueError as exc:
+        # int() refuses literals beyond sys.get_int_max_str_digits() (4,300 digits).
+        raise ScenarioError(f"{file}: not a readable TOML value ({str(exc).split(';')[0]}); "
+                            f"integers must be within ±{LIMITS.integer_abs_max} "
+                            "(limit integer_abs_max)") from None
+    except RecursionError:
+        raise ScenarioError(f"{file}: nested too deeply to read (at most "
+                            f"{LIMITS.nesting_depth_max} levels; limit nesting_depth_max)") from None
 
 
 def loads_all(text: str, file: str = "<string>") -> tuple[Scenario, ...]:
@@ -707,6 +752,11 @@ def load_all(path: str | Path) -> tuple[Scenario, ...]:
     """Every scenario one file holds: itself, or each variant of a template."""
     path = Path(path)
     try:
+        size = path.stat().st_size
+        if size > LIMITS.file_bytes_max:
+            # Checked before reading: a huge file must not be read into memory first.
+            raise ScenarioError(f"{path}: the file is {size} bytes; at most "
+                                f"{LIMITS.file_bytes_max} (limit file_bytes_max)")
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
