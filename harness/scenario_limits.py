@@ -17,8 +17,8 @@ Guarantees:
   the limit and the value: nesting deeper than ``nesting_depth_max``, more than
   ``values_max`` values, long strings, arrays and tables, integers outside the range every
   JSON reader keeps exactly, ``nan``/``inf`` (JSON has neither, and scenario values are
-  recorded and sent as JSON), TOML dates and times (no JSON form), and more placeholders than
-  ``placeholders_max``;
+  recorded and sent as JSON), TOML dates and times (no JSON form), lone surrogates (no
+  UTF-8 form) and more placeholders than ``placeholders_max``;
 * every error message is one line: ``<file>: <key path>: <problem> (limit ...)``.
 """
 
@@ -79,6 +79,9 @@ _TOKENS = re.compile(
 )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def check_text(text: str, file: str, limits: ScenarioLimits = LIMITS) -> None:
     """Reject text too large, or nested too deeply for the TOML parser to read safely.
 
@@ -108,6 +111,9 @@ def _at(path: str, key: str) -> str:
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 64:
+        # repr() refuses integers beyond 4,300 digits, and nobody reads 40 of them.
+        return f"an integer of {value.bit_length() * 30103 // 100000 + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
@@ -152,6 +158,8 @@ def check_data(data: Any, file: str, limits: ScenarioLimits = LIMITS) -> int:
                 raise error(path, f"a string of {len(value)} characters; at most "
                                   f"{limits.string_chars_max} (limit string_chars_max)")
             placeholders += value.count("{{")
+            if _SURROGATE.search(value):
+                raise error(path, "a lone surrogate (U+D800..U+DFFF) has no UTF-8 form")
         elif isinstance(value, bool):
             pass
         elif isinstance(value, int):
