@@ -126,7 +126,8 @@ def check_data(data: Any, file: str, limits: ScenarioLimits = LIMITS) -> int:
 
     count = 0
     placeholders = 0
-    stack: list[tuple[Any, int, str]] = [(data, 1, "")]
+    # depth: the tables and arrays enclosing a value, the document included (it has 0).
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
     while stack:
         value, depth, path = stack.pop()
         count += 1

@@ -17,6 +17,12 @@ Guarantees:
   faults, which must match at least one declared tool), tool-call ids (tool behaviours, and
   an ``answer`` step's ``wait``, which is ``"next"``, ``"again"`` or the id of the call the wait asks
   about), initial files (``{{sha256:...}}``);
+* loading is bounded (``harness/scenario_limits.py``, ``docs/scenarios.md`` "Limits"): the
+  text's size and nesting are checked before the TOML parser reads it, the data's before it
+  is walked (and a template's variants while they are built), then counts, hits and
+  durations where they are read; values JSON cannot carry (``nan``, ``inf``, dates) are load
+  errors, as are Faker providers off the allow-list; a RecursionError can only become a
+  ScenarioError. So any file ends in a scenario or a ScenarioError, never another exception;
 * :func:`discover` loads every ``*.toml`` below the given directories (recursively, sorted)
   and the given files, skipping nothing silently, and rejects duplicate scenario ids.
 
