@@ -19,7 +19,8 @@ Guarantees:
   JSON reader keeps exactly, ``nan``/``inf`` (JSON has neither, and scenario values are
   recorded and sent as JSON), TOML dates and times (no JSON form), lone surrogates (no
   UTF-8 form) and more placeholders than ``placeholders_max``;
-* every error message is one line: ``<file>: <key path>: <problem> (limit ...)``.
+* every error message is one line: ``<file>: <key path>: <problem> (limit ...)``, and
+  :func:`one_line` keeps any loader message short whatever value it quotes.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ def _at(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _short(value: Any) -> str:
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut to one short line for an error message."""
     if isinstance(value, int) and value.bit_length() > 64:
         # repr() refuses integers beyond 4,300 digits, and nobody reads 40 of them.
         return f"an integer of {value.bit_length() * 30103 // 100000 + 1} digits"
@@ -165,7 +167,7 @@ def check_data(data: Any, file: str, limits: ScenarioLimits = LIMITS) -> int:
             pass
         elif isinstance(value, int):
             if abs(value) > limits.integer_abs_max:
-                raise error(path, f"the integer {_short(value)} is outside "
+                raise error(path, f"the integer {short_repr(value)} is outside "
                                   f"±{limits.integer_abs_max} (limit integer_abs_max: larger "
                                   "integers do not survive JSON)")
         elif isinstance(value, float):
@@ -183,9 +185,23 @@ def check_data(data: Any, file: str, limits: ScenarioLimits = LIMITS) -> int:
     return count
 
 
+MESSAGE_CHARS_MAX = 1_000
+
+
+def one_line(message: str) -> str:
+    """An error message as one line of at most MESSAGE_CHARS_MAX characters: a value quoted
+    from a hostile file (a 200,000-character string) is elided in the middle, so the start
+    (file, key path) and the end (limit, valid choices) stay readable."""
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
+    if len(message) <= MESSAGE_CHARS_MAX:
+        return message
+    head, tail = MESSAGE_CHARS_MAX * 2 // 3, MESSAGE_CHARS_MAX // 3 - 40
+    return f"{message[:head]} ...[{len(message) - head - tail} characters]... {message[-tail:]}"
+
+
 def at_most(value: int | float, limit: int | float, name: str, file: str, path: str) -> None:
     """Raise unless ``value <= limit`` (the message names the limit ``name``)."""
     if value > limit:
         shown = f"{limit:g}" if isinstance(limit, float) else str(limit)
-        raise ScenarioError(f"{file}: {path}: {_short(value)} exceeds the maximum of {shown} "
+        raise ScenarioError(f"{file}: {path}: {short_repr(value)} exceeds the maximum of {shown} "
                             f"(limit {name})")

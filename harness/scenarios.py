@@ -59,7 +59,8 @@ from harness.contract import (
 )
 from harness import scenario_matrix
 from harness.errors import ScenarioError
-from harness.scenario_limits import LIMITS, at_most, check_data, check_text
+from harness.scenario_limits import LIMITS, at_most, check_data, check_text, one_line
+from harness.scenario_limits import short_repr as _short
 from harness.faults import Action, Fault, FaultPlan, make_fault
 from harness.world import templates
 from harness.world.classifier import DEFAULT_INPUT_CHARS_MAX, ClassifierConfig, ReviewOverride
@@ -230,7 +231,7 @@ class _Reader:
     def convert(self, value: Any, path: str, kind: Any) -> Any:
         if isinstance(kind, type) and issubclass(kind, enum.Enum):
             if not isinstance(value, str) or value not in {m.value for m in kind}:
-                raise self.error(path, f"{value!r} is not valid (valid: {_choices(m.value for m in kind)})")
+                raise self.error(path, f"{_short(value)} is not valid (valid: {_choices(m.value for m in kind)})")
             return kind(value)
         if kind is bool:
             if not isinstance(value, bool):
@@ -279,7 +280,7 @@ def _join(where: str, key: str) -> str:
 def _kind(value: Any) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
              list: "an array", dict: "a table"}
-    return f"{names.get(type(value), type(value).__name__)} ({value!r})"
+    return f"{names.get(type(value), type(value).__name__)} ({_short(value)})"
 
 
 # --------------------------------------------------------------------------- parts
@@ -700,6 +701,8 @@ def parse_all(data: dict[str, Any], file: str) -> tuple[Scenario, ...]:
     try:
         check_data(data, file)
         return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+    except ScenarioError as exc:
+        raise ScenarioError(one_line(str(exc))) from None
     except RecursionError:
         # The limits keep every walk shallow; this is the net under them.
         raise ScenarioError(f"{file}: nested too deeply to read (at most "
@@ -707,11 +710,14 @@ def parse_all(data: dict[str, Any], file: str) -> tuple[Scenario, ...]:
 
 
 def _toml(text: str, file: str) -> dict[str, Any]:
-    check_text(text, file)
+    try:
+        check_text(text, file)
+    except ScenarioError as exc:
+        raise ScenarioError(one_line(str(exc))) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
+        raise ScenarioError(one_line(f"{file}: not valid TOML: {exc}")) from None
     except ValueError as exc:
         # int() refuses literals beyond sys.get_int_max_str_digits() (4,300 digits).
         raise ScenarioError(f"{file}: not a readable TOML value ({str(exc).split(';')[0]}); "

@@ -225,7 +225,8 @@ def _load_data(name: str, data: dict[str, Any]) -> None:
     try:
         loaded = parse_all(data, name)
     except ScenarioError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith(name), str(exc)
+        assert "\n" not in str(exc) and len(str(exc)) <= 1_000 and str(exc).startswith(name), \
+            str(exc)
     else:
         _runs_cleanly(loaded)
     try:
@@ -239,7 +240,8 @@ def _load_text(name: str, text: str) -> None:
     try:
         loaded = loads_all(text, name)
     except ScenarioError as exc:
-        assert "\n" not in str(exc) and str(exc).startswith(name), str(exc)
+        assert "\n" not in str(exc) and len(str(exc)) <= 1_000 and str(exc).startswith(name), \
+            str(exc)
     else:
         _runs_cleanly(loaded)
 
