@@ -764,12 +764,17 @@ def load_all(path: str | Path) -> tuple[Scenario, ...]:
     """Every scenario one file holds: itself, or each variant of a template."""
     path = Path(path)
     try:
-        size = path.stat().st_size
-        if size > LIMITS.file_bytes_max:
-            # Checked before reading: a huge file must not be read into memory first.
-            raise ScenarioError(f"{path}: the file is {size} bytes; at most "
-                                f"{LIMITS.file_bytes_max} (limit file_bytes_max)")
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():
+            # A FIFO would block the open, a device (/dev/zero) never end.
+            raise ScenarioError(f"{path}: not a regular file")
+        with path.open("rb") as handle:
+            # Read at most one byte past the limit: a huge file is never read into memory.
+            raw = handle.read(LIMITS.file_bytes_max + 1)
+        if len(raw) > LIMITS.file_bytes_max:
+            raise ScenarioError(f"{path}: the file is larger than {LIMITS.file_bytes_max} "
+                                "bytes (limit file_bytes_max)")
+        # As text-mode reading did: universal newlines.
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -789,6 +794,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[Scenario, ...]:
             found = sorted(p for p in path.rglob("*.toml") if p.is_file())
         elif path.is_file():
             found = [path]
+        elif path.exists():
+            raise ScenarioError(f"{path}: not a regular file or a directory")
         else:
             raise ScenarioError(f"{path}: no such scenario file or directory")
         for item in found:

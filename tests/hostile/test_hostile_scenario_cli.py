@@ -112,3 +112,15 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(tmp_path):
     code = main(["run", "--scenarios", str(big)], stdout=io.StringIO(), stderr=err)
     assert code == EXIT_USAGE_OR_INPUT_ERROR
     assert "file_bytes_max" in err.getvalue() and str(big) in err.getvalue()
+
+
+def test_a_device_is_refused_without_reading_it(tmp_path):
+    """/dev/zero never ends: reading it whole would exhaust memory."""
+    err = io.StringIO()
+    code = main(["run", "--scenarios", "/dev/zero"], stdout=io.StringIO(), stderr=err)
+    assert code == EXIT_USAGE_OR_INPUT_ERROR
+    assert "/dev/zero: not a regular file" in err.getvalue()
+    from harness.errors import ScenarioError
+    from harness.scenarios import load
+    with pytest.raises(ScenarioError, match="not a regular file"):
+        load("/dev/zero")
