@@ -160,6 +160,9 @@ def parse_hits(text: str, action: str = "", where: str = "hits") -> HitSchedule:
                     raise _error(where, f"term {term!r} without a count must come last in {text!r}")
                 if state != "off":
                     from_hit = position + 1
+                    if from_hit > HIT_MAX:
+                        raise _error(where, f"the chain {text[:60]!r} starts firing at hit "
+                                            f"{from_hit}; at most {HIT_MAX} (limit count_max)")
                 break
             n = _hit_number(count, where, text)
             if n < 1:

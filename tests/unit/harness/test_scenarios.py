@@ -314,6 +314,7 @@ def test_counts_hits_and_durations_are_bounded_at_load():
     bad(crash.format("1000000000*crash"), "faults[0].hits: 1000000000 in '1000000000*crash' "
                                           "exceeds the maximum hit number 10000 (limit count_max)")
     bad(crash.format("9999*off->2*crash"), "counts 10001 hits or more")
+    bad(crash.format("10000*off->crash"), "starts firing at hit 10001")
     bad(crash.format("1," + "9" * 900), "a number of 900 digits", "limit count_max")
     bad(crash.format("1," * 600), "a hit expression of 1200 characters")
     bad(MINIMAL.replace("[[steps]]", "repeat = " + "9" * 5000 + "\n[[steps]]"),
