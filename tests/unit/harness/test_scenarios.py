@@ -408,3 +408,13 @@ def test_template_expansion_is_bounded_while_the_variants_are_built():
                            ns=", ".join(str(i) for i in range(1, 65)))
     with pytest.raises(ScenarioError, match="limit expanded_chars_max"):
         loads_all(many, "t.toml")
+
+
+def test_the_limits_and_the_faker_allow_list_are_documented():
+    import dataclasses as dc
+    doc = (Path(__file__).parents[3] / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    limits = doc[doc.index("## Limits"):]
+    for limit in dc.fields(LIMITS):
+        assert f"| `{limit.name}` |" in limits, limit.name
+    providers = doc[doc.index("Faker providers allowed"):doc.index("Hits. Hits are counted")]
+    assert set(re.findall(r"`([a-z0-9_]+)`", providers)) >= FAKER_PROVIDERS
