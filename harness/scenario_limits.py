@@ -58,6 +58,9 @@ class ScenarioLimits:
     model_responses_max: int = 10_000
     """Scripted model responses of a scenario, ``repeat`` included."""
     steps_max: int = 1_000
+    rules_max: int = 1_000
+    """Rules of a scenario together (sessions' rules and hard constraints, ``update_rules``
+    steps, ``change_rules`` faults): each is matched against every declared tool."""
     seconds_max: float = 604_800.0
     """Any duration in virtual seconds (a week): ``seconds``, ``delay_s``, ``*_s`` thresholds."""
     expanded_values_max: int = 1_000_000

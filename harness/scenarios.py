@@ -195,6 +195,10 @@ class _Reader:
 
     def __init__(self, file: str) -> None:
         self.file = file
+        self.rules_read = 0
+        """Rules read so far (each is matched against every tool: their number is bounded)."""
+        self.tool_matches: dict[str, bool] = {}
+        """Rule ``tool`` pattern -> matches a declared tool (the tools are fixed per file)."""
 
     def error(self, where: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{self.file}: {where}: {problem}")
@@ -291,6 +295,9 @@ def _rules(r: _Reader, value: Any, path: str, tools: tuple[ToolSpec, ...],
     if not isinstance(value, list):
         raise r.error(path, f"expected an array of rule tables, got {_kind(value)}")
     rules = []
+    r.rules_read += len(value)
+    r.at_most(r.rules_read, LIMITS.rules_max, "rules_max",
+              f"{path} (rules of the scenario together)")
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
         table = r.table(item, where)
@@ -308,7 +315,9 @@ def _names_a_tool(r: _Reader, pattern: str, path: str, tools: tuple[ToolSpec, ..
     """A rule's ``tool`` is an fnmatch pattern over tool names: it must match a declared
     tool, or the rule can never apply and the scenario silently tests nothing."""
     names = [t.name for t in tools]
-    if not any(fnmatchcase(name, pattern) for name in names):
+    if pattern not in r.tool_matches:
+        r.tool_matches[pattern] = any(fnmatchcase(name, pattern) for name in names)
+    if not r.tool_matches[pattern]:
         raise r.error(path, f"{pattern!r} matches no declared tool; declare it under [[tools]] "
                             f"or fix the name (valid: {_choices(names) or 'none declared'})")
 
@@ -586,6 +595,7 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
         raise r.error("steps", "at least one step is needed")
     r.at_most(len(tables), LIMITS.steps_max, "steps_max", "steps (number of steps)")
     planned_hold = any(f.action is Action.HOLD for f in faults)
+    call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
     steps = []
     for i, table in enumerate(tables):
         where = f"steps[{i}]"
@@ -600,7 +610,6 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             _placeholders(r, kwargs["text"], f"{where}.text", files)
         if "wait" in table:
             kwargs["wait"] = r.value(table, "wait", where, str)
-            call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
             if kwargs["wait"] not in ("next", "again") and kwargs["wait"] not in call_ids:
                 # Wait ids are the implementation's own: a scenario that must run against
                 # any implementation names a wait by the model's tool call it asks about.

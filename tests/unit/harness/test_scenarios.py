@@ -343,6 +343,9 @@ def test_sizes_are_bounded_at_load():
                 + " }"), "a table of 1001 keys", "limit table_keys_max")
     bad(replace('text = "go"', 'text = "' + "{{faker:word}}" * 1001 + '"'),
         "limit placeholders_max")
+    rules = ", ".join('{ effect = "deny", tool = "write_file" }' for _ in range(600))
+    bad(replace('id = "s1"', f'id = "s1"\nrules = [{rules}]\nhard_constraints = [{rules}]'),
+        "sessions[0].rules", "limit rules_max")
     with pytest.raises(ScenarioError, match="limit values_max"):
         check_data({"a": [[0] * 1000] * 101}, "f")
     with pytest.raises(ScenarioError, match="limit file_bytes_max"):
