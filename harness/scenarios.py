@@ -271,7 +271,9 @@ class _Reader:
         at_most(value, limit, name, self.file, path)
 
     def member(self, value: str, path: str, valid: Iterable[str], what: str) -> None:
-        valid = tuple(valid)
+        # Checked per reference: ordered and hashed, so a file's references cost one lookup
+        # each, whatever it declares (see scenario_limits).
+        valid = valid if isinstance(valid, dict) else dict.fromkeys(valid)
         if value not in valid:
             raise self.error(path, f"{value!r} is not a declared {what} "
                                    f"(valid: {_choices(valid) or 'none declared'})")
@@ -385,6 +387,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
     if not tables:
         raise r.error("sessions", "at least one session is needed")
     configs: list[SessionConfig] = []
+    tool_names = dict.fromkeys(t.name for t in tools)
     for i, table in enumerate(tables):
         where = f"sessions[{i}]"
         r.keys(table, where, SESSION_KEYS, ("id",))
@@ -395,7 +398,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
             raise r.error(f"{where}.id", f"duplicate session id {session_id!r}")
         capabilities = r.value(table, "capabilities", where, "strings", ())
         for j, name in enumerate(capabilities):
-            r.member(name, f"{where}.capabilities[{j}]", [t.name for t in tools], "tool")
+            r.member(name, f"{where}.capabilities[{j}]", tool_names, "tool")
         version = r.value(table, "permission_version", where, int, 1)
         r.positive(version, f"{where}.permission_version")
         hard = _rules(r, table.get("hard_constraints", []), f"{where}.hard_constraints",
@@ -487,6 +490,7 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
            tools: tuple[ToolSpec, ...]) -> tuple[ScriptedResponse, ...]:
     responses = []
     served = 0
+    tool_names = dict.fromkeys(t.name for t in tools)
     for i, table in enumerate(r.tables(data.get("model", []), "model")):
         where = f"model[{i}]"
         r.keys(table, where, MODEL_KEYS)
@@ -502,7 +506,7 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             call_id, tool = r.value(call, "id", at, str), r.value(call, "tool", at, str)
             if not call_id or not tool:
                 raise r.error(at, "id and tool must not be empty")
-            r.member(tool, f"{at}.tool", [t.name for t in tools], "tool "
+            r.member(tool, f"{at}.tool", tool_names, "tool "
                      "(a call of an undeclared tool never reaches a lifecycle step; declare it "
                      "under [[tools]] or fix the name)")
             args = r.value(call, "args", at, "table", {})
@@ -523,7 +527,8 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
 
 def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
                 model: tuple[ScriptedResponse, ...]) -> tuple[ToolBehaviour, ...]:
-    call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
+    call_ids = dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls)
+    tool_names = dict.fromkeys(t.name for t in tools)
     found = []
     for i, table in enumerate(r.tables(data.get("tool_behaviour", []), "tool_behaviour")):
         where = f"tool_behaviour[{i}]"
@@ -536,7 +541,7 @@ def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
         if call:
             r.member(call, f"{where}.call", call_ids, "tool-call id of the model script")
         if tool:
-            r.member(tool, f"{where}.tool", [t.name for t in tools], "tool")
+            r.member(tool, f"{where}.tool", tool_names, "tool")
         behaviour = r.value(table, "behaviour", where, Behaviour)
         times = r.value(table, "times", where, int, 1)
         r.positive(times, f"{where}.times")
@@ -595,7 +600,7 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
         raise r.error("steps", "at least one step is needed")
     r.at_most(len(tables), LIMITS.steps_max, "steps_max", "steps (number of steps)")
     planned_hold = any(f.action is Action.HOLD for f in faults)
-    call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
+    call_ids = dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls)
     steps = []
     for i, table in enumerate(tables):
         where = f"steps[{i}]"
