@@ -104,7 +104,9 @@ def _extreme(value: Any) -> st.SearchStrategy[Any]:
         return ODD_STRINGS
     if isinstance(value, dict):
         return hostile_values().map(lambda extra: {**value, "hostile": extra})
-    return hostile_values().map(lambda extra: [*value, extra])
+    if isinstance(value, list):
+        return hostile_values().map(lambda extra: [*value, extra])
+    return hostile_values()
 
 
 def _slots(data: Any) -> list[tuple[Any, Any]]:
@@ -221,6 +223,22 @@ def _no_constant(name: str) -> Any:
     raise AssertionError(f"the harness encoded {name}, which is not JSON")
 
 
+def _text_size(data: Any) -> int:
+    """About how many characters ``data`` takes written out (strings and items)."""
+    size, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        size += len(item) + 2 if isinstance(item, str) else 4
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        if size > 8 * LIMITS.file_bytes_max:
+            break
+    return size
+
+
 def _load_data(name: str, data: dict[str, Any]) -> None:
     try:
         loaded = parse_all(data, name)
@@ -229,6 +247,8 @@ def _load_data(name: str, data: dict[str, Any]) -> None:
             str(exc)
     else:
         _runs_cleanly(loaded)
+    if _text_size(data) > 4 * LIMITS.file_bytes_max:
+        return  # shared references (one long string 20,000 times) would make gigabytes of text
     try:
         text = dumps_toml(data)
     except (ChaosError, RecursionError, ValueError):
