@@ -36,6 +36,7 @@ from typing import Any, Iterable, Mapping
 
 from harness.contract import FAILPOINT_DESCRIPTIONS, ContractError, Failpoint, Rule, from_json, to_json
 from harness.errors import ScenarioError
+from harness.scenario_limits import LIMITS
 from harness.trace import FaultSpec
 
 
@@ -113,11 +114,27 @@ class HitSchedule:
     def overlaps(self, other: HitSchedule) -> bool:
         if self.from_hit is not None and other.from_hit is not None:
             return True
-        return any(other.fires(h) for h in self.hits) or any(self.fires(h) for h in other.hits)
+        # Sets, not fires(): a plan's pairwise check must stay linear in the listed hits.
+        if set(self.hits) & set(other.hits):
+            return True
+        return any(other.fires(h) for h in self.hits if other.from_hit is not None) \
+            or any(self.fires(h) for h in other.hits if self.from_hit is not None)
 
 
 _CHAIN_TERM = re.compile(r"^(?:(\d+)\*)?([a-z_]+)$")
 _LIST_ITEM = re.compile(r"^(\d+)(\+)?$")
+HIT_MAX = LIMITS.count_max
+"""No hit number, chain count or chain length beyond this (``count_max`` of the scenario
+limits): a chain's hits are listed one by one, and no run reaches that many hits."""
+
+
+def _hit_number(digits: str, where: str, text: str) -> int:
+    """``digits`` as a number within HIT_MAX, without converting an absurdly long one."""
+    if len(digits.lstrip("0")) > len(str(HIT_MAX)) or int(digits) > HIT_MAX:
+        shown = digits if len(digits) <= 20 else f"a number of {len(digits)} digits"
+        raise _error(where, f"{shown} in {text[:60]!r} exceeds the maximum hit number "
+                            f"{HIT_MAX} (limit count_max)")
+    return int(digits)
 
 
 def parse_hits(text: str, action: str = "", where: str = "hits") -> HitSchedule:
@@ -127,6 +144,8 @@ def parse_hits(text: str, action: str = "", where: str = "hits") -> HitSchedule:
     if not isinstance(text, str) or not text.strip():
         raise _error(where, f"expected a non-empty string: {syntax}")
     compact = text.replace(" ", "")
+    if len(compact) > 1_000:
+        raise _error(where, f"a hit expression of {len(compact)} characters; at most 1000")
     if "->" in compact or "*" in compact:
         position, hits = 0, []
         from_hit = None
@@ -141,10 +160,16 @@ def parse_hits(text: str, action: str = "", where: str = "hits") -> HitSchedule:
                     raise _error(where, f"term {term!r} without a count must come last in {text!r}")
                 if state != "off":
                     from_hit = position + 1
+                    if from_hit > HIT_MAX:
+                        raise _error(where, f"the chain {text[:60]!r} starts firing at hit "
+                                            f"{from_hit}; at most {HIT_MAX} (limit count_max)")
                 break
-            n = int(count)
+            n = _hit_number(count, where, text)
             if n < 1:
                 raise _error(where, f"count must be >= 1 in {term!r}")
+            if position + n > HIT_MAX:
+                raise _error(where, f"the chain {text[:60]!r} counts {position + n} hits or "
+                                    f"more; at most {HIT_MAX} (limit count_max)")
             if state != "off":
                 hits.extend(range(position + 1, position + n + 1))
             position += n
@@ -153,8 +178,8 @@ def parse_hits(text: str, action: str = "", where: str = "hits") -> HitSchedule:
         hits, from_hit = [], None
         for item in compact.split(","):
             match = _LIST_ITEM.match(item)
-            if match is None or int(match.group(1)) < 1:
-                raise _error(where, f"bad hit {item!r} in {text!r}: {syntax}")
+            if match is None or _hit_number(match.group(1), where, text) < 1:
+                raise _error(where, f"bad hit {item[:40]!r} in {text[:60]!r}: {syntax}")
             if match.group(2):
                 if from_hit is not None:
                     raise _error(where, f"only one 'N+' item is allowed in {text!r}")

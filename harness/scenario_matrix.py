@@ -35,7 +35,11 @@ Guarantees:
 * every problem is a :class:`~harness.errors.ScenarioError` naming the file and the key:
   an unknown parameter in a placeholder, a parameter no placeholder uses, an exclusion naming
   an unknown parameter or value, an empty matrix, more than :data:`VARIANTS_MAX` variants, two
-  variants with one key, a placeholder in ``id``/``stage``/``matrix`` itself.
+  variants with one key, a placeholder in ``id``/``stage``/``matrix`` itself;
+* expansion is bounded: all the variants together hold at most ``expanded_values_max`` values
+  and ``expanded_chars_max`` characters of strings, and no string grows past
+  ``string_chars_max`` (:data:`harness.scenario_limits.LIMITS`), checked while the variants
+  are built, so a small file whose values are used many times over cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ScenarioError
+from harness.scenario_limits import LIMITS
 
 VARIANTS_MAX = 512
 """At most this many variants per template (a matrix is a neighbourhood, not a search)."""
@@ -96,6 +101,7 @@ def expand(data: dict[str, Any], file: str) -> tuple[Variant, ...]:
         raise ScenarioError(f"{file}: matrix.{unused[0]}: no {{{{m:{unused[0]}}}}} placeholder "
                             "uses this parameter; remove it or use it")
     names = list(matrix)
+    budget = _Budget(file)
     variants: list[Variant] = []
     keys: dict[str, tuple[tuple[str, Any], ...]] = {}
     for combination in itertools.product(*(range(len(matrix[n])) for n in names)):
@@ -109,7 +115,7 @@ def expand(data: dict[str, Any], file: str) -> tuple[Variant, ...]:
                                 "table values distinct 'label's")
         keys[key] = params
         values = dict(params)
-        expanded = _substitute(body, values, file, "")
+        expanded = _substitute(body, values, file, "", budget)
         base_id = expanded.get("id")
         if isinstance(base_id, str):
             expanded["id"] = f"{base_id}.{key}"
@@ -202,35 +208,93 @@ def _lookup(values: dict[str, Any], match: re.Match[str], file: str, where: str)
     return value[field]
 
 
-def _substitute(value: Any, values: dict[str, Any], file: str, where: str, depth: int = 0
-                ) -> Any:
+class _Budget:
+    """What the variants of one template may still add (see the module docstring)."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.values = LIMITS.expanded_values_max
+        self.chars = LIMITS.expanded_chars_max
+
+    def spend(self, where: str, values: int, chars: int = 0) -> None:
+        self.values -= values
+        self.chars -= chars
+        if self.values < 0:
+            raise ScenarioError(f"{self.file}: {where or 'matrix'}: the variants together hold "
+                                f"more than {LIMITS.expanded_values_max} values (limit "
+                                "expanded_values_max); use fewer variants or smaller values")
+        if self.chars < 0:
+            raise ScenarioError(f"{self.file}: {where or 'matrix'}: the variants' strings "
+                                f"together exceed {LIMITS.expanded_chars_max} characters (limit "
+                                "expanded_chars_max); use fewer variants or shorter strings")
+
+
+def _size(value: Any) -> tuple[int, int]:
+    """(values, string characters) of ``value``, walked without recursion."""
+    values = chars = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if isinstance(item, str):
+            chars += len(item)
+        elif isinstance(item, dict):
+            chars += sum(len(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return values, chars
+
+
+def _substitute(value: Any, values: dict[str, Any], file: str, where: str,
+                budget: _Budget | None = None, depth: int = 0) -> Any:
+    budget = budget or _Budget(file)
     if isinstance(value, str):
         whole = PLACEHOLDER.fullmatch(value)
         if whole is not None and whole.group(3) is None:
             found = _copy(_lookup(values, whole, file, where))
             # A parameter value may itself use the other parameters (one level deep).
-            return _substitute(found, values, file, where, depth + 1) if depth < 1 else found
+            if depth < 1:
+                return _substitute(found, values, file, where, budget, depth + 1)
+            budget.spend(where, *_size(found))
+            return found
+        grown = len(value)
 
         def text(match: re.Match[str]) -> str:
+            nonlocal grown
             found = _lookup(values, match, file, where)
             if isinstance(found, (dict, list)):
                 raise ScenarioError(f"{file}: {where}: {match.group(0)} is a "
                                     f"{type(found).__name__} and cannot be part of a longer "
                                     "string; use it as the whole value")
-            return str(found).lower() if isinstance(found, bool) else str(found)
+            piece = str(found).lower() if isinstance(found, bool) else str(found)
+            # Checked per piece, before the string is joined: 10,000 uses of a long value
+            # must fail here, not after building a gigabyte.
+            grown += len(piece) - len(match.group(0))
+            if grown > LIMITS.string_chars_max:
+                raise ScenarioError(f"{file}: {where or 'scenario'}: the string grows past "
+                                    f"{LIMITS.string_chars_max} characters once {match.group(0)} "
+                                    "is replaced (limit string_chars_max)")
+            return piece
 
-        return PLACEHOLDER.sub(text, value)
+        result = PLACEHOLDER.sub(text, value) if "{{" in value else value
+        budget.spend(where, 1, len(result))
+        return result
     if isinstance(value, dict):
+        budget.spend(where, 1)
         out = {}
         for k, v in value.items():
             path = f"{where}.{k}" if where else k
-            new_key = _substitute(k, values, file, path, depth)
+            new_key = _substitute(k, values, file, path, budget, depth)
             if not isinstance(new_key, str):
                 raise ScenarioError(f"{file}: {path}: a key placeholder must give a string")
-            out[new_key] = _substitute(v, values, file, path, depth)
+            out[new_key] = _substitute(v, values, file, path, budget, depth)
         return out
     if isinstance(value, list):
-        return [_substitute(v, values, file, f"{where}[{i}]", depth) for i, v in enumerate(value)]
+        budget.spend(where, 1)
+        return [_substitute(v, values, file, f"{where}[{i}]", budget, depth)
+                for i, v in enumerate(value)]
+    budget.spend(where, 1)
     return value
 
 

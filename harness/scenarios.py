@@ -17,6 +17,12 @@ Guarantees:
   faults, which must match at least one declared tool), tool-call ids (tool behaviours, and
   an ``answer`` step's ``wait``, which is ``"next"``, ``"again"`` or the id of the call the wait asks
   about), initial files (``{{sha256:...}}``);
+* loading is bounded (``harness/scenario_limits.py``, ``docs/scenarios.md`` "Limits"): the
+  text's size and nesting are checked before the TOML parser reads it, the data's before it
+  is walked (and a template's variants while they are built), then counts, hits and
+  durations where they are read; values JSON cannot carry (``nan``, ``inf``, dates) are load
+  errors, as are Faker providers off the allow-list; a RecursionError can only become a
+  ScenarioError. So any file ends in a scenario or a ScenarioError, never another exception;
 * :func:`discover` loads every ``*.toml`` below the given directories (recursively, sorted)
   and the given files, skipping nothing silently, and rejects duplicate scenario ids.
 
@@ -53,6 +59,8 @@ from harness.contract import (
 )
 from harness import scenario_matrix
 from harness.errors import ScenarioError
+from harness.scenario_limits import LIMITS, at_most, check_data, check_text, one_line
+from harness.scenario_limits import short_repr as _short
 from harness.faults import Action, Fault, FaultPlan, make_fault
 from harness.world import templates
 from harness.world.classifier import DEFAULT_INPUT_CHARS_MAX, ClassifierConfig, ReviewOverride
@@ -187,6 +195,10 @@ class _Reader:
 
     def __init__(self, file: str) -> None:
         self.file = file
+        self.rules_read = 0
+        """Rules read so far (each is matched against every tool: their number is bounded)."""
+        self.tool_matches: dict[str, bool] = {}
+        """Rule ``tool`` pattern -> matches a declared tool (the tools are fixed per file)."""
 
     def error(self, where: str, problem: str) -> ScenarioError:
         return ScenarioError(f"{self.file}: {where}: {problem}")
@@ -223,7 +235,7 @@ class _Reader:
     def convert(self, value: Any, path: str, kind: Any) -> Any:
         if isinstance(kind, type) and issubclass(kind, enum.Enum):
             if not isinstance(value, str) or value not in {m.value for m in kind}:
-                raise self.error(path, f"{value!r} is not valid (valid: {_choices(m.value for m in kind)})")
+                raise self.error(path, f"{_short(value)} is not valid (valid: {_choices(m.value for m in kind)})")
             return kind(value)
         if kind is bool:
             if not isinstance(value, bool):
@@ -254,8 +266,14 @@ class _Reader:
         if value < minimum:
             raise self.error(path, f"must be >= {minimum:g}, got {value!r}")
 
+    def at_most(self, value: int | float, limit: int | float, name: str, path: str) -> None:
+        """``value`` within the documented maximum ``LIMITS.<name>`` (see scenario_limits)."""
+        at_most(value, limit, name, self.file, path)
+
     def member(self, value: str, path: str, valid: Iterable[str], what: str) -> None:
-        valid = tuple(valid)
+        # Checked per reference: ordered and hashed, so a file's references cost one lookup
+        # each, whatever it declares (see scenario_limits).
+        valid = valid if isinstance(valid, dict) else dict.fromkeys(valid)
         if value not in valid:
             raise self.error(path, f"{value!r} is not a declared {what} "
                                    f"(valid: {_choices(valid) or 'none declared'})")
@@ -268,7 +286,7 @@ def _join(where: str, key: str) -> str:
 def _kind(value: Any) -> str:
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
              list: "an array", dict: "a table"}
-    return f"{names.get(type(value), type(value).__name__)} ({value!r})"
+    return f"{names.get(type(value), type(value).__name__)} ({_short(value)})"
 
 
 # --------------------------------------------------------------------------- parts
@@ -279,6 +297,9 @@ def _rules(r: _Reader, value: Any, path: str, tools: tuple[ToolSpec, ...],
     if not isinstance(value, list):
         raise r.error(path, f"expected an array of rule tables, got {_kind(value)}")
     rules = []
+    r.rules_read += len(value)
+    r.at_most(r.rules_read, LIMITS.rules_max, "rules_max",
+              f"{path} (rules of the scenario together)")
     for i, item in enumerate(value):
         where = f"{path}[{i}]"
         table = r.table(item, where)
@@ -296,7 +317,9 @@ def _names_a_tool(r: _Reader, pattern: str, path: str, tools: tuple[ToolSpec, ..
     """A rule's ``tool`` is an fnmatch pattern over tool names: it must match a declared
     tool, or the rule can never apply and the scenario silently tests nothing."""
     names = [t.name for t in tools]
-    if not any(fnmatchcase(name, pattern) for name in names):
+    if pattern not in r.tool_matches:
+        r.tool_matches[pattern] = any(fnmatchcase(name, pattern) for name in names)
+    if not r.tool_matches[pattern]:
         raise r.error(path, f"{pattern!r} matches no declared tool; declare it under [[tools]] "
                             f"or fix the name (valid: {_choices(names) or 'none declared'})")
 
@@ -311,6 +334,11 @@ def _thresholds(r: _Reader, value: Any, path: str) -> Thresholds:
         if name in table:
             kwargs[name] = r.value(table, name, path, hints[name])
             r.positive(kwargs[name], _join(path, name), 0 if hints[name] is float else 1)
+            if name.endswith("_s"):
+                r.at_most(kwargs[name], LIMITS.seconds_max, "seconds_max", _join(path, name))
+            elif name.endswith(("_max", "_limit")) and "chars" not in name:
+                # A count the implementation loops up to (retries, denials): bounded runs.
+                r.at_most(kwargs[name], LIMITS.count_max, "count_max", _join(path, name))
     capacity = kwargs.get("failure_table_capacity", FAILURE_TABLE_CAPACITY)
     if capacity != FAILURE_TABLE_CAPACITY:
         # The design fixes the capacity; a scenario cannot test another one (L1.1).
@@ -359,6 +387,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
     if not tables:
         raise r.error("sessions", "at least one session is needed")
     configs: list[SessionConfig] = []
+    tool_names = dict.fromkeys(t.name for t in tools)
     for i, table in enumerate(tables):
         where = f"sessions[{i}]"
         r.keys(table, where, SESSION_KEYS, ("id",))
@@ -369,7 +398,7 @@ def _sessions(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...]
             raise r.error(f"{where}.id", f"duplicate session id {session_id!r}")
         capabilities = r.value(table, "capabilities", where, "strings", ())
         for j, name in enumerate(capabilities):
-            r.member(name, f"{where}.capabilities[{j}]", [t.name for t in tools], "tool")
+            r.member(name, f"{where}.capabilities[{j}]", tool_names, "tool")
         version = r.value(table, "permission_version", where, int, 1)
         r.positive(version, f"{where}.permission_version")
         hard = _rules(r, table.get("hard_constraints", []), f"{where}.hard_constraints",
@@ -438,17 +467,20 @@ def _classifier(r: _Reader, data: dict[str, Any]) -> ClassifierConfig:
     r.positive(limit, "classifier.input_chars_max")
     delay = r.value(table, "delay_s", "classifier", float, 0.0)
     r.positive(delay, "classifier.delay_s", 0)
+    r.at_most(delay, LIMITS.seconds_max, "seconds_max", "classifier.delay_s")
     script: list[ReviewOverride] = []
     for i, entry in enumerate(r.tables(table.get("script", []), "classifier.script")):
         where = f"classifier.script[{i}]"
         r.keys(entry, where, REVIEW_KEYS, ("review", "outcome"))
         number = r.value(entry, "review", where, int)
         r.positive(number, f"{where}.review")
+        r.at_most(number, LIMITS.count_max, "count_max", f"{where}.review")
         if any(o.review == number for o in script):
             raise r.error(f"{where}.review", f"review {number} is already scripted")
         entry_delay = r.value(entry, "delay_s", where, float, None)
         if entry_delay is not None:
             r.positive(entry_delay, f"{where}.delay_s", 0)
+            r.at_most(entry_delay, LIMITS.seconds_max, "seconds_max", f"{where}.delay_s")
         script.append(ReviewOverride(number, r.value(entry, "outcome", where, ClassifierOutcome),
                                      r.value(entry, "reason", where, str, ""), entry_delay))
     return ClassifierConfig(dangerous, limit, tuple(script), delay)
@@ -457,6 +489,8 @@ def _classifier(r: _Reader, data: dict[str, Any]) -> ClassifierConfig:
 def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[str, str],
            tools: tuple[ToolSpec, ...]) -> tuple[ScriptedResponse, ...]:
     responses = []
+    served = 0
+    tool_names = dict.fromkeys(t.name for t in tools)
     for i, table in enumerate(r.tables(data.get("model", []), "model")):
         where = f"model[{i}]"
         r.keys(table, where, MODEL_KEYS)
@@ -472,7 +506,7 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             call_id, tool = r.value(call, "id", at, str), r.value(call, "tool", at, str)
             if not call_id or not tool:
                 raise r.error(at, "id and tool must not be empty")
-            r.member(tool, f"{at}.tool", [t.name for t in tools], "tool "
+            r.member(tool, f"{at}.tool", tool_names, "tool "
                      "(a call of an undeclared tool never reaches a lifecycle step; declare it "
                      "under [[tools]] or fix the name)")
             args = r.value(call, "args", at, "table", {})
@@ -480,6 +514,11 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             calls.append(ToolCall(call_id, tool, args))
         repeat = r.value(table, "repeat", where, int, 1)
         r.positive(repeat, f"{where}.repeat")
+        r.at_most(repeat, LIMITS.count_max, "count_max", f"{where}.repeat")
+        served += repeat
+        # The world queues every repetition: the sum, not each entry, bounds its memory.
+        r.at_most(served, LIMITS.model_responses_max, "model_responses_max",
+                  f"{where}.repeat (responses of model[0..{i}] together)")
         responses.append(ScriptedResponse(session, text, tuple(calls),
                                           r.value(table, "end", where, StreamEnd, StreamEnd.END),
                                           repeat))
@@ -488,7 +527,8 @@ def _model(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
 
 def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
                 model: tuple[ScriptedResponse, ...]) -> tuple[ToolBehaviour, ...]:
-    call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
+    call_ids = dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls)
+    tool_names = dict.fromkeys(t.name for t in tools)
     found = []
     for i, table in enumerate(r.tables(data.get("tool_behaviour", []), "tool_behaviour")):
         where = f"tool_behaviour[{i}]"
@@ -501,14 +541,16 @@ def _behaviours(r: _Reader, data: dict[str, Any], tools: tuple[ToolSpec, ...],
         if call:
             r.member(call, f"{where}.call", call_ids, "tool-call id of the model script")
         if tool:
-            r.member(tool, f"{where}.tool", [t.name for t in tools], "tool")
+            r.member(tool, f"{where}.tool", tool_names, "tool")
         behaviour = r.value(table, "behaviour", where, Behaviour)
         times = r.value(table, "times", where, int, 1)
         r.positive(times, f"{where}.times")
+        r.at_most(times, LIMITS.count_max, "count_max", f"{where}.times")
         if "seconds" in table and behaviour is not Behaviour.HANG:
             raise r.error(f"{where}.seconds", "only a 'hang' behaviour takes seconds")
         seconds = r.value(table, "seconds", where, float, DEFAULT_HANG_S)
         r.positive(seconds, f"{where}.seconds", 0)
+        r.at_most(seconds, LIMITS.seconds_max, "seconds_max", f"{where}.seconds")
         found.append(ToolBehaviour(behaviour, call, tool, times, seconds))
     return tuple(found)
 
@@ -533,6 +575,9 @@ def _faults(r: _Reader, data: dict[str, Any], sessions: list[str], tools: tuple[
         if failpoint is not None:
             failpoint = r.convert(failpoint, f"{where}.failpoint", str)
         hits = r.value(table, "hits", where, str, "1")
+        if action is Action.DELAY and isinstance(params.get("seconds"), (int, float)) \
+                and not isinstance(params["seconds"], bool):
+            r.at_most(params["seconds"], LIMITS.seconds_max, "seconds_max", f"{where}.seconds")
         try:
             faults.append(make_fault(failpoint, hits, action.value, params, where=where,
                                      optional=optional))
@@ -553,7 +598,9 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
     tables = r.tables(data["steps"], "steps")
     if not tables:
         raise r.error("steps", "at least one step is needed")
+    r.at_most(len(tables), LIMITS.steps_max, "steps_max", "steps (number of steps)")
     planned_hold = any(f.action is Action.HOLD for f in faults)
+    call_ids = dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls)
     steps = []
     for i, table in enumerate(tables):
         where = f"steps[{i}]"
@@ -568,7 +615,6 @@ def _steps(r: _Reader, data: dict[str, Any], sessions: list[str], files: dict[st
             _placeholders(r, kwargs["text"], f"{where}.text", files)
         if "wait" in table:
             kwargs["wait"] = r.value(table, "wait", where, str)
-            call_ids = list(dict.fromkeys(c.tool_call_id for resp in model for c in resp.tool_calls))
             if kwargs["wait"] not in ("next", "again") and kwargs["wait"] not in call_ids:
                 # Wait ids are the implementation's own: a scenario that must run against
                 # any implementation names a wait by the model's tool call it asks about.
@@ -613,6 +659,8 @@ def parse(data: dict[str, Any], file: str, variant: str = "") -> Scenario:
     """Validate parsed TOML (``file`` names it in errors) into a :class:`Scenario`; a
     template's variants are parsed one by one (``variant`` names which, in errors too)."""
     r = _Reader(f"{file} [variant {variant}]" if variant else file)
+    r.table(data, "(document)")
+    check_data(data, r.file)
     r.keys(data, "", TOP_KEYS, ("id", "stage"))
     scenario_id = r.value(data, "id", "", str)
     if not ID_PATTERN.match(scenario_id):
@@ -660,15 +708,38 @@ def _requires(r: _Reader, data: dict[str, Any]) -> tuple[Feature, ...]:
 
 
 def parse_all(data: dict[str, Any], file: str) -> tuple[Scenario, ...]:
-    """Every scenario of one parsed file: itself, or each variant of a template."""
-    return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+    """Every scenario of one parsed file: itself, or each variant of a template.
+
+    The data is checked against :data:`~harness.scenario_limits.LIMITS` before a template is
+    expanded (the expansion has its own budget) and each variant again after."""
+    try:
+        check_data(data, file)
+        return tuple(parse(v.data, file, v.key) for v in scenario_matrix.expand(data, file))
+    except ScenarioError as exc:
+        raise ScenarioError(one_line(str(exc))) from None
+    except RecursionError:
+        # The limits keep every walk shallow; this is the net under them.
+        raise ScenarioError(f"{file}: nested too deeply to read (at most "
+                            f"{LIMITS.nesting_depth_max} levels; limit nesting_depth_max)") from None
 
 
 def _toml(text: str, file: str) -> dict[str, Any]:
     try:
+        check_text(text, file)
+    except ScenarioError as exc:
+        raise ScenarioError(one_line(str(exc))) from None
+    try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{file}: not valid TOML: {exc}") from None
+        raise ScenarioError(one_line(f"{file}: not valid TOML: {exc}")) from None
+    except ValueError as exc:
+        # int() refuses literals beyond sys.get_int_max_str_digits() (4,300 digits).
+        raise ScenarioError(f"{file}: not a readable TOML value ({str(exc).split(';')[0]}); "
+                            f"integers must be within ±{LIMITS.integer_abs_max} "
+                            "(limit integer_abs_max)") from None
+    except RecursionError:
+        raise ScenarioError(f"{file}: nested too deeply to read (at most "
+                            f"{LIMITS.nesting_depth_max} levels; limit nesting_depth_max)") from None
 
 
 def loads_all(text: str, file: str = "<string>") -> tuple[Scenario, ...]:
@@ -707,7 +778,17 @@ def load_all(path: str | Path) -> tuple[Scenario, ...]:
     """Every scenario one file holds: itself, or each variant of a template."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():
+            # A FIFO would block the open, a device (/dev/zero) never end.
+            raise ScenarioError(f"{path}: not a regular file")
+        with path.open("rb") as handle:
+            # Read at most one byte past the limit: a huge file is never read into memory.
+            raw = handle.read(LIMITS.file_bytes_max + 1)
+        if len(raw) > LIMITS.file_bytes_max:
+            raise ScenarioError(f"{path}: the file is larger than {LIMITS.file_bytes_max} "
+                                "bytes (limit file_bytes_max)")
+        # As text-mode reading did: universal newlines.
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read the scenario file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
@@ -727,6 +808,8 @@ def discover(paths: Iterable[str | Path]) -> tuple[Scenario, ...]:
             found = sorted(p for p in path.rglob("*.toml") if p.is_file())
         elif path.is_file():
             found = [path]
+        elif path.exists():
+            raise ScenarioError(f"{path}: not a regular file or a directory")
         else:
             raise ScenarioError(f"{path}: no such scenario file or directory")
         for item in found:

@@ -272,3 +272,152 @@ def test_discover_recurses_sorts_and_rejects_duplicates(tmp_path):
     (tmp_path / "b" / "dup.toml").write_text("id = ")
     with pytest.raises(ScenarioError, match=re.escape(str(tmp_path / "b" / "dup.toml"))):
         discover([tmp_path])
+
+
+# --------------------------------------------------------------------------- limits (issue 12)
+
+from harness.scenario_limits import LIMITS, check_data, check_text  # noqa: E402
+from harness.scenarios import loads_all  # noqa: E402
+from harness.world.templates import FAKER_PROVIDERS, Templates  # noqa: E402
+
+
+def test_nesting_is_bounded_before_the_toml_parser_recurses():
+    # The value is enclosed by: document, model, its table, tool_calls, its table, args.
+    inside = LIMITS.nesting_depth_max - 6
+    ok = loads(replace('content = "x"', "content = " + "[" * inside + "1" + "]" * inside), "ok")
+    assert ok.model[0].tool_calls[0].args["content"]
+    deeper = "content = " + "[" * (inside + 1) + "1" + "]" * (inside + 1)
+    bad(replace('content = "x"', deeper), "(limit nesting_depth_max)")
+    for opener, closer in (("[", "]"), ("{ a = ", " }")):
+        message = bad(replace('content = "x"', "content = " + opener * 340 + "1" + closer * 340),
+                      "nested more than 32 levels deep (limit nesting_depth_max)")
+        assert message.startswith("bad.toml: line 10:")
+    # Brackets in strings and comments do not nest.
+    check_text('a = "' + "[" * 500 + '" # ' + "{" * 500 + "\nb = '''" + "[" * 500 + "'''", "f")
+    # Dotted keys and headers nest without brackets: the parsed data is checked too.
+    bad(MINIMAL + "[files" + ".a" * 40 + "]\nb = 1\n", "limit nesting_depth_max")
+
+
+def test_counts_hits_and_durations_are_bounded_at_load():
+    assert loads(MINIMAL.replace("[[steps]]", "repeat = 10000\n[[steps]]"), "ok").model[0].repeat \
+        == LIMITS.count_max
+    bad(MINIMAL.replace("[[steps]]", "repeat = 1000000000\n[[steps]]"),
+        "model[0].repeat: 1000000000 exceeds the maximum of 10000 (limit count_max)")
+    bad(MINIMAL.replace("[[steps]]", f"repeat = {2**63 - 1}\n[[steps]]"),
+        "model[0].repeat: the integer 9223372036854775807 is outside", "integer_abs_max")
+    two = MINIMAL.replace("[[steps]]", "repeat = 6000\n[[model]]\ntext = 'x'\nrepeat = 6000\n"
+                                       "[[steps]]")
+    bad(two, "model[1].repeat", "limit model_responses_max")
+    crash = MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "crash"\nhits = "{}"\n'
+    crash = crash.replace("{", "{{").replace("}", "}}").replace("{{}}", "{}")
+    assert loads(crash.format("9999*off->crash"), "ok").faults[0].hits == "10000+"
+    bad(crash.format("1000000000*crash"), "faults[0].hits: 1000000000 in '1000000000*crash' "
+                                          "exceeds the maximum hit number 10000 (limit count_max)")
+    bad(crash.format("9999*off->2*crash"), "counts 10001 hits or more")
+    bad(crash.format("10000*off->crash"), "starts firing at hit 10001")
+    bad(crash.format("1," + "9" * 900), "a number of 900 digits", "limit count_max")
+    bad(crash.format("1," * 600), "a hit expression of 1200 characters")
+    bad(MINIMAL.replace("[[steps]]", "repeat = " + "9" * 5000 + "\n[[steps]]"),
+        "integer_abs_max")  # tomllib's int() refuses 4,300+ digits: still a ScenarioError
+    hang = MINIMAL + '[[tool_behaviour]]\ncall = "c1"\nbehaviour = "hang"\ntimes = {}\nseconds = {}\n'
+    hang = hang.replace("{", "{{").replace("}", "}}").replace("{{}}", "{}")
+    assert loads(hang.format(10000, 604800), "ok").tool_behaviours[0].times == 10000
+    bad(hang.format(10001, 1), "tool_behaviour[0].times: 10001 exceeds the maximum of 10000")
+    bad(hang.format(1, "1e300"), "tool_behaviour[0].seconds", "limit seconds_max")
+    delay = MINIMAL + '[[faults]]\nfailpoint = "after_prepare"\naction = "delay"\nseconds = 1e9\n'
+    bad(delay, "faults[0].seconds: 1000000000.0 exceeds the maximum of 604800 (limit seconds_max)")
+    bad(replace('id = "s1"', 'id = "s1"\nthresholds = { auto_retries_max = 100000 }'),
+        "sessions[0].thresholds.auto_retries_max", "limit count_max")
+    bad(replace('id = "s1"', 'id = "s1"\nthresholds = { classifier_timeout_s = 1e12 }'),
+        "sessions[0].thresholds.classifier_timeout_s", "limit seconds_max")
+    bad(MINIMAL + "[classifier]\nscript = [{ review = 20000, outcome = 'timeout' }]\n",
+        "classifier.script[0].review", "limit count_max")
+
+
+def test_sizes_are_bounded_at_load():
+    bad(replace('content = "x"', 'content = "' + "x" * (LIMITS.string_chars_max + 1) + '"'),
+        "args.content: a string of 200001 characters; at most 200000 (limit string_chars_max)")
+    bad(replace('content = "x"', "content = [" + "1, " * 1001 + "]"),
+        "args.content: an array of 1001 items", "limit array_items_max")
+    bad(replace('content = "x"', "content = { " + ", ".join(f"k{i} = 1" for i in range(1001))
+                + " }"), "a table of 1001 keys", "limit table_keys_max")
+    bad(replace('text = "go"', 'text = "' + "{{faker:word}}" * 1001 + '"'),
+        "limit placeholders_max")
+    rules = ", ".join('{ effect = "deny", tool = "write_file" }' for _ in range(600))
+    bad(replace('id = "s1"', f'id = "s1"\nrules = [{rules}]\nhard_constraints = [{rules}]'),
+        "sessions[0].rules", "limit rules_max")
+    with pytest.raises(ScenarioError, match="limit values_max"):
+        check_data({"a": [[0] * 1000] * 101}, "f")
+    with pytest.raises(ScenarioError, match="limit file_bytes_max"):
+        loads("#" * (LIMITS.file_bytes_max + 1), "f")
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("nan", "nan is not allowed"), ("inf", "inf is not allowed"), ("-inf", "-inf is not allowed"),
+    ("1979-05-27T07:32:00Z", "a TOML date/time"), ("07:32:00", "a TOML date/time"),
+])
+def test_values_json_cannot_carry_are_load_errors(value, fragment):
+    """A nan argument was a false X2 failure in process and an encoding error blamed on the
+    implementation out of process: JSON has no nan, inf or dates."""
+    bad(replace('content = "x"', f"content = {value}"),
+        "model[0].tool_calls[0].args.content: " + fragment)
+    bad(MINIMAL + f"[files]\n\"/a\" = {value}\n", "files./a")
+    with pytest.raises(ScenarioError, match="lone surrogate"):
+        check_data({"args": {"x": "\ud800"}}, "f")
+
+
+@pytest.mark.parametrize("provider", ["enum", "xml", "image", "date_time", "iso8601",
+                                      "pydict", "profile"])
+def test_faker_providers_off_the_allow_list_are_load_errors(provider):
+    """Each passed Faker's own catalogue and failed (or varied) at every run."""
+    bad(replace('content = "x"', f'content = "{{{{faker:{provider}}}}}"'),
+        f"unknown Faker provider {provider!r}", "not on the allow-list", "valid: address")
+
+
+def test_every_allowed_faker_provider_expands_to_a_short_seeded_string():
+    text = " ".join(f"{{{{faker:{name}}}}}" for name in sorted(FAKER_PROVIDERS))
+    first, second = Templates(11).expand(text), Templates(11).expand(text)
+    assert first == second and "{{" not in first
+    for name in sorted(FAKER_PROVIDERS):
+        value = Templates(3).expand(f"{{{{faker:{name}}}}}")
+        assert isinstance(value, str) and 0 < len(value) <= 1_000, (name, value)
+
+
+TEMPLATE = MINIMAL.replace('content = "x"', 'content = "{{m:big}}{{m:big}}"') + """
+[matrix]
+big = [VALUES]
+n = [NS]
+[[faults]]
+failpoint = "after_prepare"
+action = "crash"
+hits = "{{m:n|str}}"
+"""
+
+
+def template(values: str, ns: str) -> str:
+    return TEMPLATE.replace("VALUES", values).replace("NS", ns)
+
+
+def test_template_expansion_is_bounded_while_the_variants_are_built():
+    small = template('"ab", "cd"', "1, 2")
+    assert len(loads_all(small, "t.toml")) == 4
+    # Each placeholder use of a long value: the grown string is refused mid-substitution.
+    long = "y" * 150_000
+    bad_text = template(f'"{long}"', "1")
+    with pytest.raises(ScenarioError, match=r"grows past 200000 characters .*string_chars_max"):
+        loads_all(bad_text, "t.toml")
+    # Many variants of a moderately long value: the template's total is refused.
+    many = template(", ".join(f'"{i}{"z" * 90_000}"' for i in range(8)),
+                           ns=", ".join(str(i) for i in range(1, 65)))
+    with pytest.raises(ScenarioError, match="limit expanded_chars_max"):
+        loads_all(many, "t.toml")
+
+
+def test_the_limits_and_the_faker_allow_list_are_documented():
+    import dataclasses as dc
+    doc = (Path(__file__).parents[3] / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    limits = doc[doc.index("## Limits"):]
+    for limit in dc.fields(LIMITS):
+        assert f"| `{limit.name}` |" in limits, limit.name
+    providers = doc[doc.index("Faker providers allowed"):doc.index("Hits. Hits are counted")]
+    assert set(re.findall(r"`([a-z0-9_]+)`", providers)) >= FAKER_PROVIDERS
