@@ -12,7 +12,9 @@ from harness.selftest.killmatrix import matrix_lines, run_selftest
 from harness.selftest.mutant import Mutant, MutantImplementation
 from harness.selftest.mutants import MUTANTS, by_name
 
-L1 = "scenarios/l1"
+# Two stage-L1 examples (the whole folder holds template variants too): one exercises L1.1
+# (the failure table), the other L1.3 (the Bash description), which the mutants below need.
+L1 = ["scenarios/l1/seventeen_distinct_failures.toml", "scenarios/l1/bash_description_only.toml"]
 
 INERT = Mutant("inert", "changes nothing at all", ("L1.1",), contextlib.nullcontext)
 
@@ -20,7 +22,7 @@ INERT = Mutant("inert", "changes nothing at all", ("L1.1",), contextlib.nullcont
 def test_a_real_defect_is_caught_and_an_inert_mutant_is_not():
     overflow = by_name("failure-table-overflows")
     reference_result, selftest = run_selftest(
-        reference_impl.implementation(), discover([L1]), [overflow, INERT], 0
+        reference_impl.implementation(), discover(L1), [overflow, INERT], 0
     )
     assert selftest.reference_passed
     caught, inert = selftest.mutants
@@ -39,7 +41,7 @@ def test_a_real_defect_is_caught_and_an_inert_mutant_is_not():
 
 def test_forked_jobs_give_the_same_matrix_as_one_process():
     mutants = [by_name("failure-table-overflows"), by_name("bash-key-keeps-description")]
-    scenarios = discover([L1])
+    scenarios = discover(L1)
     _, serial = run_selftest(reference_impl.implementation(), scenarios, mutants, 0, jobs=1)
     _, forked = run_selftest(reference_impl.implementation(), scenarios, mutants, 0, jobs=2)
     assert serial == forked
@@ -54,7 +56,7 @@ def test_a_mutant_implementation_is_named_after_its_mutant_and_reads_the_base_fi
 def _selftest_cli(monkeypatch, mutants, *extra):
     monkeypatch.setattr(cli, "_mutants", lambda: tuple(mutants))
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["selftest", "--scenarios", L1, "--jobs", "1", *extra], stdout=out, stderr=err)
+    code = cli.main(["selftest", "--scenarios", *L1, "--jobs", "1", *extra], stdout=out, stderr=err)
     return code, out.getvalue(), err.getvalue()
 
 

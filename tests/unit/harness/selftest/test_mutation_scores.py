@@ -83,7 +83,7 @@ def test_selftest_prints_and_reports_scores(monkeypatch, tmp_path):
     overflow = by_name("failure-table-overflows")
     monkeypatch.setattr(cli, "_mutants", lambda: (overflow,))
     out = io.StringIO()
-    code = cli.main(["selftest", "--scenarios", "scenarios/l1", "--jobs", "1",
+    code = cli.main(["selftest", "--scenarios", "scenarios/l1/seventeen_distinct_failures.toml", "--jobs", "1",
                      "--report-dir", str(tmp_path)], stdout=out, stderr=io.StringIO())
     text = out.getvalue()
     assert code == 0, text
