@@ -7,7 +7,11 @@ from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
-L1 = str(Path(__file__).resolve().parents[3] / "scenarios" / "l1")
+L1_DIR = Path(__file__).resolve().parents[3] / "scenarios" / "l1"
+# Three stage-L1 examples (L1.1, L1.3, L1.5), not the whole folder and its template variants.
+L1 = [str(L1_DIR / name) for name in (
+    "seventeen_distinct_failures.toml", "bash_description_only.toml", "no_shell_equivalence.toml")]
+L1_ARGS = [arg for path in L1 for arg in ("--lifecycle-scenarios", path)]
 
 
 def test_the_plugin_stays_out_of_runs_that_do_not_ask_for_it(pytester):
@@ -21,7 +25,7 @@ def test_each_criterion_is_an_item_and_a_defect_fails_its_item(pytester):
     result = pytester.runpytest_subprocess(
         "-q", "-p", "no:cacheprovider", "-rA",
         "--lifecycle-impl", "mutant:failure-table-overflows",
-        "--lifecycle-scenarios", L1,
+        *L1_ARGS,
         "--lifecycle-expectations", str(expectations),
         "--lifecycle-report-dir", str(pytester.path / "reports"),
     )
@@ -41,7 +45,7 @@ def test_required_features_become_items_and_an_undeclared_one_fails(pytester):
     result = pytester.runpytest_subprocess(
         "-q", "-p", "no:cacheprovider", "-rA",
         "--lifecycle-impl", "mutant:core-declared-away-800-chars",
-        "--lifecycle-scenarios", L1,
+        *L1_ARGS,
         "--lifecycle-require-features", "checkpoint_import",
     )
     out = result.stdout.str()
@@ -55,7 +59,7 @@ def test_required_features_become_items_and_an_undeclared_one_fails(pytester):
 def test_an_unknown_required_feature_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess(
         "-q", "-p", "no:cacheprovider", "--lifecycle-impl", "reference",
-        "--lifecycle-scenarios", L1, "--lifecycle-require-features", "warp",
+        *L1_ARGS, "--lifecycle-require-features", "warp",
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "unknown feature 'warp'" in result.stderr.str()
