@@ -137,6 +137,8 @@ class InProcessImplementation:
                                or type(inner).__module__)
         try:
             info = inner.info  # the one read at load
+        except AttributeError:
+            info = None  # reported as missing below
         except Exception as exc:
             raise ImplementationLoadError(
                 f"--impl {spec!r}: reading its info raised {type(exc).__name__}: {exc}"
