@@ -23,6 +23,15 @@ Guarantees of :func:`run_scenario`:
 * only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
   while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
   interleaving);
+* every value the implementation hands over is checked against the contract's types
+  (:mod:`harness.contract_check`): what a driver call returns (``open`` a Runtime,
+  ``run_turn`` a TurnResult...), each Observation, ``Implementation.info``; a value off the
+  contract is a run error naming the method and the field. World port calls from threads the
+  runner did not start, and port arguments off the contract, are refused by the world and
+  made run errors here;
+* after a hang the runner tries to end the abandoned thread; one that survives taints its
+  implementation: each later scenario of it runs in a forked worker process (see "hung
+  threads" below), and the hung scenario's error says so;
 * determinism: the same seed, scenario and implementation give the same
   :func:`~harness.trace.trace_digest`. Nothing wall-clock, no temp path (the data dir is
   replaced by ``<data_dir>``), no memory address enters the trace.

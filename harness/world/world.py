@@ -25,6 +25,10 @@ Guarantees:
   started itself, whose timing no seed controls) records nothing, raises
   :class:`ForeignThreadCall` into that thread, and is reported once per port and thread by
   :meth:`SimWorld.take_foreign_calls` (the runner fails the scenario with it);
+* a port argument that is not of the contract's types all the way down (a ``set`` in an
+  event's data, a list where a tuple belongs...: :mod:`harness.contract_check`) is refused
+  likewise: nothing recorded, :class:`~harness.contract.ContractError` raised into the
+  implementation, one message for the runner naming the port and the field;
 * nothing here reads the wall clock or global randomness: one ``random.Random`` seeds the
   Faker that expands ``{{faker:...}}`` placeholders, in a fixed order (files, then the model
   script, then whatever the runner expands).
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import random
+import re
 import threading
 from dataclasses import replace
 from typing import Any, Iterable, Mapping, Protocol, Sequence
@@ -61,6 +66,7 @@ from harness.contract import (
     ToolSpec,
     to_json,
 )
+from harness.contract_check import value_problem
 from harness.faults import Action, Fault, FaultPlan
 from harness.trace import Kind, Source, TraceEvent
 from harness.world.approver import ScriptedApprover
@@ -71,6 +77,9 @@ from harness.world.model import ScriptedModel, ScriptedResponse, ScriptedStream
 from harness.world.templates import Templates
 from harness.world.tools import FakeTools, ToolBehaviour
 from harness.world.ui import FakeUI
+
+
+_DEFAULT_THREAD_NAME = re.compile(r"^(Thread|Dummy|ThreadPoolExecutor)-\d+")
 
 
 class ForeignThreadCall(BaseException):
@@ -199,6 +208,16 @@ class SimWorld:
             taken, self._foreign = self._foreign, []
             return taken
 
+    def _check_arg(self, instance: int, port: str, kind: Any, value: Any) -> None:
+        problem = value_problem(kind, value, f"world port {port} was called with")
+        if not problem:
+            return
+        problem += f" (instance {instance})"
+        with self._lock:
+            if problem not in self._foreign and not self.log.is_dead(instance):
+                self._foreign.append(problem)
+        raise ContractError(problem)
+
     def _check_thread(self, instance: int, port: str) -> None:
         with self._lock:
             if not self._admitted:
@@ -206,8 +225,11 @@ class SimWorld:
             thread = threading.current_thread()
             if thread in self._admitted.get(instance, ()):
                 return
+            # Python's default names count threads process-wide: the count would make the
+            # message (and the trace's error) differ between two runs of one scenario.
+            name = _DEFAULT_THREAD_NAME.sub(r"\1-?", thread.name)
             message = (f"world port {port} was called by instance {instance} from thread "
-                       f"{thread.name!r}, which the harness did not start; an implementation "
+                       f"{name!r}, which the harness did not start; an implementation "
                        "must make every world call from the thread of the driver call that "
                        "caused it (other threads make the run's order depend on timing)")
             if message not in self._foreign and not self.log.is_dead(instance):
@@ -276,25 +298,30 @@ class SimWorld:
 
     def _open_model_stream(self, instance: int, request: ModelRequest) -> ScriptedStream:
         self._guard(instance, "open_model_stream")
+        self._check_arg(instance, "open_model_stream", ModelRequest, request)
         return self.model.open(request, self.channel(instance))
 
     def _review(self, instance: int, request: ClassifierRequest) -> ClassifierVerdict:
         self._guard(instance, "review")
+        self._check_arg(instance, "review", ClassifierRequest, request)
         return self.classifier.review(request, self.channel(instance))
 
     def _execute_tool(self, instance: int, invocation: ToolInvocation) -> ToolResult:
         self._guard(instance, "execute_tool")
+        self._check_arg(instance, "execute_tool", ToolInvocation, invocation)
         result = self.tools.execute(invocation, self.channel(instance))
         self.hooks.probe(instance, "probe:tool_executed")
         return result
 
     def _prompt_approval(self, instance: int, prompt: ApprovalPrompt) -> None:
         self._guard(instance, "prompt_approval")
+        self._check_arg(instance, "prompt_approval", ApprovalPrompt, prompt)
         self.approver.prompt(prompt, self.channel(instance))
         self.hooks.probe(instance, "probe:approval_prompt")
 
     def _publish(self, instance: int, projection: Projection) -> None:
         self._guard(instance, "publish")
+        self._check_arg(instance, "publish", Projection, projection)
         self.ui.publish(projection, self.channel(instance))
         self.hooks.probe(instance, "probe:ui_publish")
 
@@ -304,10 +331,12 @@ class SimWorld:
 
     def _emit(self, instance: int, event: LifecycleEvent) -> None:
         self._guard(instance, "emit")
+        self._check_arg(instance, "emit", LifecycleEvent, event)
         self._record(Source.IUT, Kind.LIFECYCLE_EVENT, instance, {"event": _jsonable(event)})
 
     def _failpoint(self, instance: int, name: Failpoint | str, context: dict[str, Any]) -> None:
         self._guard(instance, "failpoint")
+        self._check_arg(instance, "failpoint", dict[str, Any], context or {})
         point = name.value if isinstance(name, enum.Enum) else str(name)
         with self._lock:
             hit = self._hits.get(point, 0) + 1

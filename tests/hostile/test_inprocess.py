@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ HERE = __name__
 TURN = "scenarios/m/eof_without_text.toml"
 """One session, one turn, no tool call: the fastest scenario that runs a turn."""
 OTHER_TURN = "scenarios/m/cancelled.toml"
+TOOL = "scenarios/x/tool_claims_not_executed.toml"
+"""A turn whose model calls a tool."""
 CRASH = "scenarios/l4/crash_after_result_saved.toml"
 """A crash fault: restart + recover()."""
 
@@ -129,6 +132,37 @@ def emits_from_its_own_thread() -> Hostile:
     return Hostile(run_turn=_emit_from_a_thread_of_its_own)
 
 
+def _emit_a_set(rt: Runtime, session: str, text: str) -> Any:
+    try:
+        rt.world.emit(LifecycleEvent(EventType.TURN_ENDED, session, data={"ids": {"a", "b"}}))
+    except Exception:  # noqa: BLE001 - swallowing the refusal does not hide it
+        pass
+    return rt.inner.run_turn(session, text)
+
+
+def emits_a_set() -> Hostile:
+    return Hostile(run_turn=_emit_a_set)
+
+
+class _PooledWorld:
+    """The world with execute_tool run on a thread pool (and awaited)."""
+
+    def __init__(self, world: Any) -> None:
+        self.world = world
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.world, name)
+
+    def execute_tool(self, invocation: Any) -> Any:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(self.world.execute_tool, invocation).result()
+
+
+def runs_tools_on_a_pool() -> Hostile:
+    inner = reference_impl.implementation()
+    return Hostile(open=lambda data_dir, world: inner.open(data_dir, _PooledWorld(world)))
+
+
 STOP = threading.Event()
 """Set by the tests at the end: the unstoppable loop below then ends."""
 PIDS_FILE = "LH_TEST_PIDS_FILE"
@@ -208,7 +242,7 @@ def _pids(tmp_path, monkeypatch):
 def test_the_honest_wrapper_passes_the_scenarios_used_below(tmp_path):
     # A single scenario leaves criteria unexercised (exit 1): what matters is that the
     # scenarios themselves pass, so every error below is the defect's alone.
-    _, scenarios = _run(tmp_path, "honest", TURN, OTHER_TURN, CRASH)
+    _, scenarios = _run(tmp_path, "honest", TURN, OTHER_TURN, CRASH, TOOL)
     assert {s["status"] for s in scenarios.values()} == {"passed"}, scenarios
 
 
@@ -227,6 +261,9 @@ def test_the_honest_wrapper_passes_the_scenarios_used_below(tmp_path):
      "inspect returned an Observation whose sessions is set, expected tuple[SessionView, ...]"),
     ("inspect_returns_garbage", TURN,
      "inspect returned dict, expected Observation (harness/contract.py)"),
+    ("emits_a_set", TURN,
+     "world port emit was called with a LifecycleEvent whose data['ids'] is set, expected "
+     "JSON data"),
     ("info_raises_after_load", TURN,
      "reading Implementation.info raised RuntimeError: info is gone"),
 ])
@@ -234,12 +271,22 @@ def test_a_value_off_the_contract_is_a_scenario_error(tmp_path, factory, scenari
     assert message in _error_of(tmp_path, factory, scenario)
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_port_called_from_a_thread_the_harness_did_not_start_fails_the_scenario(tmp_path):
     error = _error_of(tmp_path, "emits_from_its_own_thread")
     assert ("world port emit was called by instance 0 from thread 'iut-background', which "
             "the harness did not start") in error
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_tool_run_on_a_thread_pool_is_refused_and_named_alike_in_every_run(tmp_path):
+    errors = {_error_of(tmp_path / str(n), "runs_tools_on_a_pool", TOOL) for n in range(2)}
+    (error,) = errors
+    assert ("world port execute_tool was called by instance 0 from thread "
+            "'ThreadPoolExecutor-?_0', which the harness did not start") in error
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_foreign_thread_call_is_never_recorded_so_runs_stay_alike(tmp_path):
     digests = set()
     for n in range(3):
