@@ -48,6 +48,24 @@ def _hints(owner: Any) -> dict[str, Any]:
     return hints
 
 
+_FIELDS: dict[type, tuple[tuple[str, Any, type | None], ...]] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[str, Any, type | None], ...]:
+    """(name, type hint, the one exact type that is always right for it, if there is one)."""
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        hints = _hints(cls)
+        fields = tuple(
+            (f.name, hints[f.name],
+             hints[f.name] if hints[f.name] in (str, int, bool, float)
+             or (isinstance(hints[f.name], type) and issubclass(hints[f.name], enum.Enum))
+             else None)
+            for f in dataclasses.fields(cls))
+        _FIELDS[cls] = fields
+    return fields
+
+
 def driver_result_type(method: str) -> Any:
     """The annotated return type of a Runtime method (``None`` when it returns nothing)."""
     name = _DRIVER_ALIASES.get(method, method)
@@ -155,10 +173,11 @@ def _find(kind: Any, value: Any, path: str) -> tuple[str, Any, Any] | None:
     if isinstance(kind, type) and dataclasses.is_dataclass(kind):
         if not isinstance(value, kind):
             return (path, value, kind)
-        hints = _hints(kind)
-        for item in dataclasses.fields(kind):
-            found = _find(hints[item.name], getattr(value, item.name, None),
-                          f"{path}.{item.name}")
+        for name, hint, exact in _fields(kind):
+            item = getattr(value, name, None)
+            if exact is not None and type(item) is exact:
+                continue  # the common case, without a call per field (probes are frequent)
+            found = _find(hint, item, f"{path}.{name}")
             if found:
                 return found
         return None

@@ -159,8 +159,10 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
         trace, reached, unfired = run.result()
     finally:
         run.shutdown()
-        unstoppable = _stop_abandoned(run.abandoned)
         _release(implementation, data_dir)
+        # An out-of-process implementation's release() killed what its hung call waited on.
+        unstoppable = (_stop_abandoned(run.abandoned) if run.crash_mode == CRASH_MODE
+                       else [])
         gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
