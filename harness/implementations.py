@@ -10,7 +10,12 @@ Forms (more may be registered, e.g. out-of-process launchers, with :func:`regist
 
 * ``reference`` — the embedded reference implementation, ``reference_impl.implementation()``;
 * ``mutant:NAME`` — the reference with one self-test mutant applied (see harness.selftest);
-* ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments);
+* ``python:MODULE:FACTORY`` — import ``MODULE`` and call ``FACTORY()`` (no arguments); the
+  result is wrapped in an :class:`InProcessImplementation`: its ``info`` is read once, checked
+  field by field against the contract (:mod:`harness.contract_check`) and kept, so the
+  suite and the reports never read it again (the runner re-reads it per scenario through
+  :meth:`InProcessImplementation.read_info` and fails the scenario if reading raises or
+  gives another value);
 * ``process:COMMAND`` — run ``COMMAND`` (split with shlex) as a child process speaking the
   wire protocol of ``docs/protocol.md`` (:mod:`harness.remote.launcher`);
 * ``docker:IMAGE`` — run the image with ``docker run`` speaking the same protocol
@@ -22,7 +27,10 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from harness.contract import Implementation, ImplementationInfo
+from typing import Any
+
+from harness.contract import Implementation, ImplementationInfo, Observation, Runtime, World
+from harness.contract_check import value_problem
 from harness.errors import ImplementationLoadError
 
 REFERENCE = "reference"
@@ -112,7 +120,57 @@ def _load_python(rest: str) -> Implementation:
             f"--impl {spec!r}: {module_name}.{factory_name} is not callable "
             f"({type(factory).__name__}); name a zero-argument factory"
         )
-    return _call(spec, factory, f"{module_name}.{factory_name}")
+    return InProcessImplementation(spec, _call(spec, factory, f"{module_name}.{factory_name}"))
+
+
+class InProcessImplementation:
+    """A ``python:`` implementation behind a stable, checked ``info``.
+
+    ``open`` and ``inspect`` are the implementation's own (the runner checks what they
+    return); any other attribute (``release``, ``fixture_root``, ``crash_mode``...) is looked
+    up on it; checkpoint fixtures are found below its own package."""
+
+    def __init__(self, spec: str, inner: Any) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.fixture_module = (getattr(inner, "fixture_module", None)
+                               or type(inner).__module__)
+        try:
+            info = inner.info  # the one read at load
+        except AttributeError:
+            info = None  # reported as missing below
+        except Exception as exc:
+            raise ImplementationLoadError(
+                f"--impl {spec!r}: reading its info raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(info, ImplementationInfo):
+            problem = value_problem(ImplementationInfo, info, "its info is")
+            if problem:
+                raise ImplementationLoadError(f"--impl {spec!r}: {problem}")
+        _checked(spec, _Described(inner, info))
+        self.info: ImplementationInfo = info
+
+    def read_info(self) -> ImplementationInfo:
+        """The implementation's ``info`` read again (it may raise: the runner reports it)."""
+        info = self.inner.info
+        if info != self.info:
+            raise ValueError(f"it changed after load: {info!r} (at load: {self.info!r}); "
+                             "info must be a constant")
+        return info
+
+    def open(self, data_dir: str, world: World) -> Runtime:
+        return self.inner.open(data_dir, world)
+
+    def inspect(self, data_dir: str) -> Observation:
+        return self.inner.inspect(data_dir)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __repr__(self) -> str:
+        return f"InProcessImplementation({self.spec!r}, {self.inner!r})"
 
 
 def _call(spec: str, factory: Callable[[], object], where: str) -> Implementation:
@@ -122,6 +180,16 @@ def _call(spec: str, factory: Callable[[], object], where: str) -> Implementatio
         raise ImplementationLoadError(
             f"--impl {spec!r}: {where}() raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+class _Described:
+    """An implementation whose ``info`` was already read (so :func:`_checked` reads it once)."""
+
+    def __init__(self, inner: Any, info: Any) -> None:
+        self.info = info
+        self.open = getattr(inner, "open", None)
+        self.inspect = getattr(inner, "inspect", None)
+        self._type = type(inner).__name__
 
 
 def _checked(spec: str, implementation: object) -> Implementation:
@@ -135,7 +203,8 @@ def _checked(spec: str, implementation: object) -> Implementation:
         missing.insert(0, "info: ImplementationInfo")
     if missing:
         raise ImplementationLoadError(
-            f"--impl {spec!r}: the factory returned {type(implementation).__name__}, which "
+            f"--impl {spec!r}: the factory returned "
+            f"{getattr(implementation, '_type', type(implementation).__name__)}, which "
             f"does not satisfy harness.contract.Implementation (missing: {', '.join(missing)})"
         )
     return implementation  # type: ignore[return-value]

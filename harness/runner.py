@@ -23,6 +23,15 @@ Guarantees of :func:`run_scenario`:
 * only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
   while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
   interleaving);
+* every value the implementation hands over is checked against the contract's types
+  (:mod:`harness.contract_check`): what a driver call returns (``open`` a Runtime,
+  ``run_turn`` a TurnResult...), each Observation, ``Implementation.info``; a value off the
+  contract is a run error naming the method and the field. World port calls from threads the
+  runner did not start, and port arguments off the contract, are refused by the world and
+  made run errors here;
+* after a hang the runner tries to end the abandoned thread; one that survives taints its
+  implementation: each later scenario of it runs in a forked worker process (see "hung
+  threads" below), and the hung scenario's error says so;
 * determinism: the same seed, scenario and implementation give the same
   :func:`~harness.trace.trace_digest`. Nothing wall-clock, no temp path (the data dir is
   replaced by ``<data_dir>``), no memory address enters the trace.
@@ -48,9 +57,11 @@ from typing import Any, Callable
 
 from harness import fault_coverage
 from harness import fixture_source
+from harness.contract_check import ContractViolation, driver_result_problem, value_problem
 from harness.contract import (
     Feature,
     Implementation,
+    ImplementationInfo,
     InjectedFault,
     ModelStreamCancelled,
     ModelTransportError,
@@ -118,6 +129,19 @@ def default_data_root() -> str | None:
 def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, *,
                  time_limit_s: float = 20.0, data_root: str | None = None) -> ScenarioRun:
     """Run ``scenario`` against ``implementation`` under ``seed`` (see the module doc)."""
+    still_running = _still_running(implementation)
+    if still_running and _CAN_FORK:
+        log.warning("%s runs in a fresh worker process: %s", scenario.id, still_running)
+        return _run_in_worker(implementation, scenario, seed, time_limit_s, data_root)
+    run = _run_scenario(implementation, scenario, seed, time_limit_s, data_root)
+    if still_running:  # no fork here: say so in the result rather than pay silently
+        return _with_note(run, f"tainted: {still_running}; this scenario shared the CPU "
+                               "with it")
+    return run
+
+
+def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
+                  time_limit_s: float, data_root: str | None) -> ScenarioRun:
     started = time.monotonic()
     for line in render(scenario.faults):
         log.info("%s: %s", scenario.id, line)
@@ -140,13 +164,141 @@ def run_scenario(implementation: Implementation, scenario: Scenario, seed: int, 
     finally:
         run.shutdown()
         strays = _release(implementation, data_dir)
+        # An out-of-process implementation's release() killed what its hung call waited on.
+        unstoppable = (_stop_abandoned(run.abandoned) if run.crash_mode == CRASH_MODE
+                       else [])
         gc.unfreeze()
         # Also after a hang: an abandoned thread that wakes up finds its world dead.
         shutil.rmtree(data_dir, ignore_errors=True)
     if strays:  # processes the implementation left behind fail the run, named by pid
         error = "; ".join(part for part in (trace.error, strays) if part)
         trace = dataclasses.replace(trace, completed=False, error=error)
-    return ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired)
+    result = ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired)
+    if unstoppable:
+        _taint(implementation, scenario.id, unstoppable)
+        then = ("every later scenario of this implementation runs in a fresh worker process "
+                "(the thread does not follow it there)" if _CAN_FORK else
+                "every later scenario of this implementation says it ran beside it")
+        result = _with_note(result, "the hung call could not be stopped: "
+                                    f"{_describe(unstoppable)} still running; {then}")
+    return result
+
+
+# --------------------------------------------------------------------------- hung threads
+# A thread cannot be killed. After a hang the runner raises :class:`_Abandoned` into the
+# abandoned call's thread (CPython delivers it at the next bytecode, so a busy loop in Python
+# ends; a call blocked in C or one that swallows it does not). A thread that survives
+# taints its implementation: the remaining scenarios of that implementation each run in a
+# forked worker process, which holds only the forking thread, so they neither share the
+# interpreter lock with the spinning thread nor inherit it; the worker exits after its
+# scenario, taking whatever it started with it. Where fork is unavailable the later
+# results say that they ran beside it.
+
+STOP_GRACE_S = 1.0
+"""How long (wall clock) the runner waits for an abandoned thread to end after a hang."""
+_STOP_ATTEMPTS = 10
+_CAN_FORK = hasattr(os, "fork") and sys.platform != "emscripten"
+_TAINTS: dict[int, tuple[Any, list[str], list[threading.Thread]]] = {}
+"""id(implementation) -> (the implementation, kept so the id stays its own; the hangs'
+descriptions; the abandoned threads still running)."""
+
+
+class _Abandoned(BaseException):
+    """Raised asynchronously into the thread of a driver call the runner gave up on."""
+
+
+def _stop_abandoned(abandoned: list[tuple[str, "_Call"]]) -> list[tuple[str, threading.Thread]]:
+    """Try to end each abandoned call's thread; the ones still running afterwards."""
+    import ctypes
+
+    alive = []
+    for method, call in abandoned:
+        thread = call.thread
+        for _ in range(_STOP_ATTEMPTS):
+            if call.done or not thread.is_alive() or thread.ident is None:
+                break
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                                       ctypes.py_object(_Abandoned))
+            thread.join(STOP_GRACE_S / _STOP_ATTEMPTS)
+        if not call.done and thread.is_alive():
+            alive.append((method, thread))
+    return alive
+
+
+def _describe(threads: list[tuple[str, threading.Thread]]) -> str:
+    return ", ".join(f"{method} (thread {thread.name!r})" for method, thread in threads)
+
+
+def _taint(implementation: Any, scenario_id: str, threads: list[tuple[str, threading.Thread]]
+           ) -> None:
+    _, hangs, alive = _TAINTS.setdefault(id(implementation), (implementation, [], []))
+    hangs.append(f"{_describe(threads)} from the hang in scenario {scenario_id}")
+    alive.extend(thread for _, thread in threads)
+
+
+def _still_running(implementation: Any) -> str:
+    """"" unless threads abandoned in an earlier hang of this implementation still run."""
+    entry = _TAINTS.get(id(implementation))
+    if entry is None:
+        return ""
+    _, hangs, alive = entry
+    alive[:] = [thread for thread in alive if thread.is_alive()]
+    if not alive:
+        del _TAINTS[id(implementation)]
+        return ""
+    return (f"{len(alive)} thread(s) abandoned after a hang still run in the harness "
+            f"process ({'; '.join(hangs)})")
+
+
+def _with_note(run: ScenarioRun, note: str) -> ScenarioRun:
+    """The run with ``note`` added to its error (outside the trace: timing decides it)."""
+    error = f"{run.error}; {note}" if run.error else note
+    return ScenarioRun(run.trace, run.failpoints_reached, error, run.duration_s, run.unfired)
+
+
+def _run_in_worker(implementation: Implementation, scenario: Scenario, seed: int,
+                   time_limit_s: float, data_root: str | None) -> ScenarioRun:
+    """:func:`_run_scenario` in a forked child; its result comes back pickled."""
+    import pickle
+    import warnings
+
+    started = time.monotonic()
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "multi-threaded fork": wanted
+        pid = os.fork()
+    if pid == 0:  # the worker: only this thread exists here
+        code = 0
+        try:
+            os.close(read_fd)
+            _TAINTS.clear()
+            try:
+                payload: Any = _run_scenario(implementation, scenario, seed, time_limit_s,
+                                             data_root)
+            except BaseException as exc:  # noqa: BLE001 - handed to the parent to raise
+                payload = exc
+            try:
+                data = pickle.dumps(payload)
+            except Exception as exc:  # noqa: BLE001
+                data = pickle.dumps(RuntimeError(f"worker result not picklable: {exc!r}"))
+            with os.fdopen(write_fd, "wb") as out:
+                out.write(data)
+        except BaseException:  # noqa: BLE001 - never return into the parent's stack
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as source:
+        data = source.read()
+    os.waitpid(pid, 0)
+    if not data:
+        raise RuntimeError(f"the worker process for scenario {scenario.id} died without a result")
+    payload = pickle.loads(data)
+    if isinstance(payload, BaseException):
+        raise payload
+    run: ScenarioRun = payload
+    return ScenarioRun(run.trace, run.failpoints_reached, run.error,
+                       time.monotonic() - started, run.unfired)
 
 
 # --------------------------------------------------------------------------- threads
@@ -267,6 +419,8 @@ class _Run:
         self.concurrent: _Hold | None = None
         self.answered: set[str] = set()
         self._obs_lock = threading.Lock()
+        self.abandoned: list[tuple[str, _Call]] = []
+        """Driver calls given up on (hangs): (method, call), for :func:`_stop_abandoned`."""
 
     # -- recording -------------------------------------------------------------------------
 
@@ -293,10 +447,33 @@ class _Run:
     def stopped(self) -> bool:
         return bool(self.errors)
 
+    def _foreign_thread_calls(self) -> None:
+        """Fail the run for every world port called from a thread the runner did not start
+        (the world refused those calls and recorded nothing of them)."""
+        for message in self.world.take_foreign_calls():
+            self.fail(message)
+
+    def _info(self) -> ImplementationInfo:
+        """``Implementation.info``, checked; a placeholder (and an error) when it is not one."""
+        # An in-process implementation's info is a checked snapshot; read_info re-reads the
+        # implementation's own (see harness.implementations.InProcessImplementation).
+        read_info = getattr(self.impl, "read_info", None)
+        try:
+            info = read_info() if callable(read_info) else self.impl.info
+        except Exception as exc:  # noqa: BLE001 - the implementation's failure is data
+            self.fail(f"reading Implementation.info raised {type(exc).__name__}: {exc}")
+            return ImplementationInfo(name="<info raised>", version="")
+        problem = value_problem(ImplementationInfo, info, "Implementation.info is")
+        if problem:
+            self.fail(problem)
+            return ImplementationInfo(name="<invalid info>", version="")
+        return info
+
     def _inspect(self) -> Observation:
         observation = self.impl.inspect(self.data_dir)
-        if not isinstance(observation, Observation):
-            raise TypeError(f"inspect returned {type(observation).__name__}, not an Observation")
+        problem = value_problem(Observation, observation, "inspect returned")
+        if problem:
+            raise ContractViolation(problem)
         return observation
 
     def _record_observation(self, instance: int, label: str, observation: Observation) -> None:
@@ -310,7 +487,10 @@ class _Run:
         self.event(Kind.DRIVER_RAISED, instance, {
             "method": "inspect", "exception": type(exc).__name__, "message": str(exc),
             "expected": False, "label": label})
-        self.fail(f"inspect raised {type(exc).__name__} at {label}: {exc}")
+        if isinstance(exc, ContractViolation):
+            self.fail(f"at {label}, {exc}")
+        else:
+            self.fail(f"inspect raised {type(exc).__name__} at {label}: {exc}")
 
     def observe(self, instance: int, label: str) -> None:
         """Read the durable store from the main thread, under the time limit."""
@@ -321,6 +501,7 @@ class _Run:
         with self.cond:
             self.cond.wait_for(lambda: call.done, timeout=self.limit)
         if not call.done:
+            self.abandoned.append(("inspect", call))
             self.event(Kind.HANG, instance, {"method": "inspect", "limit_s": self.limit})
             self.fail(f"inspect did not return within {self.limit:g}s at {label} (hang)")
             self.hung = True
@@ -401,6 +582,7 @@ class _Run:
         self.world.take_raised(instance)
         self.world.take_crash(instance)
         call = _Call(fn, self.cond, f"lh-{method}-{instance}")
+        self.world.admit_thread(instance, call.thread)
         call.thread.start()
         return self.finish(instance, method, call, allow_hold=allow_hold)
 
@@ -416,11 +598,13 @@ class _Run:
             if not call.done and hold is not None and hold.held and not hold.reported:
                 hold.reported = True
                 return _Outcome("held", call=call)
+        self._foreign_thread_calls()
         if not call.done:
             self.event(Kind.HANG, instance, {"method": method, "limit_s": self.limit})
             self.fail(f"{method} on instance {instance} did not return within "
                       f"{self.limit:g}s of wall-clock time (hang)")
             self.hung = True
+            self.abandoned.append((method, call))
             self.world.kill(instance)
             return _Outcome("hung")
         crash = self.world.take_crash(instance)
@@ -452,6 +636,13 @@ class _Run:
                               f"{type(exc).__name__}: {exc}")
                 return _Outcome("raised", expected=expected)
             result = None if method == "open" else _jsonable(value)
+            problem = driver_result_problem(method, value)
+            if problem:
+                # The call returned, but nothing it returned can be used: as if it raised.
+                self.event(Kind.DRIVER_RETURN, instance, {"method": method, "result": result,
+                                                          "contract_error": problem})
+                self.fail(f"{problem} (instance {instance})")
+                return _Outcome("raised")
             self.event(Kind.DRIVER_RETURN, instance, {"method": method, "result": result})
             return _Outcome("returned", value=value)
         finally:
@@ -639,7 +830,7 @@ class _Run:
 
     def load_checkpoint(self, primary: int, session: str, name: str) -> None:
         args: dict[str, Any] = {"session_id": session, "fixture": name}
-        declared = tuple(self.impl.info.checkpoint_fixtures)
+        declared = tuple(self._info().checkpoint_fixtures)
         matches = [d for d in declared if _fixture_matches(name, d)]
         if not matches:
             self.skip(primary, "load_checkpoint", {**args, "expected_messages": None,
@@ -672,7 +863,8 @@ class _Run:
 
         A run that stopped on its own error (hang, unexpected exception) keeps that error
         alone: the faults it never got to are a consequence, not news."""
-        info = self.impl.info
+        self._foreign_thread_calls()
+        info = self._info()
         sessions = self.scenario.sessions
         meta = TraceMeta(
             scenario_id=self.scenario.id,

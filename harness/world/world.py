@@ -20,6 +20,15 @@ Guarantees:
   ``UI_PUBLISH`` and every ``FAILPOINT`` is recorded;
 * a dead instance (crashed, or abandoned by the runner) can no longer act: each of its port
   calls raises ``SimulatedCrash`` and records nothing;
+* once the runner has admitted a thread (:meth:`SimWorld.admit_thread`), only admitted
+  threads may use an instance's ports: a call from any other thread (one the implementation
+  started itself, whose timing no seed controls) records nothing, raises
+  :class:`ForeignThreadCall` into that thread, and is reported once per port and thread by
+  :meth:`SimWorld.take_foreign_calls` (the runner fails the scenario with it);
+* a port argument that is not of the contract's types all the way down (a ``set`` in an
+  event's data, a list where a tuple belongs...: :mod:`harness.contract_check`) is refused
+  likewise: nothing recorded, :class:`~harness.contract.ContractError` raised into the
+  implementation, one message for the runner naming the port and the field;
 * nothing here reads the wall clock or global randomness: one ``random.Random`` seeds the
   Faker that expands ``{{faker:...}}`` placeholders, in a fixed order (files, then the model
   script, then whatever the runner expands).
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import enum
 import random
+import re
 import threading
 from dataclasses import replace
 from typing import Any, Iterable, Mapping, Protocol, Sequence
@@ -56,6 +66,7 @@ from harness.contract import (
     ToolSpec,
     to_json,
 )
+from harness.contract_check import value_problem
 from harness.faults import Action, Fault, FaultPlan
 from harness.trace import Kind, Source, TraceEvent
 from harness.world.approver import ScriptedApprover
@@ -66,6 +77,14 @@ from harness.world.model import ScriptedModel, ScriptedResponse, ScriptedStream
 from harness.world.templates import Templates
 from harness.world.tools import FakeTools, ToolBehaviour
 from harness.world.ui import FakeUI
+
+
+_DEFAULT_THREAD_NAME = re.compile(r"^(Thread|Dummy|ThreadPoolExecutor)-\d+")
+
+
+class ForeignThreadCall(BaseException):
+    """Raised into a thread the harness did not start when it calls a world port. Not an
+    ``Exception``, so a background worker's ``except Exception`` does not swallow it."""
 
 
 class WorldHooks(Protocol):
@@ -165,6 +184,8 @@ class SimWorld:
         self._raised: dict[int, list[BaseException]] = {}
         self._channels: dict[int, Channel] = {}
         self._lock = threading.Lock()
+        self._admitted: dict[int, set[threading.Thread]] = {}
+        self._foreign: list[str] = []
 
     # -- for the runner --------------------------------------------------------------------
 
@@ -174,6 +195,46 @@ class SimWorld:
 
     def expand(self, value: Any) -> Any:
         return self.templates.expand(value)
+
+    def admit_thread(self, instance: int, thread: threading.Thread) -> None:
+        """Let ``thread`` (started by the runner) use ``instance``'s ports. Before the first
+        admission every thread may (a world used without a runner, e.g. in unit tests)."""
+        with self._lock:
+            self._admitted.setdefault(instance, set()).add(thread)
+
+    def take_foreign_calls(self) -> list[str]:
+        """One message per (port, thread) refused since the last call (then forgotten)."""
+        with self._lock:
+            taken, self._foreign = self._foreign, []
+            return taken
+
+    def _check_arg(self, instance: int, port: str, kind: Any, value: Any) -> None:
+        problem = value_problem(kind, value, f"world port {port} was called with")
+        if not problem:
+            return
+        problem += f" (instance {instance})"
+        with self._lock:
+            if problem not in self._foreign and not self.log.is_dead(instance):
+                self._foreign.append(problem)
+        raise ContractError(problem)
+
+    def _check_thread(self, instance: int, port: str) -> None:
+        with self._lock:
+            if not self._admitted:
+                return
+            thread = threading.current_thread()
+            if thread in self._admitted.get(instance, ()):
+                return
+            # Python's default names count threads process-wide: the count would make the
+            # message (and the trace's error) differ between two runs of one scenario.
+            name = _DEFAULT_THREAD_NAME.sub(r"\1-?", thread.name)
+            message = (f"world port {port} was called by instance {instance} from thread "
+                       f"{name!r}, which the harness did not start; an implementation "
+                       "must make every world call from the thread of the driver call that "
+                       "caused it (other threads make the run's order depend on timing)")
+            if message not in self._foreign and not self.log.is_dead(instance):
+                self._foreign.append(message)
+        raise ForeignThreadCall(message)
 
     def kill(self, instance: int) -> None:
         """Declare an instance dead: from now on its port calls raise and record nothing."""
@@ -207,9 +268,11 @@ class SimWorld:
         config = self.sessions.get(session_id)
         return (config.thresholds if config else Thresholds()).classifier_timeout_s
 
-    def _guard(self, instance: int) -> None:
+    def _guard(self, instance: int, port: str = "") -> None:
         if self.log.is_dead(instance):
             raise SimulatedCrash(f"instance {instance} is dead: the world refuses its calls")
+        if port:
+            self._check_thread(instance, port)
 
     def _note_raised(self, instance: int, error: BaseException) -> None:
         with self._lock:
@@ -222,7 +285,7 @@ class SimWorld:
                 channel = Channel(
                     instance,
                     lambda kind, data: self._record(Source.WORLD, kind, instance, data),
-                    lambda: self._guard(instance),
+                    lambda: self._guard(instance, "next_chunk (model stream)"),
                     lambda error: self._note_raised(instance, error),
                 )
                 self._channels[instance] = channel
@@ -234,34 +297,46 @@ class SimWorld:
     # -- the ports, for one instance ---------------------------------------------------------
 
     def _open_model_stream(self, instance: int, request: ModelRequest) -> ScriptedStream:
+        self._guard(instance, "open_model_stream")
+        self._check_arg(instance, "open_model_stream", ModelRequest, request)
         return self.model.open(request, self.channel(instance))
 
     def _review(self, instance: int, request: ClassifierRequest) -> ClassifierVerdict:
+        self._guard(instance, "review")
+        self._check_arg(instance, "review", ClassifierRequest, request)
         return self.classifier.review(request, self.channel(instance))
 
     def _execute_tool(self, instance: int, invocation: ToolInvocation) -> ToolResult:
+        self._guard(instance, "execute_tool")
+        self._check_arg(instance, "execute_tool", ToolInvocation, invocation)
         result = self.tools.execute(invocation, self.channel(instance))
         self.hooks.probe(instance, "probe:tool_executed")
         return result
 
     def _prompt_approval(self, instance: int, prompt: ApprovalPrompt) -> None:
+        self._guard(instance, "prompt_approval")
+        self._check_arg(instance, "prompt_approval", ApprovalPrompt, prompt)
         self.approver.prompt(prompt, self.channel(instance))
         self.hooks.probe(instance, "probe:approval_prompt")
 
     def _publish(self, instance: int, projection: Projection) -> None:
+        self._guard(instance, "publish")
+        self._check_arg(instance, "publish", Projection, projection)
         self.ui.publish(projection, self.channel(instance))
         self.hooks.probe(instance, "probe:ui_publish")
 
     def _now(self, instance: int) -> float:
-        self._guard(instance)
+        self._guard(instance, "now")
         return self.clock.now()
 
     def _emit(self, instance: int, event: LifecycleEvent) -> None:
-        self._guard(instance)
+        self._guard(instance, "emit")
+        self._check_arg(instance, "emit", LifecycleEvent, event)
         self._record(Source.IUT, Kind.LIFECYCLE_EVENT, instance, {"event": _jsonable(event)})
 
     def _failpoint(self, instance: int, name: Failpoint | str, context: dict[str, Any]) -> None:
-        self._guard(instance)
+        self._guard(instance, "failpoint")
+        self._check_arg(instance, "failpoint", dict[str, Any], context or {})
         point = name.value if isinstance(name, enum.Enum) else str(name)
         with self._lock:
             hit = self._hits.get(point, 0) + 1
