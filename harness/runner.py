@@ -47,6 +47,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
