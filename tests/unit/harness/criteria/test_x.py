@@ -197,7 +197,9 @@ def _second_call_behind_a_wait(answered: bool):
 
 def test_x2_excuses_a_call_behind_an_unanswered_wait_of_the_same_response():
     trace, _, _ = _second_call_behind_a_wait(answered=False)
-    assert v("X2", trace).status is Status.PASS
+    # excused, so no violation; nothing here is X2's hard case (a redelivery or a read-back
+    # after a restart), so it is not exercised either
+    assert v("X2", trace).status is Status.NOT_EXERCISED
 
 
 def test_x2_fails_a_call_lost_after_the_wait_was_answered():
