@@ -40,6 +40,7 @@ from typing import Callable, Iterable
 
 from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_for
 from harness.criteria import lm_support as s
+from harness.criteria.base import per_trace
 from harness.trace import Kind, ObservationPoint, Trace
 
 # --------------------------------------------------------------------------- counter replay
@@ -498,17 +499,9 @@ class CounterReplays:
         return any(self.base[i].observed in comps[i].expected for comps in self._alts(lens))
 
 
-_LAST: list[tuple[Trace, CounterReplays]] = []
-"""The last trace replayed and its replays: five criteria judge the same trace in a row.
-Keyed by identity and holding the trace itself, so a reused id can never match."""
-
-
+@per_trace  # five criteria judge the same trace in a row
 def counter_replays(trace: Trace) -> CounterReplays:
-    if _LAST and _LAST[0][0] is trace:
-        return _LAST[0][1]
-    result = _counter_replays(trace)
-    _LAST[:] = [(trace, result)]
-    return result
+    return _counter_replays(trace)
 
 
 def _counter_replays(trace: Trace) -> CounterReplays:

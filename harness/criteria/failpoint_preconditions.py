@@ -69,7 +69,7 @@ from harness.contract import (
     execution_id_for,
     result_digest,
 )
-from harness.criteria.base import Criterion, Evidence, Status, Verdict
+from harness.criteria.base import Criterion, Evidence, Status, Verdict, per_trace
 from harness.trace import Kind, Source, Trace, TraceEvent
 
 OpKey = tuple[str, str]
@@ -843,22 +843,9 @@ def _context_problems(event: TraceEvent, precondition: FailpointPrecondition,
     return []
 
 
-_last: list[tuple[Trace, tuple[PlacementViolation, ...]]] = []
-"""The latest trace judged and its violations: every guarded criterion asks about the same
-trace in turn (a trace is immutable, so its identity is enough)."""
-
-
+@per_trace  # every guarded criterion asks about the same trace in turn
 def violations(trace: Trace) -> tuple[PlacementViolation, ...]:
     """Every precondition that does not hold at a failpoint hit of ``trace``, in trace order."""
-    remembered = _last[0] if _last else None
-    if remembered is not None and remembered[0] is trace:
-        return remembered[1]
-    found = _violations(trace)
-    _last[:] = [(trace, found)]
-    return found
-
-
-def _violations(trace: Trace) -> tuple[PlacementViolation, ...]:
     index = _Index(trace)
     found: list[PlacementViolation] = []
     for event in index.hits:

@@ -34,3 +34,26 @@ def test_duplicate_ids_are_refused():
     one = catalogue.by_id("X1")
     with pytest.raises(CriteriaError, match="duplicate"):
         catalogue._check_unique((one, one))
+
+
+def test_per_trace_computes_once_per_trace_and_never_across_traces():
+    from harness.criteria.base import per_trace
+    from harness.trace import Trace
+
+    calls = []
+
+    @per_trace
+    def oracle(trace):
+        calls.append(trace)
+        return len(calls)
+
+    first, second = object.__new__(Trace), object.__new__(Trace)
+    assert oracle(first) == oracle(first) == 1
+    assert oracle(second) == 2 and oracle(first) == 3  # only the last trace is remembered
+    assert calls == [first, second, first]
+
+
+def test_stages_and_criteria_are_the_same_judged_objects():
+    assert [c for _, stage in catalogue.STAGES for c in stage] == list(catalogue.CRITERIA)
+    assert all(c.check is d.check for c, d in zip(
+        (c for _, stage in catalogue.STAGES for c in stage), catalogue.CRITERIA))
