@@ -41,6 +41,7 @@ from harness.cli_options import (  # re-exported: commands and tests reach them 
     Context,
     Deps,
     add_impl_option,
+    implementation_under_test,
     add_scenarios_option,
     add_seed_option,
     add_time_limit_option,
@@ -271,7 +272,7 @@ def load_expectations(args: argparse.Namespace) -> dict[str, str] | None:
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     check_report_dir_option(args.report_dir)
     required = required_features(args)
-    implementation = ctx.deps.resolve_impl(args.impl)
+    implementation = implementation_under_test(ctx, args)
     scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
     renderer = ctx.deps.fault_renderer()
@@ -428,7 +429,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     variant = getattr(args, "variant", None)
     scenario = (ctx.deps.load_scenario(path, variant) if variant is not None
                 else ctx.deps.load_scenario(path))
-    implementation = ctx.deps.resolve_impl(args.impl)
+    implementation = implementation_under_test(ctx, args)
     criteria = conformance.core_always_applies(ctx.deps.criteria())
     declared = tuple(str(f) for f in implementation.info.features)
     undeclared = [f for f in required if f not in declared]

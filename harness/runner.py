@@ -39,6 +39,7 @@ Guarantees of :func:`run_scenario`:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -54,7 +55,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager, Iterator
 
 from harness import fault_coverage
 from harness import fixture_source
@@ -74,6 +75,7 @@ from harness.contract import (
 )
 from harness.checkpoint_fixture import read_fixture
 from harness.faults import Action, render
+from harness.process_clock import FrozenProcessClock
 from harness.scenarios import Scenario, Step, StepKind
 from harness.trace import (
     Kind,
@@ -160,7 +162,8 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
     gc.freeze()
     strays = ""
     try:
-        run.execute()
+        with _process_clock(implementation, run):
+            run.execute()
         trace, reached, unfired = run.result()
     finally:
         run.shutdown()
@@ -183,6 +186,22 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
         result = _with_note(result, "the hung call could not be stopped: "
                                     f"{_describe(unstoppable)} still running; {then}")
     return result
+
+
+def _process_clock(implementation: Implementation, run: "_Run") -> ContextManager[Any]:
+    """The process clock frozen to the world's for this run, when the implementation asked
+    for it (see :mod:`harness.process_clock`); otherwise nothing."""
+    if not getattr(implementation, "freeze_process_clock", False):
+        return contextlib.nullcontext()
+    frozen = FrozenProcessClock(run.world.clock.now())
+
+    @contextlib.contextmanager
+    def held() -> Iterator[None]:
+        with frozen:
+            run.world.clock.follow(frozen.follow)
+            yield
+
+    return held()
 
 
 # --------------------------------------------------------------------------- hung threads
