@@ -21,6 +21,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from harness.identity_memo import by_identity
 from harness.contract import (
     Feature,
     Observation,
@@ -196,7 +197,17 @@ class Trace:
     # -- helpers for checkers (pure) ---------------------------------------------------
 
     def of_kind(self, *kinds: str) -> Iterator[TraceEvent]:
-        return (event for event in self.events if event.kind in kinds)
+        """The events of these kinds, in trace order (from an index built once per trace:
+        checkers ask this hundreds of times of the same trace)."""
+        by_kind = _events_by_kind(self)
+        if len(kinds) == 1:
+            return iter(by_kind.get(kinds[0], ()))
+        groups = [by_kind[kind] for kind in dict.fromkeys(kinds) if kind in by_kind]
+        if len(groups) == 1:
+            return iter(groups[0])
+        events = self.events
+        return (events[at] for at in sorted(
+            at for kind in dict.fromkeys(kinds) for at in _positions_by_kind(self).get(kind, ())))
 
     def ledger(self) -> tuple[TraceEvent, ...]:
         """Every real tool execution, in order (the side-effect ledger)."""
@@ -214,6 +225,21 @@ class Trace:
 
     def crashes(self) -> tuple[TraceEvent, ...]:
         return tuple(self.of_kind(Kind.CRASH))
+
+
+@by_identity(4)
+def _positions_by_kind(trace: Trace) -> dict[str, tuple[int, ...]]:
+    grouped: dict[str, list[int]] = {}
+    for at, event in enumerate(trace.events):
+        grouped.setdefault(event.kind, []).append(at)
+    return {kind: tuple(positions) for kind, positions in grouped.items()}
+
+
+@by_identity(4)
+def _events_by_kind(trace: Trace) -> dict[str, tuple[TraceEvent, ...]]:
+    events = trace.events
+    return {kind: tuple(events[at] for at in positions)
+            for kind, positions in _positions_by_kind(trace).items()}
 
 
 def trace_to_json(trace: Trace) -> dict[str, Any]:
