@@ -18,7 +18,7 @@ Traces serialize to JSON exactly (``to_json``/``from_json`` of :mod:`harness.con
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
 from harness.identity_memo import by_identity
@@ -227,6 +227,10 @@ class Trace:
         return tuple(self.of_kind(Kind.CRASH))
 
 
+_TRACE_FIELDS = tuple(f.name for f in fields(Trace))
+_POINT_FIELDS = tuple(f.name for f in fields(ObservationPoint))
+
+
 @by_identity(4)
 def _positions_by_kind(trace: Trace) -> dict[str, tuple[int, ...]]:
     grouped: dict[str, list[int]] = {}
@@ -242,13 +246,33 @@ def _events_by_kind(trace: Trace) -> dict[str, tuple[TraceEvent, ...]]:
             for kind, positions in _positions_by_kind(trace).items()}
 
 
+@by_identity(2)  # the runner's scrub check and the digest serialize the same trace
 def trace_to_json(trace: Trace) -> dict[str, Any]:
-    return to_json(trace)
+    """``to_json(trace)``, serializing an observation that several points share once (the
+    runner keeps one object while the store does not change). Callers must not mutate it."""
+    data = {name: to_json(getattr(trace, name)) for name in _TRACE_FIELDS
+            if name != "observations"}
+    done: dict[int, tuple[Observation, Any]] = {}
+    points = []
+    for point in trace.observations:
+        seen = done.get(id(point.observation))
+        if seen is None or seen[0] is not point.observation:
+            seen = done[id(point.observation)] = (point.observation, to_json(point.observation))
+        points.append({name: seen[1] if name == "observation" else to_json(getattr(point, name))
+                       for name in _POINT_FIELDS})
+    data["observations"] = points
+    return data
 
 
 def trace_from_json(data: dict[str, Any]) -> Trace:
     return from_json(Trace, data)
 
 
+@by_identity(2)
+def trace_canonical_json(trace: Trace) -> str:
+    """The trace's canonical JSON text (what :func:`trace_digest` hashes)."""
+    return canonical_json(trace_to_json(trace))
+
+
 def trace_digest(trace: Trace) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(to_json(trace)).encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(trace_canonical_json(trace).encode()).hexdigest()
