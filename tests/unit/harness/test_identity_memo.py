@@ -44,3 +44,19 @@ def test_of_kind_follows_list_order_even_when_indexes_do_not():
               TraceEvent(3, "harness", "a", 0, {}))
     trace = Trace(meta, events, ())
     assert [e.index for e in trace.of_kind("a", "b")] == [5, 1, 3]
+
+
+def test_the_spliced_canonical_text_equals_the_plain_one_on_a_real_trace():
+    from harness.contract import canonical_json, to_json
+    from harness.implementations import resolve
+    from harness.runner import run_scenario
+    from harness.scenarios import load
+    from harness.trace import trace_canonical_json, trace_to_json
+    from pathlib import Path
+
+    scenario = load(Path(__file__).parents[3] / "scenarios" / "l4" / "crash_after_result_saved.toml")
+    trace = run_scenario(resolve("reference"), scenario, 0).trace
+    shared = len({id(p.observation) for p in trace.observations})
+    assert shared < len(trace.observations)  # the hard case: points share observations
+    assert trace_canonical_json(trace) == canonical_json(to_json(trace))
+    assert canonical_json(trace_to_json(trace)) == canonical_json(to_json(trace))
