@@ -150,7 +150,7 @@ def _grid(result: RunResult) -> list[str]:
     for stage in stages(result):
         members = [c for c in result.criteria if c.stage == stage]
         counts = status_counts(members)
-        cells = "".join(f"<td>{counts[s] or ''}</td>" for s in columns)
+        cells = "".join(f"<td>{counts.get(s) or ''}</td>" for s in columns)
         chips = " ".join(_chip(c) for c in members)
         out.append(f'<tr data-stage="{e(stage)}"><th>{e(stage)}</th>{cells}<td>{chips}</td></tr>')
     totals = status_counts(result.criteria)
@@ -197,6 +197,7 @@ def _timeline(timeline: Timeline, cited: set[int]) -> list[str]:
         born.setdefault(entry.instance, entry.index)
         if entry.kind == "crash":
             died[entry.instance] = entry.index
+    never = 1 << 62
     head = "".join(f"<th>instance i{lane}</th>" for lane in lanes)
     out = ['<table class="tl"><tr><th>event</th>' + head
            + "<th>world ledger (tool executions)</th><th>UI publications</th></tr>"]
@@ -204,8 +205,9 @@ def _timeline(timeline: Timeline, cited: set[int]) -> list[str]:
         side = _TIMELINE_SIDE_KINDS.get(entry.kind)
         cells = []
         for lane in lanes:
-            state = ("alive" if born.get(lane, 1 << 62) <= entry.index < died.get(lane, 1 << 62)
-                     else "dead" if entry.index > died.get(lane, 1 << 62) else "")
+            end = died.get(lane, never)
+            state = ("alive" if born.get(lane, never) <= entry.index <= end
+                     else "dead" if entry.index > end else "")
             if lane == entry.instance and side is None:
                 cells.append(f'<td class="lane here {state}">{e(entry.label)}</td>')
             elif lane == entry.instance:
