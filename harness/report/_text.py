@@ -68,8 +68,11 @@ def violation_text(violation: Violation) -> str:
     lines = [f"scenario {violation.scenario} (seed {violation.seed})"]
     lines += [f"  - {evidence_line(item)}" for item in violation.evidence]
     if violation.excerpt:
-        lines.append("  trace excerpt:")
+        lines.append("  cited trace events (> marks one):")
         lines += [f"    {line}" for line in violation.excerpt]
+    if violation.cited_ledger_rows:
+        lines.append("  cited ledger rows:")
+        lines += [f"    {line}" for line in violation.cited_ledger_rows]
     lines.append(f"  replay: {violation.replay}")
     return "\n".join(lines)
 
