@@ -318,7 +318,7 @@ def _criteria_table(result: RunResult) -> list[str]:
     ]
     for c in result.criteria:
         note = f'<br><span class="muted">{e(c.expectation_reason)}</span>' if c.expectation_reason else ""
-        opened = "" if c.status is CriterionStatus.PASSED else " open"
+        opened = " open" if c.status in PROBLEM_STATUSES else ""  # the rest stays one line
         source = (f'<p class="source-label">{e(SOURCE_LABEL)}:</p>'
                   f'<blockquote lang="zh">{e(c.seed_clause)}</blockquote>' if c.seed_clause else "")
         out.append(
@@ -477,7 +477,7 @@ def _levels(result: RunResult) -> list[str]:
         if f.required:
             state += " (required)"
         out.append(f"<tr><th>{e(f.feature)}</th><td>{e(state)}</td>"
-                   f"<td>{e(', '.join(f.criteria))}</td><td>{e(', '.join(scenarios) or '—')}</td></tr>")
+                   f"<td>{e(', '.join(f.criteria))}</td><td>{_expandable(scenarios, 'scenarios')}</td></tr>")
     out.append("</table>")
     out += [f"<p><b>{e(m)}</b> (--require-features)</p>" for m in level.required_unmet]
     return out
