@@ -249,9 +249,31 @@ def _violation(v: Violation, scenario: ScenarioResult | None, timeline_open: boo
     return out
 
 
+def _other_reasons(result: RunResult) -> list[str]:
+    """Where else the gate failed, linked, so the headline's link never leads to a dead end."""
+    if result.gate_passed:
+        return []
+    counts = status_counts(result.criteria)
+    errored = sum(1 for s in result.scenarios if s.status is ScenarioStatus.ERROR)
+    reasons = [
+        (counts[CriterionStatus.NOT_EXERCISED], "not-exercised", "criteria not exercised"),
+        (counts[CriterionStatus.UNEXPECTED_PASS], "unexpected-passes", "unexpected passes"),
+        (errored, "scenario-errors", "scenarios that did not complete"),
+        (len(result.determinism.divergences) if result.determinism else 0, "determinism",
+         "scenarios whose traces diverged"),
+        (len(result.conformance.required_unmet), "level", "required features not met"),
+        (0 if result.selftest is None or result.selftest.passed else 1, "selftest",
+         "self-test not passed"),
+    ]
+    links = [f'<a href="#{anchor}">{count} {e(what)}</a>' for count, anchor, what in reasons if count]
+    if not links:
+        return []
+    return [f"<p>Besides the failures below, the gate counts: {', '.join(links)}.</p>"]
+
+
 def _failures(result: RunResult) -> list[str]:
     problems = criteria_with(result, *PROBLEM_STATUSES)
-    out = [f'<h2 id="{ANCHOR_FAILURES}">Failures ({len(problems)})</h2>']
+    out = [f'<h2 id="{ANCHOR_FAILURES}">Failures ({len(problems)})</h2>', *_other_reasons(result)]
     if not problems:
         return out + ["<p>No criterion failed.</p>"]
     scenarios = {s.id: s for s in result.scenarios}

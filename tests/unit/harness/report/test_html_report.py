@@ -185,3 +185,16 @@ def test_html_of_a_passing_run(passing_result, tmp_path):
     assert "No criterion failed." in page and "Every applicable criterion was exercised." in page
     assert 'href="#failures"' in page and 'id="failures"' in page
     assert '<table class="tl">' not in page
+
+
+def test_failure_section_points_to_every_other_reason_the_gate_failed(failing_result, passing_result):
+    page = html.to_html(failing_result)
+    failures = page[page.index('id="failures"'):page.index('id="f-L4.1"')]
+    for anchor, text in (("not-exercised", "1 criteria not exercised"),
+                         ("unexpected-passes", "1 unexpected passes"),
+                         ("scenario-errors", "1 scenarios that did not complete"),
+                         ("determinism", "1 scenarios whose traces diverged"),
+                         ("selftest", "1 self-test not passed")):
+        assert f'<a href="#{anchor}">{text}</a>' in failures
+        assert f'id="{anchor}"' in page
+    assert "Besides the failures below" not in html.to_html(passing_result)
