@@ -120,6 +120,10 @@ SCRIPT = """
 })();
 """
 
+TIMELINES_DRAWN_MAX = 40
+"""Scenario timelines drawn in the page (each once, at its first violation; later violations
+of the same scenario link to it), so a badly failing run still gives a page a browser opens."""
+
 ANCHOR_FAILURES = "failures"
 """The failure section's id; the banner links to it."""
 
@@ -227,7 +231,9 @@ def _timeline(timeline: Timeline, cited: set[int]) -> list[str]:
     return out
 
 
-def _violation(v: Violation, scenario: ScenarioResult | None, timeline_open: bool) -> list[str]:
+def _violation(v: Violation, scenario: ScenarioResult | None, drawing: str, anchor: str) -> list[str]:
+    """One violation; ``drawing`` says whether its scenario's timeline is drawn here
+    ("draw"), was drawn earlier at ``anchor`` ("link"), or is not drawn at all ("none")."""
     out = [f"<h4>scenario <code>{e(v.scenario)}</code>, seed {e(v.seed)}</h4>"]
     out.append("<ul>" + "".join(f"<li>{e(evidence_line(item))}</li>" for item in v.evidence) + "</ul>")
     if v.excerpt:
@@ -238,13 +244,20 @@ def _violation(v: Violation, scenario: ScenarioResult | None, timeline_open: boo
         out.append('<p class="muted">cited ledger rows (the world\'s record of tool executions):</p>')
         out.append(_pre(v.cited_ledger_rows))
     if scenario is not None and scenario.timeline is not None:
-        cited = {i for item in v.evidence for i in item.trace_indexes}
-        entries = len(scenario.timeline.entries)
-        out.append(f'<details class="timeline"{" open" if timeline_open else ""}><summary>'
-                   f"timeline of <code>{e(v.scenario)}</code>: {len(scenario.timeline.instances)} "
-                   f"instance(s), {entries} events (cited ones outlined)</summary>")
-        out += _timeline(scenario.timeline, cited)
-        out.append("</details>")
+        cited = sorted({i for item in v.evidence for i in item.trace_indexes})
+        if drawing == "draw":
+            out.append(f'<details class="timeline" id="{anchor}" open><summary>'
+                       f"timeline of <code>{e(v.scenario)}</code>: "
+                       f"{len(scenario.timeline.instances)} instance(s), "
+                       f"{len(scenario.timeline.entries)} events (cited ones outlined)</summary>")
+            out += _timeline(scenario.timeline, set(cited))
+            out.append("</details>")
+        elif drawing == "link":
+            out.append(f'<p class="muted">timeline of this scenario: <a href="#{anchor}">drawn above</a> '
+                       f"(this violation cites events {e(', '.join(map(str, cited)) or 'none')}).</p>")
+        else:
+            out.append(f'<p class="muted">timeline not drawn: only the first {TIMELINES_DRAWN_MAX} '
+                       "failing scenarios are; report.json holds it (scenarios[].timeline).</p>")
     out.append(f'<code class="replay">{e(v.replay)}</code>')
     return out
 
@@ -277,6 +290,7 @@ def _failures(result: RunResult) -> list[str]:
     if not problems:
         return out + ["<p>No criterion failed.</p>"]
     scenarios = {s.id: s for s in result.scenarios}
+    anchors = {s.id: f"tl-{position}" for position, s in enumerate(result.scenarios)}
     drawn: set[str] = set()
     for c in problems:
         out.append(f'<section class="failure" id="f-{e(c.id)}" data-stage="{e(c.stage)}" '
@@ -287,8 +301,14 @@ def _failures(result: RunResult) -> list[str]:
         )
         out += _statement(c)
         for v in c.violations:
-            out += _violation(v, scenarios.get(v.scenario), v.scenario not in drawn)
-            drawn.add(v.scenario)
+            if v.scenario in drawn:
+                drawing = "link"
+            elif len(drawn) < TIMELINES_DRAWN_MAX:
+                drawing = "draw"
+                drawn.add(v.scenario)
+            else:
+                drawing = "none"
+            out += _violation(v, scenarios.get(v.scenario), drawing, anchors.get(v.scenario, ""))
         out.append("</section>")
     return out
 

@@ -198,3 +198,15 @@ def test_failure_section_points_to_every_other_reason_the_gate_failed(failing_re
         assert f'<a href="#{anchor}">{text}</a>' in failures
         assert f'id="{anchor}"' in page
     assert "Besides the failures below" not in html.to_html(passing_result)
+
+
+def test_a_scenario_timeline_is_drawn_once_and_later_violations_link_to_it(failing_result, monkeypatch):
+    page = html.to_html(failing_result)  # L4.1 and L4.2 both fail in l4-crash
+    assert page.count('<table class="tl">') == 1 + 1  # once in the failures, once for the errored scenario
+    l42 = page[page.index('id="f-L4.2"'):page.index("</section>", page.index('id="f-L4.2"'))]
+    assert '<table class="tl">' not in l42
+    assert '<a href="#tl-0">drawn above</a> (this violation cites events 4, 5)' in l42
+    assert 'id="tl-0"' in page
+    monkeypatch.setattr(html, "TIMELINES_DRAWN_MAX", 0)
+    capped = html.to_html(failing_result)
+    assert "timeline not drawn: only the first 0 failing scenarios are" in capped
