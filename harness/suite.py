@@ -8,8 +8,9 @@ Guarantees of :func:`run_suite`:
   only when exercised at least once and never failed or errored; ``not_applicable`` only when
   n/a on every trace; ``not_exercised`` otherwise (also with no scenarios at all);
 * every failing or erroring verdict becomes a :class:`~harness.result.Violation` carrying the
-  scenario, the seed, the evidence, the exact replay command, every cited trace event (with context) and
-  every cited ledger row; a failed or errored scenario keeps its per-instance timeline;
+  scenario, the seed, the evidence, the exact replay command, every cited trace event (with
+  context) and every cited ledger row; a failed or errored scenario keeps its per-instance
+  timeline (:mod:`harness.timeline`), and every scenario the failpoints where a fault fired;
 * a scenario whose run reported an error (hang, IUT crash, a planned fault or hold that
   did not happen) or whose trace is not ``completed`` is ``error`` and fails the gate; its
   verdicts count neither as a pass nor as an exercise of any criterion (a pass becomes
