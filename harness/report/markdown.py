@@ -191,7 +191,7 @@ def _grid(result: RunResult) -> list[str]:
 
 
 def _fit(head: str, body: list[str]) -> str:
-    tail = "\n\n_Full details, trace excerpts and coverage: report.html._\n"
+    tail = "\n\n_Full details (every cited event, scenario timelines, coverage): report.html._\n"
     out = head
     for position, line in enumerate(body):
         if len(out) + len(line) + 1 + len(tail) + 80 > MAX_CHARS:
