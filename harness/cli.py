@@ -395,6 +395,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     if args.what == "criteria":
         for c in ctx.deps.criteria():
             ctx.out(f"{c.id:<6} {c.stage:<3} {c.title}")
+            ctx.out(f"{'':<11}{c.statement}")  # the English requirement, under its title
     elif args.what == "scenarios":
         for s in discover_scenarios(ctx, args.scenarios):
             ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
