@@ -34,7 +34,15 @@ CLAUDE_CODE = Profile(
         with_owner=LimitAction.ASK_OWNER,
         without_owner=LimitAction.END_TURN,
     )),
-    divergences=(),
+    divergences=(
+        Divergence(
+            "L3.3",
+            "in -p (non-interactive) mode there is nobody to prompt, so repeated blocks abort "
+            "the run: the 3rd consecutive block ends the turn, that denial never reaches the "
+            "model and the loop does not go on with other work",
+            PERMISSION_MODES,
+        ),
+    ),
 )
 
 CLAUDE_CODE_PRINT = Profile(

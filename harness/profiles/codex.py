@@ -42,5 +42,20 @@ CODEX = Profile(
         cumulative_window_reviews=50,
         cumulative_denials_max=10,
     )),
-    divergences=(),
+    divergences=(
+        Divergence(
+            "L3.1",
+            "the auto-review circuit breaker interrupts the turn at the 3rd consecutive denial "
+            "(or the 10th of the last 50 reviews) instead of sending the next action to the "
+            "owner, so the fallback to manual approval never happens (not exercised)",
+            CIRCUIT_BREAKER_SOURCE,
+        ),
+        Divergence(
+            "L3.3",
+            "in a non-interactive session the breaker ends the turn too (TurnAborted): the "
+            "denial that trips it is not handed back to the model and the loop does not go on "
+            "with other work",
+            CIRCUIT_BREAKER_SOURCE,
+        ),
+    ),
 )
