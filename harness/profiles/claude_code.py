@@ -14,8 +14,12 @@ core is not published, so only documented behaviour is modelled):
   not run and Claude goes on, but repeated blocks (the same 3 / 20 limits) abort the run.
   Policy: ``without_owner=END_TURN`` — the turn that reaches the limit ends (cancelled).
   ``claude-code`` applies it to the scenarios' non-interactive sessions (the harness's
-  model of ``-p``); ``claude-code-print`` runs every session as ``-p`` would — see
-  :data:`CLAUDE_CODE_PRINT`.
+  model of ``-p``); ``claude-code-print`` applies it to every session, interactive ones
+  included (``--impl profile:claude-code-print``).
+
+Not modelled in ``claude-code-print``: ``-p`` without auto mode denies every action that
+would need an approval (Manual default, seed §19.2.3); the approvals a scenario scripts are
+still answered, so this profile shows the denial-limit rule of ``-p`` alone.
 """
 
 from __future__ import annotations
@@ -53,5 +57,19 @@ CLAUDE_CODE_PRINT = Profile(
         with_owner=LimitAction.END_TURN,
         without_owner=LimitAction.END_TURN,
     )),
-    divergences=(),
+    divergences=(
+        Divergence(
+            "L3.1",
+            "as `claude -p`, repeated classifier blocks abort instead of falling back to "
+            "prompting: the 3rd consecutive (or 20th) block ends the turn, so no later action "
+            "goes to the owner (not exercised)",
+            PERMISSION_MODES,
+        ),
+        Divergence(
+            "L3.3",
+            "in -p mode repeated blocks abort the run: the 3rd consecutive block ends the turn, "
+            "that denial never reaches the model and the loop does not go on with other work",
+            PERMISSION_MODES,
+        ),
+    ),
 )
