@@ -156,7 +156,8 @@ def _apply_restart_policy(
 
 
 def _rerun_started(store: Store, reruns_max: int) -> None:
-    """Started operations without a result go back to ``decided`` (their allow stands) and
+    """Started operations without a result go back to the stage they were started from
+    (``decided``: their allow stands; ``escalating``: their approved escalation stands) and
     their turn to ``running``; past ``reruns_max`` re-runs of one call it is left started,
     so the reference's marking (unknown, reconciliation required) settles it."""
     with store.transaction() as conn:
@@ -174,8 +175,12 @@ def _rerun_started(store: Store, reruns_max: int) -> None:
             conn.execute("INSERT INTO restart_reruns (execution_id, reruns) VALUES (?, 1)"
                          " ON CONFLICT (execution_id) DO UPDATE SET reruns = reruns + 1",
                          (row["execution_id"],))
+            # Back to the stage it was started from: an approved escalation runs outside the
+            # sandbox again, anything else from its allow decision.
+            escalated = approvals.for_operation(conn, row["execution_id"], approvals.ESCALATION)
+            restart_from = Stage.ESCALATING if escalated is not None else Stage.DECIDED
             conn.execute("UPDATE operations SET stage = ?, reason = ? WHERE execution_id = ?"
-                         " AND stage = ?", (Stage.DECIDED.value, RERUN_REASON,
+                         " AND stage = ?", (restart_from.value, RERUN_REASON,
                                             row["execution_id"], Stage.STARTED.value))
             conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
                          (TurnStatus.RUNNING.value, row["session_id"]))
