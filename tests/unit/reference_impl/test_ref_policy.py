@@ -133,3 +133,20 @@ def test_the_reference_keeps_the_same_wait_pending(data_dir, impl):
                                     "after_prompt", policy.REFERENCE)
     assert [w.status for w in impl.inspect(data_dir).approval_waits] == [WaitStatus.PENDING]
     runtime.close()
+
+
+def test_rerun_of_an_approved_escalation_runs_outside_the_sandbox_again(data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (call("c1", "Bash", command="npm i -g tsc"),)),
+                                      Reply("done")]},
+                      tool_behaviour={"c1": ["escalate", "ok", "ok"]})
+    runtime = ReferenceRuntime(data_dir, world, RERUN)
+    runtime.open_session(config(rules=(allow("Bash"),)))
+    assert runtime.run_turn("s1", "install").status is TurnStatus.AWAITING_APPROVAL
+    world.crash_at, world.crash_hit = "after_tool_returned", 2  # the unsandboxed run
+    with pytest.raises(SimulatedCrash):
+        runtime.answer_approval(world.prompts[0].wait_id, True)
+    world.crash_at = ""
+    restarted = ReferenceRuntime(data_dir, world, RERUN)
+    restarted.recover()
+    assert [inv.sandboxed for inv in world.ledger] == [True, False, False]
+    restarted.close()
