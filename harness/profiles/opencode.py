@@ -42,5 +42,63 @@ OPENCODE = Profile(
         restart_reruns_max=10,
         waits_survive_restart=False,
     ),
-    divergences=(),
+    divergences=(
+        Divergence(
+            "L4.3",
+            "on restart a call whose start was recorded and whose result was not saved is run "
+            "again instead of being left unknown for reconciliation (at-least-once resumption)",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L4.9",
+            "the re-run after a restart reports a call whose first run could not be confirmed as "
+            "an ordinary result (e.g. succeeded): the possible first effect is not surfaced",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L1.8",
+            "the restart re-run is an automatic retry of a call whose previous attempt may "
+            "already have executed (a write or a non-idempotent command runs twice)",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L1.7",
+            "a call whose tool had already answered 'failed' before the crash is run again after "
+            "the restart: a definite failure is retried automatically",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "X1",
+            "the re-run of an approved escalation whose unsandboxed start was recorded before the "
+            "crash executes while the store still shows the sandboxed attempt's 'failed' result: "
+            "the unconfirmed attempt in between is never recorded",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L2.9",
+            "the re-run passes revalidation again for an operation whose start record from the "
+            "first run is kept (the claim survives a shutdown), so revalidation no longer sits "
+            "before the start record",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L4.10",
+            "the same kept start record: the re-run's revalidation failpoint comes after an "
+            "execution_started that is already durable, which this criterion's duplicate-start "
+            "check refuses (it cannot tell a re-run from a second starter)",
+            RESTART_SOURCE,
+        ),
+        Divergence(
+            "L3.2",
+            "pending permission requests live in an in-memory map: after a restart the wait is "
+            "gone (refused), not pending and answerable",
+            PERMISSION_SOURCE,
+        ),
+        Divergence(
+            "L5.4",
+            "after a restart the lost wait's operation is shown refused, while the owner's view "
+            "of the world still has the prompt open (approve / reject)",
+            PERMISSION_SOURCE,
+        ),
+    ),
 )
