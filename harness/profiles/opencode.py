@@ -83,9 +83,9 @@ OPENCODE = Profile(
         ),
         Divergence(
             "L4.10",
-            "the same kept start record: the re-run's revalidation failpoint comes after an "
-            "execution_started that is already durable, which this criterion's duplicate-start "
-            "check refuses (it cannot tell a re-run from a second starter)",
+            "the same kept start record: the re-run reaches its revalidation failpoint with "
+            "execution_started already durable, which this criterion's failpoint-placement "
+            "check refuses",
             RESTART_SOURCE,
         ),
         Divergence(
