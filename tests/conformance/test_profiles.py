@@ -32,8 +32,9 @@ def profile_reports(tmp_path_factory):
     for profile in PROFILES:
         report_dir = tmp_path_factory.mktemp(profile.name)
         out, err = io.StringIO(), io.StringIO()
-        code = cli.main(["run", "--impl", profile.spec, "--report-dir", str(report_dir)],
-                        stdout=out, stderr=err)
+        # a generous time limit: a busy machine must not turn a slow scenario into a hang
+        code = cli.main(["run", "--impl", profile.spec, "--report-dir", str(report_dir),
+                         "--time-limit-s", "60"], stdout=out, stderr=err)
         assert code in (0, 1), f"{profile.spec}: exit {code}\n{err.getvalue()[-2000:]}"
         runs[profile.spec] = (code, json.loads((report_dir / "report.json").read_text("utf-8")))
     return runs
