@@ -82,3 +82,27 @@ def test_list_profiles_prints_each_spec_and_system():
     assert cli.main(["list", "profiles"], stdout=out, stderr=io.StringIO()) == 0
     for profile in PROFILES:
         assert profile.spec in out.getvalue() and profile.system in out.getvalue()
+
+
+def test_codex_escalation_retry_is_asked_under_a_fresh_approval_id(tmp_path):
+    """Codex: an approval covers the reviewed scope only; running outside the sandbox is a
+    new question with its own id (the reference's escalation wait, kept by the profile)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "reference_impl"))
+    from ref_fakes import FakeWorld, Reply, ask, call, config
+
+    world = FakeWorld(replies={"s1": [Reply("", (call("c1", "Bash", command="npm i -g tsc"),)),
+                                      Reply("done")]},
+                      tool_behaviour={"c1": ["escalate", "ok"]})
+    runtime = load("codex").open(str(tmp_path / "d"), world)
+    runtime.open_session(config(rules=(ask("Bash"),)))
+    runtime.run_turn("s1", "install")
+    runtime.answer_approval(world.prompts[0].wait_id, True)
+    assert len(world.prompts) == 2
+    permission, escalation = (p.wait_id for p in world.prompts)
+    assert permission != escalation
+    runtime.answer_approval(escalation, True)
+    assert [inv.sandboxed for inv in world.ledger] == [True, False]
+    runtime.close()
