@@ -39,10 +39,12 @@ class Target:
     """reference | profile | adapter"""
     absent_reason: str = ""
     """Non-empty: not run (an adapter whose library is not installed)."""
+    name: str = ""
+    """A short name (an adapter's; its spec is a whole command line)."""
 
     @property
     def slug(self) -> str:
-        return re.sub(r"[^A-Za-z0-9._-]+", "-", self.spec).strip("-")
+        return re.sub(r"[^A-Za-z0-9._-]+", "-", self.name or self.spec).strip("-")
 
 
 def targets(adapters: Callable[[], Sequence[Any]] | None = None) -> tuple[Target, ...]:
@@ -53,7 +55,8 @@ def targets(adapters: Callable[[], Sequence[Any]] | None = None) -> tuple[Target
     found += [Target(p.spec, "profile") for p in PROFILES]
     for info in (adapters or _available_adapters)():
         found.append(Target(info.impl_spec, "adapter",
-                            "" if info.installed else (info.missing_reason or "not installed")))
+                            "" if info.installed else (info.missing_reason or "not installed"),
+                            name=f"adapter-{info.name}"))
     return tuple(found)
 
 
@@ -131,7 +134,7 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
     agreed = True
     for target in targets():
         if target.absent_reason:
-            ctx.out(f"{target.spec:<26} absent: {target.absent_reason}")
+            ctx.out(f"{target.name or target.spec:<26} absent: {target.absent_reason}")
             continue
         implementation = ctx.deps.resolve_impl(target.spec)
         ctx.err(f"matrix: {target.spec} over {len(scenarios)} scenarios")

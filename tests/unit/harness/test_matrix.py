@@ -26,7 +26,7 @@ def test_targets_are_the_reference_every_profile_and_every_adapter():
     found = matrix.targets(lambda: (adapter("langgraph", True), adapter("dbos", False, "pip install dbos")))
     assert [t.kind for t in found] == ["reference"] + ["profile"] * len(PROFILES) + ["adapter"] * 2
     assert found[-1].absent_reason == "pip install dbos" and found[-2].absent_reason == ""
-    assert found[1].slug == "profile-codex"
+    assert found[1].slug == "profile-codex" and found[-1].slug == "adapter-dbos"
 
 
 def test_targets_without_the_adapters_module_are_reference_and_profiles(monkeypatch):
