@@ -137,7 +137,7 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
             ctx.out(f"{target.name or target.spec:<26} absent: {target.absent_reason}")
             continue
         implementation = ctx.deps.resolve_impl(target.spec)
-        ctx.err(f"matrix: {target.spec} over {len(scenarios)} scenarios")
+        ctx.err(f"matrix: {target.name or target.spec} over {len(scenarios)} scenarios")
         result = run_suite(implementation, scenarios, args.seed, criteria=ctx.deps.criteria(),
                            runner=ctx.deps.runner(), expectations=expectations_of(implementation),
                            time_limit_s=args.time_limit_s, impl_spec=target.spec,
@@ -147,7 +147,7 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
         reports.append(data)
         verdict = _verdict(target, result, disagreements)
         agreed &= not verdict.startswith(("DISAGREES", "FAILED"))
-        ctx.out(f"{target.spec:<26} {result.summary.passed}/{result.summary.criteria} passed; "
+        ctx.out(f"{target.name or target.spec:<26} {result.summary.passed}/{result.summary.criteria} passed; "
                 f"{verdict}")
         if target.kind == "profile":
             profile_reports.append(data)
