@@ -1,8 +1,8 @@
 """Profile of OpenCode 2.x's execution claim, restart resumption and permission requests.
 
-Behaviours, each with its source (anomalyco/opencode, pinned commit c93aaae37157 as cited by
-the seed ``004_44be0d36e098c514`` §19.1.5, §19.4.4 and §19.4.2 — source facts, not documented
-promises):
+Behaviours, each with its source (sst/opencode by Anomaly Innovations, pinned commit
+c93aaae37157 as cited by the seed ``004_44be0d36e098c514`` §19.1.5, §19.4.4 and §19.4.8 —
+source facts, not documented promises):
 
 * the ``Started`` event and the execution claim are written in one transaction —
   ``packages/core/src/session/execution.ts``; the reference's start claim is already one
@@ -15,7 +15,8 @@ promises):
   the turn, while this profile leaves a call past its 10th re-run to the reference's
   unknown marking — no scenario restarts that often);
 * pending permission requests live in an in-memory map and are cancelled when their
-  location closes — ``packages/core/src/permission`` (seed §19.5: "only an in-memory map").
+  location closes — ``packages/core/src/permission.ts`` (seed §19.4.8, which lists their
+  survival across a restart among the guarantees public evidence does not cover).
   Policy: ``waits_survive_restart=False``: a restart refuses the waiting operation and the
   turn goes on.
 
@@ -28,10 +29,10 @@ from __future__ import annotations
 from harness.profiles.profile import Divergence, Profile
 from reference_impl.policy import RestartAction, RuntimePolicy
 
-RESTART_SOURCE = ("anomalyco/opencode packages/core/src/session/execution/restart.ts "
+RESTART_SOURCE = ("sst/opencode packages/core/src/session/execution/restart.ts "
                   "@c93aaae37157; seed 004 §19.4.4")
-PERMISSION_SOURCE = ("anomalyco/opencode packages/core/src/permission (in-memory map) "
-                     "@c93aaae37157; seed 004 §19.5")
+PERMISSION_SOURCE = ("sst/opencode packages/core/src/permission.ts (an in-memory map) "
+                     "@c93aaae37157; seed 004 §19.4.8")
 
 OPENCODE = Profile(
     name="opencode",
