@@ -151,9 +151,10 @@ def _add_run(sub: Any) -> None:
 
 
 def _add_list(sub: Any) -> None:
-    parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants or features")
+    parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants, features "
+                            "or profiles")
     parser.add_argument("what", choices=("criteria", "scenarios", "failpoints", "mutants",
-                                         "features"))
+                                         "features", "profiles"))
     add_scenarios_option(parser)
     parser.set_defaults(handler=cmd_list)
 
@@ -225,6 +226,16 @@ def _add_chaos(sub: Any) -> None:
 SUBCOMMANDS.append(_add_chaos)
 
 
+def _add_compare_and_matrix(sub: Any) -> None:
+    from harness import compare, matrix
+
+    compare.add_parser(sub)
+    matrix.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_compare_and_matrix)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -277,6 +288,10 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     criteria = ctx.deps.criteria()
     renderer = ctx.deps.fault_renderer()
     expectations = load_expectations(args)
+    if expectations is None:  # a profile explains its divergences (harness.profiles)
+        from harness.profiles import expectations_of
+
+        expectations = expectations_of(implementation)
     ctx.err(f"fault plans ({len(scenarios)} scenarios, seed {args.seed}):")
     for scenario in scenarios:
         ctx.err(_fault_plan_line(renderer, scenario))
@@ -403,6 +418,12 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         for mutant in _mutants():
             klass = f" ({mutant.trust_class})" if mutant.trust_class else ""
             ctx.out(f"{mutant.name}  [{', '.join(mutant.expected)}]{klass}  {mutant.defect}")
+    elif args.what == "profiles":
+        from harness.profiles import PROFILES
+
+        for profile in PROFILES:
+            ctx.out(f"{profile.spec:<26} {profile.system}: {profile.summary} "
+                    f"({len(profile.divergences)} documented divergence(s))")
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")
