@@ -1,0 +1,153 @@
+"""The harness's own speed, measured in one run: suite, process mode, chaos, selftest.
+
+    python benchmarks/bench_harness.py [--chaos-budget N] [--selftest] [--json FILE]
+
+Prints and writes (JSON, default ``benchmarks/results/harness.json``):
+
+* the bundled suite in-process through ``lifecycle-harness run`` (wall and CPU seconds,
+  scenarios per second), and split into running scenarios and judging criteria;
+* the same suite in process mode (the reference as a child process, real SIGKILL crashes):
+  its wall and CPU ratio to in-process (target ≤ 1.5×);
+* chaos: schedules per second of a seeded campaign in-process (target ≥ 100/s);
+* with ``--selftest``: the whole self-test (every mutant), wall seconds (target ≤ 20 s).
+
+CPU seconds include child processes. Ratios measured in the same run are what compare
+across machines; absolute seconds say what this machine did while it ran (a busy machine
+shows in the wall-to-CPU ratio, printed too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.cli import main as cli_main
+
+PROCESS_SPEC = "process:python -m reference_impl.remote"
+
+
+def _cpu_s() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _timed(action: Callable[[], Any]) -> tuple[float, float, Any]:
+    wall, cpu = time.perf_counter(), _cpu_s()
+    value = action()
+    return time.perf_counter() - wall, _cpu_s() - cpu, value
+
+
+def _cli(*argv: str) -> int:
+    return cli_main(list(argv), stdout=io.StringIO(), stderr=io.StringIO())
+
+
+def _suite(impl: str, report_root: str) -> dict[str, float]:
+    report_dir = os.path.join(report_root, impl.split(":")[0])
+    wall, cpu, code = _timed(lambda: _cli("run", "--impl", impl, "--report-dir", report_dir))
+    if code != 0:
+        raise SystemExit(f"bench: the suite against {impl} exited {code}; the figures would "
+                         "measure a failing run (see {report_dir})")
+    scenarios = len(json.loads(Path(report_dir, "report.json").read_text())["scenarios"])
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "scenarios": scenarios,
+            "scenarios_per_s": round(scenarios / wall, 2)}
+
+
+def _split() -> dict[str, float]:
+    """Running scenarios vs judging criteria, in-process, without the reports."""
+    from harness.cli_options import Context, Deps, discover_scenarios
+    from harness.implementations import resolve
+    from harness.runner import run_scenario
+    from harness.suite import default_criteria, evaluate
+
+    ctx = Context(Deps(), io.StringIO(), io.StringIO(), ())
+    scenarios = discover_scenarios(ctx, None)
+    reference = resolve("reference")
+    run_s, _, runs = _timed(lambda: [run_scenario(reference, s, 0) for s in scenarios])
+    criteria = default_criteria()
+    judge_s, _, _ = _timed(lambda: [evaluate(criteria, run.trace) for run in runs])
+    events = sum(len(run.trace.events) for run in runs)
+    readings = sum(len(run.trace.observations) for run in runs)
+    distinct = sum(len({id(p.observation) for p in run.trace.observations}) for run in runs)
+    return {"run_s": round(run_s, 3), "judge_s": round(judge_s, 3),
+            "judge_share": round(judge_s / (run_s + judge_s), 3),
+            "store_readings_per_event": round(readings / max(events, 1), 3),
+            "distinct_readings_share": round(distinct / max(readings, 1), 3)}
+
+
+def _chaos(budget: int) -> dict[str, float]:
+    from harness.chaos import default_bases, run_campaign
+    from harness.cli_options import Context, Deps
+    from harness.implementations import resolve
+
+    ctx = Context(Deps(), io.StringIO(), io.StringIO(), ())
+    bases = default_bases(ctx)
+    with tempfile.TemporaryDirectory(prefix="lh-bench-chaos-") as regressions:
+        wall, cpu, result = _timed(lambda: run_campaign(
+            resolve("reference"), bases, seed=7, budget=budget, regressions_dir=regressions))
+    ran = [trial for trial in result.trials if not trial.cached]
+    schedules_s = sum(trial.took for trial in ran)
+    return {"schedules": len(ran), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
+            "bases": len(bases), "learning_bases_s": round(wall - schedules_s, 3),
+            "schedules_s": round(schedules_s, 3),
+            "schedules_per_s": round(len(ran) / max(schedules_s, 1e-9), 2)}
+
+
+def _selftest(report_root: str) -> dict[str, float]:
+    report_dir = os.path.join(report_root, "selftest")
+    wall, cpu, code = _timed(lambda: _cli("selftest", "--report-dir", report_dir))
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "exit_code": code}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chaos-budget", type=int, default=60, metavar="N",
+                        help="schedules in the chaos campaign (default 60)")
+    parser.add_argument("--no-process", action="store_true", help="skip process mode")
+    parser.add_argument("--selftest", action="store_true", help="also time the self-test")
+    parser.add_argument("--json", default="benchmarks/results/harness.json", metavar="FILE")
+    args = parser.parse_args(argv)
+
+    figures: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+    with tempfile.TemporaryDirectory(prefix="lh-bench-") as root:
+        figures["suite_in_process"] = suite = _suite("reference", root)
+        print(f"suite in-process: {suite['scenarios']} scenarios in {suite['wall_s']:.2f} s "
+              f"wall, {suite['cpu_s']:.2f} s CPU ({suite['scenarios_per_s']:.1f}/s; "
+              f"target ≤ 3 s)")
+        figures["split"] = split = _split()
+        print(f"  running scenarios {split['run_s']:.2f} s, judging {split['judge_s']:.2f} s "
+              f"({split['judge_share']:.0%} of both); {split['store_readings_per_event']:.2f} "
+              f"store readings per trace event, {split['distinct_readings_share']:.0%} of them "
+              "distinct")
+        if not args.no_process:
+            figures["suite_process"] = process = _suite(PROCESS_SPEC, root)
+            process["wall_ratio"] = round(process["wall_s"] / suite["wall_s"], 2)
+            process["cpu_ratio"] = round(process["cpu_s"] / suite["cpu_s"], 2)
+            print(f"suite in process mode: {process['wall_s']:.2f} s wall = "
+                  f"{process['wall_ratio']:.2f}x in-process, CPU {process['cpu_ratio']:.2f}x "
+                  "(target ≤ 1.5x)")
+        figures["chaos"] = chaos = _chaos(args.chaos_budget)
+        print(f"chaos: {chaos['schedules']} schedules run in {chaos['schedules_s']:.2f} s = "
+              f"{chaos['schedules_per_s']:.1f}/s (target ≥ 100/s), after "
+              f"{chaos['learning_bases_s']:.2f} s learning {chaos['bases']} bases")
+        if args.selftest:
+            figures["selftest"] = selftest = _selftest(root)
+            print(f"selftest: {selftest['wall_s']:.1f} s wall, {selftest['cpu_s']:.1f} s CPU, "
+                  f"exit {selftest['exit_code']} (target ≤ 20 s)")
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"written: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
