@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_for
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.criteria.base import per_trace
 from harness.trace import Kind, ObservationPoint, Trace
 

@@ -25,7 +25,7 @@ from harness.contract import (
     Permission,
     WaitStatus,
 )
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.criteria.denial_oracle import (
     ALL_LENSES,

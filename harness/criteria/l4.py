@@ -27,7 +27,7 @@ from harness.contract import (
     execution_id_for,
     result_digest,
 )
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.criteria import races, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent

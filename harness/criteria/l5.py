@@ -22,7 +22,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.criteria import projection_oracle as O
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Kind, Trace

@@ -9,7 +9,7 @@ driver's returns and raises, and the store's ``model_requests`` are judged again
 from __future__ import annotations
 
 from harness.contract import Feature, ModelRequestStatus, TurnStatus
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Trace, TraceEvent
 

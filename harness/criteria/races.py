@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.contract import Delivery
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.trace import Kind, Trace, TraceEvent
 
 

@@ -21,7 +21,7 @@ output) is never a trusted denial. Pure functions over a Trace.
 from __future__ import annotations
 
 from harness.contract import args_digest, canonical_json
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 from harness.trace import Kind, Trace
 
 

@@ -16,7 +16,7 @@ from harness.contract import (
     ToolSpec,
 )
 from harness.criteria import denial_oracle as o
-from harness.criteria import lm_support as s
+from harness.criteria import trace_readings as s
 
 try:
     from .lbuilder import TB, counters, tool_msg

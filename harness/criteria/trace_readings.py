@@ -4,7 +4,8 @@ Everything here derives facts from the world's ground truth first (ledger rows, 
 requests and streams served, classifier requests answered, prompts, publications, failpoint
 hits, crashes, driver calls) and reads the durable store (``trace.observations``) only where
 the criterion is about what the store says. No function performs I/O, keeps state between
-calls or looks at a clock; traces are small, so clarity wins over speed.
+calls or looks at a clock. The readings many checks share are remembered per trace (by
+identity, see :mod:`harness.identity_memo`), which keeps them pure.
 
 Conventions relied on (documented in ``harness/trace.py``):
 
