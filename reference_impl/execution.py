@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import sqlite3
+from dataclasses import dataclass
 
 from harness.contract import (
     ClassifierOutcome,
@@ -500,14 +501,16 @@ class OperationPipeline:
         if fresh:
             self._signals.failpoint(Failpoint.AFTER_RESULT_SAVED, op.session_id,
                                     op.execution_id, op.tool_call_id)
-            self._write_diagnostics(op)
-            self._checkpoint(op)
+            display = self._write_diagnostics(op)
+            self._checkpoint(op, display)
         else:  # saved earlier (replay, other instance): catch up without redoing anything
             self.fold(op.session_id, reason="catch_up", project=True)
         if self._operation(op.execution_id).delivery is Delivery.RECORDED:
             self.project(op.execution_id, with_failpoint=fresh)
 
-    def _write_diagnostics(self, op: OperationRecord) -> None:
+    def _write_diagnostics(self, op: OperationRecord) -> Display | None:
+        """The display state of ``op``'s result, committed with its checkpoint (one commit
+        fewer per operation); None when writing it failed."""
         if self._signals.failpoint(Failpoint.DURING_DIAGNOSTICS_WRITE, op.session_id,
                                    op.execution_id, op.tool_call_id) is not None:
             return  # reported as a runtime fault; the result record is untouched (L4.7)
@@ -515,32 +518,50 @@ class OperationPipeline:
             record = results.load(self._store.connection, op.execution_id)
             display = {"tool": op.tool, "outcome": record.outcome.value,
                        "summary": (record.output or record.reason)[:200]}
-            with self._store.transaction() as conn:
-                conn.execute(
-                    "INSERT OR REPLACE INTO diagnostics (execution_id, session_id, display_json,"
-                    " written_at) VALUES (?, ?, ?, ?)",
-                    (op.execution_id, op.session_id, canonical_json(display), self._world.now()),
-                )
+            return Display(op.session_id, op.execution_id, canonical_json(display))
         except Exception as exc:  # optional state: report it, never touch the result
             self._signals.runtime_fault(op.session_id, op.execution_id, "diagnostics", exc)
+            return None
 
-    def _checkpoint(self, op: OperationRecord) -> None:
+    def _checkpoint(self, op: OperationRecord, display: Display | None) -> None:
         try:
             self._signals.failpoint(Failpoint.DURING_CHECKPOINT_BUILD, op.session_id,
                                     op.execution_id, op.tool_call_id, contain=False)
-            self.fold(op.session_id, reason="operation")
+            self.fold(op.session_id, reason="operation", display=display)
         except Exception as exc:  # the result stays saved and deliverable (L4.4)
             self._signals.emit(EventType.CHECKPOINT_FAILED, op.session_id, op.execution_id,
                                error=f"{type(exc).__name__}: {exc}")
+            self._write_display_alone(display)
             return
         self._signals.failpoint(Failpoint.AFTER_CHECKPOINT_SAVED, op.session_id,
                                 op.execution_id, op.tool_call_id)
 
-    def fold(self, session_id: str, *, reason: str, project: bool = False) -> continuation.Fold:
-        """Checkpoint the saved results of pending calls; with ``project``, also publish
-        those not yet projected (a catch-up must not leave the UI behind)."""
+    def _write_display_alone(self, display: Display | None) -> None:
+        if display is None:
+            return
         with self._store.transaction() as conn:
+            fault = _write_display(conn, display, self._world.now())
+        if fault is not None:
+            self._signals.runtime_fault(display.session_id, display.execution_id,
+                                        "diagnostics", fault)
+
+    def fold(
+        self, session_id: str, *, reason: str, project: bool = False,
+        display: Display | None = None,
+    ) -> continuation.Fold:
+        """Checkpoint the saved results of pending calls; with ``project``, also publish
+        those not yet projected (a catch-up must not leave the UI behind); ``display`` is
+        written in the same transaction. Nothing to fold and nothing to write: no
+        transaction at all (the fold decides again inside its own)."""
+        if display is None and not continuation.foldable(self._store.connection, session_id):
+            return continuation.Fold(None)
+        fault = None
+        with self._store.transaction() as conn:
+            if display is not None:
+                fault = _write_display(conn, display, self._world.now())
             fold = continuation.fold_results(conn, session_id, reason=reason, now=self._world.now())
+        if fault is not None:
+            self._signals.runtime_fault(session_id, display.execution_id, "diagnostics", fault)
         if fold.sequence is not None:
             self._signals.emit(EventType.CHECKPOINT_SAVED, session_id,
                                fold.execution_ids[-1], sequence=fold.sequence,
@@ -592,6 +613,33 @@ class OperationPipeline:
         if op is None:
             raise StoreError(f"operation {execution_id} vanished from the store")
         return op
+
+
+@dataclass(frozen=True, slots=True)
+class Display:
+    """Optional display state of one result (never authoritative), as written."""
+
+    session_id: str
+    execution_id: str
+    display_json: str
+
+
+def _write_display(conn: sqlite3.Connection, display: Display, now: float) -> Exception | None:
+    """Write ``display`` inside the caller's transaction, in a savepoint of its own: its
+    failure undoes only this row, never the checkpoint or the result beside it (L4.7)."""
+    conn.execute("SAVEPOINT display")
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO diagnostics (execution_id, session_id, display_json,"
+            " written_at) VALUES (?, ?, ?, ?)",
+            (display.execution_id, display.session_id, display.display_json, now),
+        )
+    except Exception as exc:  # optional state: reported by the caller after the commit
+        conn.execute("ROLLBACK TO display")
+        conn.execute("RELEASE display")
+        return exc
+    conn.execute("RELEASE display")
+    return None
 
 
 def _writer_since_decision(conn: sqlite3.Connection, op: OperationRecord) -> str | None:

@@ -66,8 +66,9 @@ class TurnLoop:
                 return self.end(session_id, TurnStatus.CANCELLED)
             # catch up, e.g. with a result whose own checkpoint failed to build
             self._pipeline.fold(session_id, reason="catch_up", project=True)
-            conversation = continuation.messages(self._store.connection, session_id)
-            step = continuation.next_step(conversation)
+            current = continuation.state(self._store.connection, session_id)
+            conversation = current.messages if current else ()
+            step = continuation.next_step_of(current)
             if step.kind is StepKind.DONE:
                 status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
                 return self.end(session_id, status, step.final_text)
@@ -96,7 +97,8 @@ class TurnLoop:
         for approval stays waiting, one held by another instance defers the caller."""
         while True:
             self._pipeline.fold(session_id, reason="catch_up", project=True)
-            step = continuation.next_step(continuation.messages(self._store.connection, session_id))
+            step = continuation.next_step_of(
+                continuation.state(self._store.connection, session_id))
             if step.kind is not StepKind.RUN_CALL:
                 return StepResult.DONE
             assert step.call is not None
