@@ -177,7 +177,8 @@ def _store_bytes(data_dir: str) -> int:
     connection = sqlite3.connect(os.path.join(data_dir, STORE_FILE_NAME))
     connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     connection.close()
-    return sum(os.path.getsize(os.path.join(data_dir, name)) for name in os.listdir(data_dir))
+    path = os.path.join(data_dir, STORE_FILE_NAME)
+    return sum(os.path.getsize(name) for name in (path, path + "-wal") if os.path.exists(name))
 
 
 def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool) -> dict[str, Any]:
