@@ -11,8 +11,10 @@ process) through N allowed write operations against a minimal world whose ports 
 * ``turns``: N turns, each a user message, a response with one call, then a final answer.
 
 Per row it prints: time per op, the ratio to the **floor** (three ``synchronous=FULL`` WAL
-commits of a comparable row, each in its own transaction, measured in the same directory
-right before and after the row: their median), how flat the curve is (median cost of an op in
+commits of a comparable row, each in its own transaction, in the same directory: the
+mean of samples taken right before and after the session and interleaved with its operations,
+from inside tool calls, where the reference holds no transaction; their time is left out of
+the session's), how flat the curve is (median cost of an op in
 the last tenth of the session over the first tenth, from the world's clock of tool calls),
 transactions and writing transactions per op (counted on the reference's own connection),
 peak traced memory (``tracemalloc``, in a second run of the same session, because tracing
@@ -61,6 +63,10 @@ SIZES = (1, 10, 100, 1_000, 10_000)
 QUICK_SIZES = (1, 10, 100, 1_000)
 SHAPES = ("batch", "turns")
 FLOOR_COMMITS = 3
+FLOOR_SAMPLES_AROUND = 20
+"""Floor samples taken right before and right after each session."""
+FLOOR_SAMPLES_PER_SESSION = 50
+"""Floor samples interleaved with a session's operations (one every size/50 tool calls)."""
 TOOL = "write_file"
 SESSION = "bench"
 
@@ -84,9 +90,14 @@ class _BenchWorld:
     """A world whose ports cost next to nothing: the model answers a user message with
     ``calls_per_response`` write calls and anything else with a final text."""
 
-    def __init__(self, calls_per_response: int, budget_s: float) -> None:
+    def __init__(self, calls_per_response: int, budget_s: float, floor: _Floor | None = None,
+                 floor_every: int = 1) -> None:
         self.calls_per_response = calls_per_response
         self.tool_times: list[float] = []
+        self.floor_s: list[float] = []
+        """Per tool call, the time spent sampling the floor in it (excluded from the ops)."""
+        self._floor = floor
+        self._floor_every = floor_every
         self._budget_s = budget_s
         self._started = time.perf_counter()
         self._clock = 0.0
@@ -111,6 +122,11 @@ class _BenchWorld:
         if now - self._started > self._budget_s:
             raise _OverBudget()
         self.tool_times.append(now)
+        sampled = 0.0
+        if self._floor is not None and len(self.tool_times) % self._floor_every == 0:
+            # Under the same load as the ops around it; no store transaction is open here.
+            sampled = self._floor.sample()
+        self.floor_s.append(sampled)
         return ToolResult(ToolStatus.OK, output="wrote 64 bytes")
 
     def prompt_approval(self, prompt: Any) -> None:
@@ -181,8 +197,10 @@ def _store_bytes(data_dir: str) -> int:
     return sum(os.path.getsize(name) for name in (path, path + "-wal") if os.path.exists(name))
 
 
-def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool) -> dict[str, Any]:
-    world = _BenchWorld(size if shape == "batch" else 1, budget_s)
+def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
+             floor: _Floor | None = None) -> dict[str, Any]:
+    floor_every = max(1, size // FLOOR_SAMPLES_PER_SESSION)
+    world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every)
     runtime = implementation().open(data_dir, world)
     runtime.open_session(_config())
     empty_bytes = _store_bytes(data_dir)
@@ -196,47 +214,57 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
             runtime.run_turn(SESSION, "write the next file")
     except _OverBudget:
         stopped = True
-    elapsed_s = time.perf_counter() - started
+    elapsed_s = time.perf_counter() - started - sum(world.floor_s)
     peak = tracemalloc.get_traced_memory()[1] if traced else None
     if traced:
         tracemalloc.stop()
     runtime.close()
     ops = len(world.tool_times)
     return {"elapsed_s": elapsed_s, "ops": ops, "stopped": stopped, "peak": peak,
-            "tool_times": world.tool_times, "transactions": counter.transactions,
+            "tool_times": world.tool_times, "floor_s": world.floor_s, "transactions": counter.transactions,
             "writing": counter.writing,
             "bytes": _store_bytes(data_dir) - empty_bytes}
 
 
-def _floor_us(directory: str, repeats: int = 200) -> float:
-    """Median cost of three durable commits of an operation-sized row, each its own
-    transaction (insert, update, update), as the store writes them."""
-    path = os.path.join(directory, "floor.sqlite3")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.remove(path + suffix)
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("PRAGMA journal_mode = WAL")
-    connection.execute("PRAGMA synchronous = FULL")
-    connection.execute("CREATE TABLE ops (id TEXT PRIMARY KEY, stage TEXT, body TEXT)")
-    body = "x" * 300
-    samples = []
-    for index in range(repeats):
+class _Floor:
+    """Three durable commits of an operation-sized row, each its own transaction (insert,
+    update, update), in a database of its own in the same directory as the store."""
+
+    def __init__(self, directory: str) -> None:
+        path = os.path.join(directory, "floor.sqlite3")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        self._connection = sqlite3.connect(path, isolation_level=None)
+        self._connection.execute("PRAGMA journal_mode = WAL")
+        self._connection.execute("PRAGMA synchronous = FULL")
+        self._connection.execute("CREATE TABLE ops (id TEXT PRIMARY KEY, stage TEXT, body TEXT)")
+        self._rows = 0
+        self.samples_s: list[float] = []
+
+    def sample(self) -> float:
+        """One floor measurement; returns (and keeps) its duration in seconds."""
+        self._rows += 1
         started = time.perf_counter()
         for step, sql in enumerate(("INSERT INTO ops (stage, body, id) VALUES (?, ?, ?)",
                                     "UPDATE ops SET stage = ?, body = ? WHERE id = ?",
                                     "UPDATE ops SET stage = ?, body = ? WHERE id = ?")):
-            connection.execute("BEGIN IMMEDIATE")
-            connection.execute(sql, (f"stage-{step}", body, f"op-{index}"))
-            connection.execute("COMMIT")
-        samples.append(time.perf_counter() - started)
-    connection.close()
-    return statistics.median(samples) * 1e6
+            self._connection.execute("BEGIN IMMEDIATE")
+            self._connection.execute(sql, (f"stage-{step}", "x" * 300, f"op-{self._rows}"))
+            self._connection.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+        self.samples_s.append(elapsed)
+        return elapsed
+
+    def close(self) -> None:
+        self._connection.close()
 
 
-def _flatness(tool_times: list[float]) -> float | None:
-    """Median gap between consecutive tool calls in the last tenth over the first tenth."""
-    gaps = [later - earlier for earlier, later in zip(tool_times, tool_times[1:])]
+def _flatness(tool_times: list[float], floor_s: list[float]) -> float | None:
+    """Median gap between consecutive tool calls (less the floor sampled in the first of
+    them) in the last tenth of the session over the first tenth."""
+    gaps = [later - earlier - sampled
+            for earlier, later, sampled in zip(tool_times, tool_times[1:], floor_s)]
     if len(gaps) < 20:
         return None
     tenth = len(gaps) // 10
@@ -244,10 +272,15 @@ def _flatness(tool_times: list[float]) -> float | None:
 
 
 def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool) -> Row:
-    floor_before = _floor_us(directory)
+    floor = _Floor(directory)
+    for _ in range(FLOOR_SAMPLES_AROUND):
+        floor.sample()
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-", dir=directory)
-    timed = _session(shape, size, data_dir, budget_s, traced=False)
-    floor_us = statistics.median([floor_before, _floor_us(directory)])
+    timed = _session(shape, size, data_dir, budget_s, traced=False, floor=floor)
+    for _ in range(FLOOR_SAMPLES_AROUND):
+        floor.sample()
+    floor.close()
+    floor_us = statistics.fmean(floor.samples_s) * 1e6  # a mean, like the per-op cost
     shutil.rmtree(data_dir)
     peak = None
     if memory and not timed["stopped"]:
@@ -260,7 +293,7 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         shape=shape, size=size, ops_done=timed["ops"], stopped=timed["stopped"],
         per_op_us=round(per_op_us, 1), floor_us=round(floor_us, 1),
         ratio_to_floor=round(per_op_us / floor_us, 2),
-        last_over_first_tenth=(None if (f := _flatness(timed["tool_times"])) is None
+        last_over_first_tenth=(None if (f := _flatness(timed["tool_times"], timed["floor_s"])) is None
                                else round(f, 2)),
         transactions_per_op=round(timed["transactions"] / ops, 2),
         writing_transactions_per_op=round(timed["writing"] / ops, 2),
