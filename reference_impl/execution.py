@@ -29,6 +29,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sqlite3
 from dataclasses import dataclass
@@ -141,12 +142,23 @@ class OperationPipeline:
                  Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
                  Delivery.PENDING.value, self._world.now()),
             ).rowcount
+            decision = None
+            if prepared:
+                # A decision no one has to be asked for (every layer but the classifier) is
+                # saved with the record, one commit fewer; the classifier is asked only once
+                # the record is committed, outside any transaction.
+                op = records.load_operation(conn, execution_id)
+                decision = self._decision_for(session, op, review=False)
+                if decision is not None:
+                    self._save_decision(session, op, decision, conn)
         if prepared:  # a second delivery of the same call finds the record and says nothing
             self._signals.emit(EventType.OPERATION_PREPARED, session_id, execution_id,
                                tool_call_id=call.tool_call_id, tool=call.tool,
                                permission_version=session.permission_version)
             self._signals.failpoint(Failpoint.AFTER_PREPARE, session_id, execution_id,
                                     call.tool_call_id)
+            if decision is not None:
+                self._announce_decision(session, op, decision)
         return execution_id
 
     # ------------------------------------------------------------------ decide
@@ -154,7 +166,17 @@ class OperationPipeline:
     def _decide(self, op: OperationRecord) -> None:
         session = self._session(op.session_id)
         decision = self._decision_for(session, op)
-        with self._store.transaction() as conn:
+        if not self._save_decision(session, op, decision):
+            return  # another instance decided first; the caller reloads its decision
+        self._announce_decision(session, op, decision)
+
+    def _save_decision(
+        self, session: SessionState, op: OperationRecord, decision: Decision,
+        conn: sqlite3.Connection | None = None,
+    ) -> bool:
+        """Save ``decision`` (in ``conn``'s transaction, or a transaction of its own);
+        False when ``op`` was no longer waiting for one."""
+        with self._store.transaction() if conn is None else contextlib.nullcontext(conn) as conn:
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
                 " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
@@ -171,8 +193,11 @@ class OperationPipeline:
                 )
             if decided and decision.classifier_outcome is ClassifierOutcome.ALLOW:
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
-        if not decided:
-            return  # another instance decided first; the caller reloads its decision
+        return bool(decided)
+
+    def _announce_decision(
+        self, session: SessionState, op: OperationRecord, decision: Decision
+    ) -> None:
         if decision.classifier_outcome is not None:
             self._signals.emit(EventType.CLASSIFIER_REVIEWED, op.session_id, op.execution_id,
                                outcome=decision.classifier_outcome.value)
@@ -182,7 +207,11 @@ class OperationPipeline:
         self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,
                                 op.execution_id, op.tool_call_id)
 
-    def _decision_for(self, session: SessionState, op: OperationRecord) -> Decision:
+    def _decision_for(
+        self, session: SessionState, op: OperationRecord, *, review: bool = True
+    ) -> Decision | None:
+        """The decision under the precedence; None when only the classifier can decide
+        and ``review`` is False."""
         config = session.config
         if session.cancelled:
             return Decision(Permission.DENY, DecisionSource.CANCELLATION,
@@ -216,6 +245,8 @@ class OperationPipeline:
                     "classifier risk denials, the owner decides this one",
                     fallback=trigger.value,
                 )
+        if not review:
+            return None
         return self._gate.review(session, op)
 
     # ------------------------------------------------------------------ wait
