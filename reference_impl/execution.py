@@ -24,7 +24,12 @@ Guarantees:
   ``runtime_fault`` and a failing checkpoint build is ``checkpoint_failed``: neither changes
   the saved result, and the result still reaches the model and the UI (L4.4, L4.7);
 * no transaction is open across a world call or a failpoint, and every failpoint of the
-  catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught.
+  catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught;
+* an allowed operation takes five commits, the fewest the failpoint preconditions allow:
+  prepared with its decision (every layer but the classifier decides inside the prepare
+  transaction; the classifier's review is a world call, so it gets a commit of its own),
+  started, result, checkpoint with the diagnostics (in a savepoint: their failure undoes only
+  their row), projected.
 """
 
 from __future__ import annotations
