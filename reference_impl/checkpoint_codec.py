@@ -15,6 +15,11 @@ Guarantees:
   host status keeps ``outcome=None`` (L4.8);
 * anything else is a :class:`CheckpointFormatError` that says what is wrong and where.
 
+The store keeps most checkpoints as a *delta* of the one before (:class:`Delta`, written by
+:func:`encode_delta`, its own format ``reference_impl.checkpoint_delta`` that :func:`decode`
+refuses: a delta is never a checkpoint one can load); :mod:`reference_impl.continuation`
+rebuilds the full checkpoint from the snapshot it extends.
+
 Layouts::
 
     v1 {"v": 1, "session": str, "history": [[role, text], ...]}
@@ -193,6 +198,62 @@ def _read_v3(document: dict[str, Any]) -> Continuation:
 
 
 _READERS = {1: _read_v1, 2: _read_v2, 3: _read_v3}
+
+DELTA_FORMAT_NAME = "reference_impl.checkpoint_delta"
+DELTA_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """Checkpoint ``sequence`` as the messages it appends to checkpoint ``sequence - 1``
+    (which held ``base_messages`` messages), with its own failure table and last execution."""
+
+    session_id: str
+    sequence: int
+    base_messages: int
+    last_execution_id: str
+    messages: tuple[Message, ...]
+    failure_entries: tuple[FailureEntry, ...]
+
+
+def encode_delta(delta: Delta) -> bytes:
+    document = {
+        "format": DELTA_FORMAT_NAME,
+        "format_version": DELTA_FORMAT_VERSION,
+        "session_id": delta.session_id,
+        "sequence": delta.sequence,
+        "base_messages": delta.base_messages,
+        "last_execution_id": delta.last_execution_id,
+        "messages": to_json(delta.messages),
+        "failure_table": [to_json(entry) for entry in delta.failure_entries],
+    }
+    return canonical_json(document).encode("utf-8")
+
+
+def decode_delta(data: bytes) -> Delta:
+    try:
+        document = json.loads(data.decode("utf-8"))
+        if not isinstance(document, dict) or document.get("format") != DELTA_FORMAT_NAME:
+            raise CheckpointFormatError(f"not a {DELTA_FORMAT_NAME}")
+        if document.get("format_version") != DELTA_FORMAT_VERSION:
+            raise CheckpointFormatError(
+                f"delta format version {document.get('format_version')!r} is not "
+                f"{DELTA_FORMAT_VERSION}")
+        return Delta(
+            session_id=_str(document, "session_id"),
+            sequence=int(document["sequence"]),
+            base_messages=int(document["base_messages"]),
+            last_execution_id=_str(document, "last_execution_id"),
+            messages=from_json(tuple[Message, ...], document["messages"], "$.messages"),
+            failure_entries=from_json(
+                tuple[FailureEntry, ...], document["failure_table"], "$.failure_table"
+            ),
+        )
+    except CheckpointFormatError as exc:
+        raise CheckpointFormatError(f"checkpoint delta: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, ContractError, KeyError, TypeError,
+            ValueError) as exc:
+        raise CheckpointFormatError(f"checkpoint delta: {type(exc).__name__}: {exc}") from None
 
 
 def _list(document: dict[str, Any], key: str) -> list[Any]:

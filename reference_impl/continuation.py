@@ -6,6 +6,14 @@ Guarantees:
 * every change (user message, model answer, folded tool results, imported checkpoint) is a
   new checkpoint with the next sequence number, written inside the caller's transaction,
   carrying the session's current recent-failure table (already bounded);
+* a checkpoint is stored as a full snapshot (format 3) or as a delta holding only the
+  messages it appends to the one before; a snapshot is written when the deltas since the
+  last one outgrow it (and at least :data:`SNAPSHOT_BYTES_MIN`), so the store grows linearly
+  in the work and reading a checkpoint back reads at most about twice its size;
+* each connection keeps a memo of the last state it read or wrote per session, used only
+  when the latest checkpoint's ``chain`` (a digest of the whole state) equals the memo's, so
+  a step costs the same at the 10,000th operation as at the first, and another instance's
+  or a rolled-back write is never mistaken for this one's;
 * folding is idempotent: a saved result becomes a tool message only if the call it answers
   is still pending in the conversation, in call order, once (L4.1, L4.5);
 * :func:`next_step` derives what the turn loop does next from the conversation alone, so
@@ -15,13 +23,19 @@ Guarantees:
 from __future__ import annotations
 
 import enum
+import hashlib
 import sqlite3
 from dataclasses import dataclass
 
 from harness.contract import Message, ToolCall, execution_id_for
 from reference_impl import checkpoint_codec, failure_policy, results
-from reference_impl.checkpoint_codec import Continuation
+from reference_impl.checkpoint_codec import Continuation, Delta
+from reference_impl.errors import CheckpointFormatError
 from reference_impl.records import Stage
+
+SNAPSHOT_BYTES_MIN = 64 * 1024
+"""Deltas are written until their bytes since the last snapshot exceed the larger of this
+and that snapshot's size: the snapshots then total at most about twice the deltas."""
 
 
 class StepKind(enum.StrEnum):
@@ -45,16 +59,46 @@ class Fold:
     execution_ids: tuple[str, ...] = ()
 
 
-def latest(conn: sqlite3.Connection, session_id: str) -> Continuation | None:
-    row = conn.execute(
-        "SELECT data FROM checkpoints WHERE session_id = ? ORDER BY sequence DESC LIMIT 1",
+@dataclass(frozen=True, slots=True)
+class State:
+    """The latest checkpoint of a session, decoded, with what is derived from it."""
+
+    session_id: str
+    sequence: int
+    last_execution_id: str
+    messages: tuple[Message, ...]
+    pending: tuple[ToolCall, ...]
+    """``pending_tool_calls(messages)``, kept up to date without rescanning."""
+    chain: str
+    snapshot_sequence: int
+    snapshot_bytes: int
+    delta_bytes: int
+    """Bytes of the deltas written since the snapshot this checkpoint extends."""
+
+
+def state(conn: sqlite3.Connection, session_id: str) -> State | None:
+    """The latest checkpoint of ``session_id`` as ``conn`` sees it, or None."""
+    head = conn.execute(
+        "SELECT sequence, base_sequence, chain FROM checkpoints WHERE session_id = ?"
+        " ORDER BY sequence DESC LIMIT 1",
         (session_id,),
     ).fetchone()
-    return checkpoint_codec.decode(bytes(row["data"])) if row else None
+    if head is None:
+        return None
+    memo = getattr(conn, "memo", None)
+    key = ("continuation", session_id)
+    if memo is not None and head["chain"]:
+        remembered = memo.get(key)
+        if remembered is not None and remembered.chain == head["chain"]:
+            return remembered
+    current = _read(conn, session_id, head)
+    if memo is not None:
+        memo[key] = current
+    return current
 
 
 def messages(conn: sqlite3.Connection, session_id: str) -> tuple[Message, ...]:
-    current = latest(conn, session_id)
+    current = state(conn, session_id)
     return current.messages if current else ()
 
 
@@ -67,42 +111,35 @@ def save(
     reason: str,
     now: float,
 ) -> int:
-    """Write the next checkpoint; ``last_execution_id=None`` keeps the previous one."""
-    previous = conn.execute(
-        "SELECT sequence, last_execution_id FROM checkpoints WHERE session_id = ?"
-        " ORDER BY sequence DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
-    sequence = previous["sequence"] + 1 if previous else 1
-    if last_execution_id is None:
-        last_execution_id = previous["last_execution_id"] if previous else ""
-    entries = failure_policy.table_entries(conn, session_id)
-    data = checkpoint_codec.encode(
-        Continuation(session_id, sequence, last_execution_id, conversation, entries)
-    )
-    conn.execute(
-        "INSERT INTO checkpoints (session_id, sequence, format_version, data, size_bytes,"
-        " failure_entries, last_execution_id, reason, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_id, sequence, checkpoint_codec.CURRENT_FORMAT_VERSION, data, len(data),
-         len(entries), last_execution_id, reason, now),
-    )
-    return sequence
+    """Write the next checkpoint, as a snapshot of ``conversation``;
+    ``last_execution_id=None`` keeps the previous one."""
+    return _write(conn, session_id, state(conn, session_id), conversation, whole=True,
+                  last_execution_id=last_execution_id, reason=reason, now=now).sequence
 
 
 def append(
     conn: sqlite3.Connection, session_id: str, message: Message, *, reason: str, now: float
 ) -> int:
-    return save(conn, session_id, messages(conn, session_id) + (message,),
-                last_execution_id=None, reason=reason, now=now)
+    return _write(conn, session_id, state(conn, session_id), (message,), whole=False,
+                  last_execution_id=None, reason=reason, now=now).sequence
+
+
+def foldable(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Does the next pending call have a final saved result (a fold would write)?
+    A read outside any transaction may be stale: the fold itself decides again."""
+    current = state(conn, session_id)
+    if current is None or not current.pending:
+        return False
+    execution_id = execution_id_for(session_id, current.pending[0].tool_call_id)
+    return results.load(conn, execution_id) is not None and _final(conn, execution_id)
 
 
 def fold_results(conn: sqlite3.Connection, session_id: str, *, reason: str, now: float) -> Fold:
     """Add the saved results of pending calls, in call order, as tool messages."""
-    conversation = messages(conn, session_id)
+    current = state(conn, session_id)
     folded: list[Message] = []
     execution_ids: list[str] = []
-    for call in pending_tool_calls(conversation):
+    for call in current.pending if current else ():
         execution_id = execution_id_for(session_id, call.tool_call_id)
         record = results.load(conn, execution_id)
         if record is None or not _final(conn, execution_id):
@@ -111,14 +148,125 @@ def fold_results(conn: sqlite3.Connection, session_id: str, *, reason: str, now:
         execution_ids.append(execution_id)
     if not folded:
         return Fold(None)
-    sequence = save(conn, session_id, conversation + tuple(folded),
-                    last_execution_id=execution_ids[-1], reason=reason, now=now)
+    sequence = _write(conn, session_id, current, tuple(folded), whole=False,
+                      last_execution_id=execution_ids[-1], reason=reason, now=now).sequence
     conn.executemany(
         "UPDATE operations SET checkpoint_sequence = ?"
         " WHERE execution_id = ? AND checkpoint_sequence IS NULL",
         [(sequence, execution_id) for execution_id in execution_ids],
     )
     return Fold(sequence, tuple(execution_ids))
+
+
+def _write(
+    conn: sqlite3.Connection,
+    session_id: str,
+    previous: State | None,
+    added: tuple[Message, ...],
+    *,
+    whole: bool,
+    last_execution_id: str | None,
+    reason: str,
+    now: float,
+) -> State:
+    """Insert checkpoint ``previous.sequence + 1``: the conversation ``added`` (``whole``)
+    or the previous one followed by ``added``; a delta unless a snapshot is due."""
+    sequence = previous.sequence + 1 if previous else 1
+    if last_execution_id is None:
+        last_execution_id = previous.last_execution_id if previous else ""
+    entries = failure_policy.table_entries(conn, session_id)
+    data = None
+    if not whole and previous is not None:
+        data = checkpoint_codec.encode_delta(
+            Delta(session_id, sequence, len(previous.messages), last_execution_id, added, entries)
+        )
+        if previous.delta_bytes + len(data) > max(previous.snapshot_bytes, SNAPSHOT_BYTES_MIN):
+            data = None  # the deltas outgrew their snapshot: write a new one
+    conversation = added if whole or previous is None else previous.messages + added
+    if data is None:
+        data = checkpoint_codec.encode(
+            Continuation(session_id, sequence, last_execution_id, conversation, entries)
+        )
+        base_sequence, chain = None, _chain("", data)
+        snapshot_sequence, snapshot_bytes, delta_bytes = sequence, len(data), 0
+        pending = pending_tool_calls(conversation)
+    else:
+        base_sequence, chain = previous.snapshot_sequence, _chain(previous.chain, data)
+        snapshot_sequence, snapshot_bytes = previous.snapshot_sequence, previous.snapshot_bytes
+        delta_bytes = previous.delta_bytes + len(data)
+        pending = _pending_after(previous.pending, added)
+    conn.execute(
+        "INSERT INTO checkpoints (session_id, sequence, format_version, data, size_bytes,"
+        " failure_entries, last_execution_id, reason, created_at, base_sequence, chain)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, sequence, checkpoint_codec.CURRENT_FORMAT_VERSION, data, len(data),
+         len(entries), last_execution_id, reason, now, base_sequence, chain),
+    )
+    written = State(session_id, sequence, last_execution_id, conversation, pending, chain,
+                    snapshot_sequence, snapshot_bytes, delta_bytes)
+    memo = getattr(conn, "memo", None)
+    if memo is not None:
+        memo[("continuation", session_id)] = written
+    return written
+
+
+def _read(conn: sqlite3.Connection, session_id: str, head: sqlite3.Row) -> State:
+    """Rebuild the latest checkpoint: the snapshot it extends, then each delta in order."""
+    base = head["base_sequence"] if head["base_sequence"] is not None else head["sequence"]
+    rows = conn.execute(
+        "SELECT sequence, base_sequence, data, chain FROM checkpoints"
+        " WHERE session_id = ? AND sequence BETWEEN ? AND ? ORDER BY sequence",
+        (session_id, base, head["sequence"]),
+    ).fetchall()
+    if not rows or rows[0]["sequence"] != base or rows[0]["base_sequence"] is not None:
+        raise CheckpointFormatError(
+            f"session {session_id}: checkpoint {head['sequence']} extends snapshot {base}, "
+            "which is not in the store")
+    snapshot_data = bytes(rows[0]["data"])
+    snapshot = checkpoint_codec.decode(snapshot_data)
+    conversation = list(snapshot.messages)
+    last_execution_id = snapshot.last_execution_id
+    chain = rows[0]["chain"] or _chain("", snapshot_data)  # a store written before chains
+    delta_bytes = 0
+    for expected, row in enumerate(rows[1:], start=base + 1):
+        data = bytes(row["data"])
+        delta = checkpoint_codec.decode_delta(data)
+        if (row["sequence"], delta.sequence, delta.base_messages) != (
+                expected, expected, len(conversation)):
+            raise CheckpointFormatError(
+                f"session {session_id}: checkpoint delta {row['sequence']} does not extend "
+                f"checkpoint {expected - 1} ({len(conversation)} messages)")
+        conversation.extend(delta.messages)
+        last_execution_id = delta.last_execution_id
+        chain = row["chain"] or _chain(chain, data)
+        delta_bytes += len(data)
+    messages_now = tuple(conversation)
+    return State(session_id, head["sequence"], last_execution_id, messages_now,
+                 pending_tool_calls(messages_now), chain, base, len(snapshot_data), delta_bytes)
+
+
+def _chain(previous: str, data: bytes) -> str:
+    return hashlib.sha256(previous.encode("ascii") + b"\n" + data).hexdigest()
+
+
+def _pending_after(pending: tuple[ToolCall, ...], added: tuple[Message, ...]) -> tuple[ToolCall, ...]:
+    """``pending_tool_calls(before + added)`` from ``pending_tool_calls(before)``, without
+    rescanning ``before`` (results usually answer the first pending calls, in order)."""
+    if any(message.role == "assistant" for message in added):
+        return pending_tool_calls(added)  # everything that matters is after that message
+    if any(message.role == "user" for message in added):
+        return ()
+    answered = {message.tool_call_id for message in added if message.role == "tool"}
+    if not answered:
+        return pending
+    first = 0
+    while first < len(pending) and pending[first].tool_call_id in answered:
+        first += 1
+    left = answered - {call.tool_call_id for call in pending[:first]}
+    remaining = pending[first:]
+    if left:
+        remaining = tuple(call for call in remaining if call.tool_call_id not in left)
+    return remaining
 
 
 def pending_tool_calls(conversation: tuple[Message, ...]) -> tuple[ToolCall, ...]:
@@ -131,16 +279,26 @@ def pending_tool_calls(conversation: tuple[Message, ...]) -> tuple[ToolCall, ...
         return ()  # the conversation moved on; those calls are no longer pending
     answered = {message.tool_call_id for message in later if message.role == "tool"}
     pending: list[ToolCall] = []
+    seen: set[str] = set()
     for call in conversation[index].tool_calls:
-        if call.tool_call_id not in answered and all(
-            call.tool_call_id != seen.tool_call_id for seen in pending
-        ):
+        if call.tool_call_id not in answered and call.tool_call_id not in seen:
+            seen.add(call.tool_call_id)
             pending.append(call)
     return tuple(pending)
 
 
 def next_step(conversation: tuple[Message, ...]) -> NextStep:
-    pending = pending_tool_calls(conversation)
+    return _next_step(conversation, pending_tool_calls(conversation))
+
+
+def next_step_of(current: State | None) -> NextStep:
+    """:func:`next_step` of a state's conversation, from its maintained pending calls."""
+    if current is None:
+        return NextStep(StepKind.ASK_MODEL)
+    return _next_step(current.messages, current.pending)
+
+
+def _next_step(conversation: tuple[Message, ...], pending: tuple[ToolCall, ...]) -> NextStep:
     if pending:
         return NextStep(StepKind.RUN_CALL, call=pending[0])
     if not conversation or conversation[-1].role != "assistant":

@@ -24,13 +24,20 @@ Guarantees:
   ``runtime_fault`` and a failing checkpoint build is ``checkpoint_failed``: neither changes
   the saved result, and the result still reaches the model and the UI (L4.4, L4.7);
 * no transaction is open across a world call or a failpoint, and every failpoint of the
-  catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught.
+  catalogue is called at the step the lifecycle names; ``SimulatedCrash`` is never caught;
+* an allowed operation takes five commits, the fewest the failpoint preconditions allow:
+  prepared with its decision (every layer but the classifier decides inside the prepare
+  transaction; the classifier's review is a world call, so it gets a commit of its own),
+  started, result, checkpoint with the diagnostics (in a savepoint: their failure undoes only
+  their row), projected.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import sqlite3
+from dataclasses import dataclass
 
 from harness.contract import (
     ClassifierOutcome,
@@ -144,12 +151,23 @@ class OperationPipeline:
                  Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
                  Delivery.PENDING.value, self._world.now()),
             ).rowcount
+            decision = None
+            if prepared:
+                # A decision no one has to be asked for (every layer but the classifier) is
+                # saved with the record, one commit fewer; the classifier is asked only once
+                # the record is committed, outside any transaction.
+                op = records.load_operation(conn, execution_id)
+                decision = self._decision_for(session, op, review=False)
+                if decision is not None:
+                    self._save_decision(session, op, decision, conn)
         if prepared:  # a second delivery of the same call finds the record and says nothing
             self._signals.emit(EventType.OPERATION_PREPARED, session_id, execution_id,
                                tool_call_id=call.tool_call_id, tool=call.tool,
                                permission_version=session.permission_version)
             self._signals.failpoint(Failpoint.AFTER_PREPARE, session_id, execution_id,
                                     call.tool_call_id)
+            if decision is not None:
+                self._announce_decision(session, op, decision)
         return execution_id
 
     # ------------------------------------------------------------------ decide
@@ -157,7 +175,17 @@ class OperationPipeline:
     def _decide(self, op: OperationRecord) -> None:
         session = self._session(op.session_id)
         decision = self._decision_for(session, op)
-        with self._store.transaction() as conn:
+        if not self._save_decision(session, op, decision):
+            return  # another instance decided first; the caller reloads its decision
+        self._announce_decision(session, op, decision)
+
+    def _save_decision(
+        self, session: SessionState, op: OperationRecord, decision: Decision,
+        conn: sqlite3.Connection | None = None,
+    ) -> bool:
+        """Save ``decision`` (in ``conn``'s transaction, or a transaction of its own);
+        False when ``op`` was no longer waiting for one."""
+        with self._store.transaction() if conn is None else contextlib.nullcontext(conn) as conn:
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
                 " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
@@ -178,8 +206,11 @@ class OperationPipeline:
                     self.policy.denials, owner_can_answer(session.config))
             if decided and decision.classifier_outcome is ClassifierOutcome.ALLOW:
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
-        if not decided:
-            return  # another instance decided first; the caller reloads its decision
+        return bool(decided)
+
+    def _announce_decision(
+        self, session: SessionState, op: OperationRecord, decision: Decision
+    ) -> None:
         if decision.classifier_outcome is not None:
             self._signals.emit(EventType.CLASSIFIER_REVIEWED, op.session_id, op.execution_id,
                                outcome=decision.classifier_outcome.value)
@@ -189,7 +220,11 @@ class OperationPipeline:
         self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,
                                 op.execution_id, op.tool_call_id)
 
-    def _decision_for(self, session: SessionState, op: OperationRecord) -> Decision:
+    def _decision_for(
+        self, session: SessionState, op: OperationRecord, *, review: bool = True
+    ) -> Decision | None:
+        """The decision under the precedence; None when only the classifier can decide
+        and ``review`` is False."""
         config = session.config
         if session.cancelled:
             return Decision(Permission.DENY, DecisionSource.CANCELLATION,
@@ -224,6 +259,8 @@ class OperationPipeline:
                     "classifier risk denials, the owner decides this one",
                     fallback=trigger.value,
                 )
+        if not review:
+            return None
         return self._gate.review(session, op)
 
     # ------------------------------------------------------------------ wait
@@ -509,14 +546,16 @@ class OperationPipeline:
         if fresh:
             self._signals.failpoint(Failpoint.AFTER_RESULT_SAVED, op.session_id,
                                     op.execution_id, op.tool_call_id)
-            self._write_diagnostics(op)
-            self._checkpoint(op)
+            display = self._write_diagnostics(op)
+            self._checkpoint(op, display)
         else:  # saved earlier (replay, other instance): catch up without redoing anything
             self.fold(op.session_id, reason="catch_up", project=True)
         if self._operation(op.execution_id).delivery is Delivery.RECORDED:
             self.project(op.execution_id, with_failpoint=fresh)
 
-    def _write_diagnostics(self, op: OperationRecord) -> None:
+    def _write_diagnostics(self, op: OperationRecord) -> Display | None:
+        """The display state of ``op``'s result, committed with its checkpoint (one commit
+        fewer per operation); None when writing it failed."""
         if self._signals.failpoint(Failpoint.DURING_DIAGNOSTICS_WRITE, op.session_id,
                                    op.execution_id, op.tool_call_id) is not None:
             return  # reported as a runtime fault; the result record is untouched (L4.7)
@@ -524,32 +563,50 @@ class OperationPipeline:
             record = results.load(self._store.connection, op.execution_id)
             display = {"tool": op.tool, "outcome": record.outcome.value,
                        "summary": (record.output or record.reason)[:200]}
-            with self._store.transaction() as conn:
-                conn.execute(
-                    "INSERT OR REPLACE INTO diagnostics (execution_id, session_id, display_json,"
-                    " written_at) VALUES (?, ?, ?, ?)",
-                    (op.execution_id, op.session_id, canonical_json(display), self._world.now()),
-                )
+            return Display(op.session_id, op.execution_id, canonical_json(display))
         except Exception as exc:  # optional state: report it, never touch the result
             self._signals.runtime_fault(op.session_id, op.execution_id, "diagnostics", exc)
+            return None
 
-    def _checkpoint(self, op: OperationRecord) -> None:
+    def _checkpoint(self, op: OperationRecord, display: Display | None) -> None:
         try:
             self._signals.failpoint(Failpoint.DURING_CHECKPOINT_BUILD, op.session_id,
                                     op.execution_id, op.tool_call_id, contain=False)
-            self.fold(op.session_id, reason="operation")
+            self.fold(op.session_id, reason="operation", display=display)
         except Exception as exc:  # the result stays saved and deliverable (L4.4)
             self._signals.emit(EventType.CHECKPOINT_FAILED, op.session_id, op.execution_id,
                                error=f"{type(exc).__name__}: {exc}")
+            self._write_display_alone(display)
             return
         self._signals.failpoint(Failpoint.AFTER_CHECKPOINT_SAVED, op.session_id,
                                 op.execution_id, op.tool_call_id)
 
-    def fold(self, session_id: str, *, reason: str, project: bool = False) -> continuation.Fold:
-        """Checkpoint the saved results of pending calls; with ``project``, also publish
-        those not yet projected (a catch-up must not leave the UI behind)."""
+    def _write_display_alone(self, display: Display | None) -> None:
+        if display is None:
+            return
         with self._store.transaction() as conn:
+            fault = _write_display(conn, display, self._world.now())
+        if fault is not None:
+            self._signals.runtime_fault(display.session_id, display.execution_id,
+                                        "diagnostics", fault)
+
+    def fold(
+        self, session_id: str, *, reason: str, project: bool = False,
+        display: Display | None = None,
+    ) -> continuation.Fold:
+        """Checkpoint the saved results of pending calls; with ``project``, also publish
+        those not yet projected (a catch-up must not leave the UI behind); ``display`` is
+        written in the same transaction. Nothing to fold and nothing to write: no
+        transaction at all (the fold decides again inside its own)."""
+        if display is None and not continuation.foldable(self._store.connection, session_id):
+            return continuation.Fold(None)
+        fault = None
+        with self._store.transaction() as conn:
+            if display is not None:
+                fault = _write_display(conn, display, self._world.now())
             fold = continuation.fold_results(conn, session_id, reason=reason, now=self._world.now())
+        if fault is not None:
+            self._signals.runtime_fault(session_id, display.execution_id, "diagnostics", fault)
         if fold.sequence is not None:
             self._signals.emit(EventType.CHECKPOINT_SAVED, session_id,
                                fold.execution_ids[-1], sequence=fold.sequence,
@@ -601,6 +658,33 @@ class OperationPipeline:
         if op is None:
             raise StoreError(f"operation {execution_id} vanished from the store")
         return op
+
+
+@dataclass(frozen=True, slots=True)
+class Display:
+    """Optional display state of one result (never authoritative), as written."""
+
+    session_id: str
+    execution_id: str
+    display_json: str
+
+
+def _write_display(conn: sqlite3.Connection, display: Display, now: float) -> Exception | None:
+    """Write ``display`` inside the caller's transaction, in a savepoint of its own: its
+    failure undoes only this row, never the checkpoint or the result beside it (L4.7)."""
+    conn.execute("SAVEPOINT display")
+    try:
+        conn.execute(
+            "INSERT OR REPLACE INTO diagnostics (execution_id, session_id, display_json,"
+            " written_at) VALUES (?, ?, ?, ?)",
+            (display.execution_id, display.session_id, display.display_json, now),
+        )
+    except Exception as exc:  # optional state: reported by the caller after the commit
+        conn.execute("ROLLBACK TO display")
+        conn.execute("RELEASE display")
+        return exc
+    conn.execute("RELEASE display")
+    return None
 
 
 def _writer_since_decision(conn: sqlite3.Connection, op: OperationRecord) -> str | None:

@@ -137,9 +137,21 @@ def _kept_text(reply: ModelReply) -> str:
 
 
 def _record_start(conn: sqlite3.Connection, session_id: str, now: float) -> str:
-    (count,) = conn.execute(
-        "SELECT COUNT(*) FROM model_requests WHERE session_id = ?", (session_id,)
+    # The session's latest request through the index on session_id: a COUNT(*) here grew
+    # with every request of the session (the top cost of a long multi-turn session).
+    row = conn.execute(
+        "SELECT request_id FROM model_requests WHERE session_id = ? ORDER BY rowid DESC LIMIT 1",
+        (session_id,),
     ).fetchone()
+    prefix = f"{session_id}:req-"
+    if row is None:
+        count = 0
+    elif row["request_id"].startswith(prefix) and row["request_id"][len(prefix):].isdigit():
+        count = int(row["request_id"][len(prefix):])
+    else:  # not an id this code wrote: count them, as ids were always numbered
+        (count,) = conn.execute(
+            "SELECT COUNT(*) FROM model_requests WHERE session_id = ?", (session_id,)
+        ).fetchone()
     request_id = f"{session_id}:req-{count + 1}"
     conn.execute(
         "INSERT INTO model_requests (request_id, session_id, start_events, started_at)"

@@ -102,16 +102,28 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
         raise UnknownSessionError(f"session {session_id!r} was never opened on this data dir")
-    return session_from_row(row)
+    memo = getattr(conn, "memo", None)
+    if memo is None:
+        return session_from_row(row)
+    # Parsing the config is most of the cost of a step; it is reused only while the
+    # very texts it was parsed from are the ones stored (see store.StoreConnection).
+    texts = (row["config_json"], row["rules_json"], row["permission_version"])
+    remembered = memo.get(("session", session_id))
+    if remembered is None or remembered[0] != texts:
+        remembered = (texts, _config_from_row(row))
+        memo[("session", session_id)] = remembered
+    return SessionState(remembered[1], TurnStatus(row["turn_status"]), bool(row["cancelled"]))
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
+    return SessionState(_config_from_row(row), TurnStatus(row["turn_status"]),
+                        bool(row["cancelled"]))
+
+
+def _config_from_row(row: sqlite3.Row) -> SessionConfig:
     config = from_json(SessionConfig, json.loads(row["config_json"]))
     rules = from_json(tuple[Rule, ...], json.loads(row["rules_json"]))
-    config = dataclasses.replace(
-        config, rules=rules, permission_version=row["permission_version"]
-    )
-    return SessionState(config, TurnStatus(row["turn_status"]), bool(row["cancelled"]))
+    return dataclasses.replace(config, rules=rules, permission_version=row["permission_version"])
 
 
 def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationRecord | None:

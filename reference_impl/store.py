@@ -12,6 +12,9 @@ Guarantees:
   second instance able to proceed while the first one is held somewhere);
 * the schema is versioned (``schema_version`` table) and migrated forward on open; a store
   written by a newer schema is refused rather than misread;
+* schema version 2 stores a checkpoint as a full snapshot now and then and as a delta
+  (the messages it appends) otherwise (:mod:`reference_impl.continuation`), and indexes what
+  each step looks up, so the cost of a step does not grow with the session;
 * :func:`open_read_only` gives a fresh read-only connection for ``inspect``.
 """
 
@@ -177,6 +180,16 @@ _MIGRATIONS: tuple[str, ...] = (
         ended_at            REAL
     );
     """,
+    # -- version 2: incremental checkpoints, and indexes that keep every step flat --------
+    # base_sequence: NULL for a full snapshot, else the snapshot a delta extends;
+    # chain: digest of the state after this checkpoint (a snapshot's own, or the previous
+    # chain extended by the delta), what a memo of the conversation is checked against.
+    """
+    ALTER TABLE checkpoints ADD COLUMN base_sequence INTEGER;
+    ALTER TABLE checkpoints ADD COLUMN chain TEXT NOT NULL DEFAULT '';
+    CREATE INDEX operations_start_order ON operations (start_order);
+    CREATE INDEX model_requests_session ON model_requests (session_id);
+    """,
 )
 
 SCHEMA_VERSION = len(_MIGRATIONS)
@@ -184,6 +197,16 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 def store_path(data_dir: str) -> str:
     return os.path.join(data_dir, STORE_FILE_NAME)
+
+
+class StoreConnection(sqlite3.Connection):
+    """A connection that carries a memo of what this instance decoded from the store
+    (see :mod:`reference_impl.continuation`); a memo entry is only ever used after checking
+    it against the committed state, so it is a cache, never state of its own."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.memo: dict[object, object] = {}
 
 
 class Store:
@@ -203,7 +226,8 @@ class Store:
         # isolation_level=None: no implicit transactions; we issue BEGIN/COMMIT ourselves.
         # check_same_thread=False: a harness may build the instance on one thread and drive
         # it from another; each instance still uses its connection from one thread at a time.
-        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                     factory=StoreConnection)
         connection.row_factory = sqlite3.Row
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if path != ":memory:":

@@ -33,8 +33,12 @@ from reference_impl.records import SessionState
 from reference_impl.store import Store
 from reference_impl.visibility import visible_tools
 
-MAX_STEPS_PER_DRIVE = 1_000
-"""A guard against a model that never stops calling tools; the turn then ends incomplete."""
+MAX_MODEL_REQUESTS_PER_DRIVE = 1_000
+"""A guard against a model that never stops calling tools; the turn then ends incomplete.
+It counts model requests, not calls: the calls of one response are that response's work,
+however many (a response of 10,000 calls is run to the end)."""
+MAX_STEPS_PER_DRIVE = 100_000_000
+"""A backstop for the loop itself (steps are model requests and tool calls)."""
 
 _STATUS_OF_FAILED_REQUEST = {
     ModelRequestStatus.FAILED: TurnStatus.FAILED,
@@ -58,6 +62,7 @@ class TurnLoop:
         self._requester = requester
 
     def drive(self, session_id: str) -> TurnResult:
+        requests = 0
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
@@ -66,8 +71,9 @@ class TurnLoop:
                 return self.end(session_id, TurnStatus.CANCELLED)
             # catch up, e.g. with a result whose own checkpoint failed to build
             self._pipeline.fold(session_id, reason="catch_up", project=True)
-            conversation = continuation.messages(self._store.connection, session_id)
-            step = continuation.next_step(conversation)
+            current = continuation.state(self._store.connection, session_id)
+            conversation = current.messages if current else ()
+            step = continuation.next_step_of(current)
             if step.kind is StepKind.DONE:
                 status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
                 return self.end(session_id, status, step.final_text)
@@ -80,6 +86,9 @@ class TurnLoop:
                     # The instance that started the operation owns the turn from here on.
                     return self.end(session_id, TurnStatus.DEFERRED, persist=False)
                 continue
+            if requests == MAX_MODEL_REQUESTS_PER_DRIVE:
+                break
+            requests += 1
             reply = self._ask_model(session, conversation)
             if reply is None or (reply.error is None
                                  and reply.status is ModelRequestStatus.CANCELLED):
@@ -96,7 +105,8 @@ class TurnLoop:
         for approval stays waiting, one held by another instance defers the caller."""
         while True:
             self._pipeline.fold(session_id, reason="catch_up", project=True)
-            step = continuation.next_step(continuation.messages(self._store.connection, session_id))
+            step = continuation.next_step_of(
+                continuation.state(self._store.connection, session_id))
             if step.kind is not StepKind.RUN_CALL:
                 return StepResult.DONE
             assert step.call is not None

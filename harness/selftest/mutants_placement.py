@@ -24,10 +24,10 @@ MUTANTS: tuple[Mutant, ...] = (
         edits(edit(EX,
                    find="            self._signals.failpoint(Failpoint.AFTER_RESULT_SAVED, op.session_id,\n"
                         "                                    op.execution_id, op.tool_call_id)\n"
-                        "            self._write_diagnostics(op)\n"
-                        "            self._checkpoint(op)\n",
-                   replace="            self._write_diagnostics(op)\n"
-                           "            self._checkpoint(op)\n"
+                        "            display = self._write_diagnostics(op)\n"
+                        "            self._checkpoint(op, display)\n",
+                   replace="            display = self._write_diagnostics(op)\n"
+                           "            self._checkpoint(op, display)\n"
                            "            self._signals.failpoint(Failpoint.AFTER_RESULT_SAVED, op.session_id,\n"
                            "                                    op.execution_id, op.tool_call_id)\n")),
         trust_class=_CLASS,

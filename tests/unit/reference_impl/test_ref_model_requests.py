@@ -112,3 +112,19 @@ def test_each_request_lists_the_tools_visible_when_it_is_sent(start, impl, data_
     obs = impl.inspect(data_dir)
     assert obs.operation("c1").outcome is Outcome.SUCCEEDED  # saved records are untouched
     assert world.executed("c2") == 0  # an old-style call meets the newest rules
+
+
+def test_request_ids_keep_counting_from_the_latest_one_and_a_foreign_id_falls_back(
+        start, impl, data_dir):
+    runtime = start(FakeWorld(), config(), config("s2"))
+    for text in ("one", "two", "three"):
+        runtime.run_turn("s1", text)
+    runtime.run_turn("s2", "other session")
+    assert [v.request_id for v in _requests(impl, data_dir)] == [
+        "s1:req-1", "s1:req-2", "s1:req-3", "s2:req-1"]
+    with runtime._store.transaction() as conn:  # an id this code did not write
+        conn.execute("INSERT INTO model_requests (request_id, session_id, start_events,"
+                     " end_events, status, started_at) VALUES ('imported', 's1', 1, 1,"
+                     " 'completed', 0)")
+    runtime.run_turn("s1", "four")
+    assert _requests(impl, data_dir)[-1].request_id == "s1:req-5"  # 4 rows counted, then +1

@@ -1,0 +1,360 @@
+"""The reference's cost per durable write operation against the durability floor, in one run.
+
+    python benchmarks/bench_ops.py [--quick] [--sizes 1 10 100] [--json PATH] [--dir DIR]
+
+For each session size N (1, 10, 100, 1,000, 10,000 write operations; ``--quick``: up to
+1,000) and each of two shapes, one session drives the reference (``reference_impl``, in this
+process) through N allowed write operations against a minimal world whose ports do nothing
+(the harness's own costs are not in the figures):
+
+* ``batch``: one user message, one model response carrying N tool calls, then a final answer;
+* ``turns``: N turns, each a user message, a response with one call, then a final answer.
+
+Per row it prints: time per op, the ratio to the **floor** (three ``synchronous=FULL`` WAL
+commits of a comparable row, each in its own transaction, in the same directory: the
+mean of samples taken right before and after the session and interleaved with its operations,
+from inside tool calls, where the reference holds no transaction; their time is left out of
+the session's), how flat the curve is (median cost of an op in
+the last tenth of the session over the first tenth, from the world's clock of tool calls),
+transactions and writing transactions per op (counted on the reference's own connection),
+peak traced memory (``tracemalloc``, in a second run of the same session, because tracing
+slows every allocation) and database bytes per op (the file after a WAL truncate, minus the
+empty store). Ratios measured in one run compare across machines; absolute times do not.
+A session past ``--budget-s`` is stopped and reported as such. Writes a JSON result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import tracemalloc
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from harness.contract import (  # noqa: E402
+    ChunkKind,
+    ModelChunk,
+    ModelRequest,
+    Rule,
+    RuleEffect,
+    SessionConfig,
+    ToolCall,
+    ToolInvocation,
+    ToolKind,
+    ToolResult,
+    ToolSpec,
+    ToolStatus,
+)
+from reference_impl import implementation  # noqa: E402
+from reference_impl.store import STORE_FILE_NAME  # noqa: E402
+
+SIZES = (1, 10, 100, 1_000, 10_000)
+QUICK_SIZES = (1, 10, 100, 1_000)
+SHAPES = ("batch", "turns")
+FLOOR_COMMITS = 3
+FLOOR_SAMPLES_AROUND = 20
+"""Floor samples taken right before and right after each session."""
+FLOOR_SAMPLES_PER_SESSION = 50
+"""Floor samples interleaved with a session's operations (one every size/50 tool calls)."""
+TOOL = "write_file"
+SESSION = "bench"
+
+
+class _OverBudget(BaseException):
+    """Stops a session that ran past the time budget (not an Exception: nothing catches it)."""
+
+
+class _Stream:
+    def __init__(self, chunks: list[ModelChunk]) -> None:
+        self._chunks = chunks
+        self._next = 0
+
+    def next_chunk(self) -> ModelChunk:
+        chunk = self._chunks[self._next]
+        self._next += 1
+        return chunk
+
+
+class _BenchWorld:
+    """A world whose ports cost next to nothing: the model answers a user message with
+    ``calls_per_response`` write calls and anything else with a final text."""
+
+    def __init__(self, calls_per_response: int, budget_s: float, floor: _Floor | None = None,
+                 floor_every: int = 1) -> None:
+        self.calls_per_response = calls_per_response
+        self.tool_times: list[float] = []
+        self.floor_s: list[float] = []
+        """Per tool call, the time spent sampling the floor in it (excluded from the ops)."""
+        self._floor = floor
+        self._floor_every = floor_every
+        self._budget_s = budget_s
+        self._started = time.perf_counter()
+        self._clock = 0.0
+        self._call_seq = 0
+
+    def open_model_stream(self, request: ModelRequest) -> _Stream:
+        if request.messages and request.messages[-1].role == "user":
+            chunks = []
+            for _ in range(self.calls_per_response):
+                self._call_seq += 1
+                call_id = f"call-{self._call_seq}"
+                args = {"path": f"/repo/out/{self._call_seq}.txt", "content": "x" * 64}
+                chunks.append(ModelChunk(ChunkKind.TOOL_CALL, tool_call=ToolCall(call_id, TOOL, args)))
+            return _Stream(chunks + [ModelChunk(ChunkKind.END)])
+        return _Stream([ModelChunk(ChunkKind.TEXT, text="done"), ModelChunk(ChunkKind.END)])
+
+    def review(self, request: Any) -> Any:  # never called: an allow rule decides every call
+        raise AssertionError("the benchmark session needs no classifier")
+
+    def execute_tool(self, invocation: ToolInvocation) -> ToolResult:
+        now = time.perf_counter()
+        if now - self._started > self._budget_s:
+            raise _OverBudget()
+        self.tool_times.append(now)
+        sampled = 0.0
+        if self._floor is not None and len(self.tool_times) % self._floor_every == 0:
+            # Under the same load as the ops around it; no store transaction is open here.
+            sampled = self._floor.sample()
+        self.floor_s.append(sampled)
+        return ToolResult(ToolStatus.OK, output="wrote 64 bytes")
+
+    def prompt_approval(self, prompt: Any) -> None:
+        raise AssertionError("the benchmark session needs no approval")
+
+    def publish(self, projection: Any) -> None:
+        pass
+
+    def now(self) -> float:
+        self._clock += 0.001
+        return self._clock
+
+    def emit(self, event: Any) -> None:
+        pass
+
+    def failpoint(self, name: Any, context: dict[str, Any]) -> None:
+        pass
+
+
+class _TransactionCounter:
+    """Counts the transactions on one connection, and those that changed a row."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.transactions = 0
+        self.writing = 0
+        self._connection = connection
+        self._changes_at_begin = 0
+        connection.set_trace_callback(self._statement)
+
+    def _statement(self, sql: str) -> None:
+        head = sql.lstrip()[:6].upper()
+        if head == "BEGIN ":
+            self.transactions += 1
+            self._changes_at_begin = self._connection.total_changes
+        elif head == "COMMIT" and self._connection.total_changes > self._changes_at_begin:
+            self.writing += 1
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    shape: str
+    size: int
+    ops_done: int
+    stopped: bool
+    per_op_us: float
+    floor_us: float
+    ratio_to_floor: float
+    last_over_first_tenth: float | None
+    transactions_per_op: float
+    writing_transactions_per_op: float
+    peak_memory_bytes: int | None
+    database_bytes_per_op: float
+
+
+def _config() -> SessionConfig:
+    return SessionConfig(
+        session_id=SESSION,
+        tools=(ToolSpec(TOOL, ToolKind.WRITE),),
+        rules=(Rule(RuleEffect.ALLOW, TOOL),),
+    )
+
+
+def _store_bytes(data_dir: str) -> int:
+    connection = sqlite3.connect(os.path.join(data_dir, STORE_FILE_NAME))
+    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    connection.close()
+    path = os.path.join(data_dir, STORE_FILE_NAME)
+    return sum(os.path.getsize(name) for name in (path, path + "-wal") if os.path.exists(name))
+
+
+def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
+             floor: _Floor | None = None) -> dict[str, Any]:
+    floor_every = max(1, size // FLOOR_SAMPLES_PER_SESSION)
+    world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every)
+    runtime = implementation().open(data_dir, world)
+    runtime.open_session(_config())
+    empty_bytes = _store_bytes(data_dir)
+    counter = _TransactionCounter(runtime._store.connection)  # the reference's own connection
+    if traced:
+        tracemalloc.start()
+    started = time.perf_counter()
+    stopped = False
+    try:
+        for _ in range(1 if shape == "batch" else size):
+            runtime.run_turn(SESSION, "write the next file")
+    except _OverBudget:
+        stopped = True
+    elapsed_s = time.perf_counter() - started - sum(world.floor_s)
+    peak = tracemalloc.get_traced_memory()[1] if traced else None
+    if traced:
+        tracemalloc.stop()
+    runtime.close()
+    ops = len(world.tool_times)
+    return {"elapsed_s": elapsed_s, "ops": ops, "stopped": stopped, "peak": peak,
+            "tool_times": world.tool_times, "floor_s": world.floor_s, "transactions": counter.transactions,
+            "writing": counter.writing,
+            "bytes": _store_bytes(data_dir) - empty_bytes}
+
+
+class _Floor:
+    """Three durable commits of an operation-sized row, each its own transaction (insert,
+    update, update), in a database of its own in the same directory as the store."""
+
+    def __init__(self, directory: str) -> None:
+        path = os.path.join(directory, "floor.sqlite3")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(path + suffix):
+                os.remove(path + suffix)
+        self._connection = sqlite3.connect(path, isolation_level=None)
+        self._connection.execute("PRAGMA journal_mode = WAL")
+        self._connection.execute("PRAGMA synchronous = FULL")
+        self._connection.execute("CREATE TABLE ops (id TEXT PRIMARY KEY, stage TEXT, body TEXT)")
+        self._rows = 0
+        self.samples_s: list[float] = []
+
+    def sample(self) -> float:
+        """One floor measurement; returns (and keeps) its duration in seconds."""
+        self._rows += 1
+        started = time.perf_counter()
+        for step, sql in enumerate(("INSERT INTO ops (stage, body, id) VALUES (?, ?, ?)",
+                                    "UPDATE ops SET stage = ?, body = ? WHERE id = ?",
+                                    "UPDATE ops SET stage = ?, body = ? WHERE id = ?")):
+            self._connection.execute("BEGIN IMMEDIATE")
+            self._connection.execute(sql, (f"stage-{step}", "x" * 300, f"op-{self._rows}"))
+            self._connection.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+        self.samples_s.append(elapsed)
+        return elapsed
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def _flatness(tool_times: list[float], floor_s: list[float]) -> float | None:
+    """Median gap between consecutive tool calls (less the floor sampled in the first of
+    them) in the last tenth of the session over the first tenth."""
+    gaps = [later - earlier - sampled
+            for earlier, later, sampled in zip(tool_times, tool_times[1:], floor_s)]
+    if len(gaps) < 20:
+        return None
+    tenth = len(gaps) // 10
+    return statistics.median(gaps[-tenth:]) / statistics.median(gaps[:tenth])
+
+
+def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool) -> Row:
+    floor = _Floor(directory)
+    for _ in range(FLOOR_SAMPLES_AROUND):
+        floor.sample()
+    data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-", dir=directory)
+    timed = _session(shape, size, data_dir, budget_s, traced=False, floor=floor)
+    for _ in range(FLOOR_SAMPLES_AROUND):
+        floor.sample()
+    floor.close()
+    floor_us = statistics.fmean(floor.samples_s) * 1e6  # a mean, like the per-op cost
+    shutil.rmtree(data_dir)
+    peak = None
+    if memory and not timed["stopped"]:
+        data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-mem-", dir=directory)
+        peak = _session(shape, size, data_dir, budget_s * 4, traced=True)["peak"]
+        shutil.rmtree(data_dir)
+    ops = max(timed["ops"], 1)
+    per_op_us = timed["elapsed_s"] / ops * 1e6
+    return Row(
+        shape=shape, size=size, ops_done=timed["ops"], stopped=timed["stopped"],
+        per_op_us=round(per_op_us, 1), floor_us=round(floor_us, 1),
+        ratio_to_floor=round(per_op_us / floor_us, 2),
+        last_over_first_tenth=(None if (f := _flatness(timed["tool_times"], timed["floor_s"])) is None
+                               else round(f, 2)),
+        transactions_per_op=round(timed["transactions"] / ops, 2),
+        writing_transactions_per_op=round(timed["writing"] / ops, 2),
+        peak_memory_bytes=peak,
+        database_bytes_per_op=round(timed["bytes"] / ops, 1),
+    )
+
+
+def _print(rows: list[Row]) -> None:
+    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'floor':>8} {'x floor':>7} "
+              f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'peak MB':>8} {'DB B/op':>8}")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        ops = f"{row.ops_done}" + ("!" if row.stopped else "")
+        flat = "-" if row.last_over_first_tenth is None else f"{row.last_over_first_tenth:.2f}"
+        peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
+        print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms {row.floor_us:>6.0f}us "
+              f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
+              f"{row.writing_transactions_per_op:>6.2f} {peak:>8} "
+              f"{row.database_bytes_per_op:>8.0f}")
+    if any(row.stopped for row in rows):
+        print("! stopped at the time budget (--budget-s): the figures cover the ops done")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sizes up to 1,000 only")
+    parser.add_argument("--sizes", type=int, nargs="+", help="session sizes (write ops)")
+    parser.add_argument("--shapes", nargs="+", choices=SHAPES, default=list(SHAPES))
+    parser.add_argument("--budget-s", type=float, default=120.0,
+                        help="stop a session after this many seconds (default 120)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc runs")
+    parser.add_argument("--dir", help="where the stores go (default: a temporary directory)")
+    parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_ops.json"),
+                        help="where to write the JSON result")
+    args = parser.parse_args(argv)
+    sizes = tuple(args.sizes) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
+    if any(size < 1 for size in sizes):
+        print("bench_ops: --sizes must be positive integers", file=sys.stderr)
+        return 2
+    directory = args.dir or tempfile.mkdtemp(prefix="bench-ops-")
+    os.makedirs(directory, exist_ok=True)
+    rows = []
+    try:
+        for shape in args.shapes:
+            for size in sizes:
+                rows.append(measure(shape, size, directory, args.budget_s, not args.no_memory))
+                print(f"  measured {shape} x {size}", file=sys.stderr, flush=True)
+    finally:
+        if not args.dir:
+            shutil.rmtree(directory, ignore_errors=True)
+    _print(rows)
+    result = {"benchmark": "bench_ops", "floor_commits": FLOOR_COMMITS,
+              "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
+              "rows": [asdict(row) for row in rows]}
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"JSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
