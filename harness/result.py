@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from harness.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 2
-"""2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios)."""
+REPORT_SCHEMA_VERSION = 3
+"""2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios).
+3: partial runs (criterion status ``not_selected``, scenario status ``not_run``,
+``run.selection``) and the expectations mode (``run.expectations_mode``)."""
 
 
 class CriterionStatus(enum.StrEnum):
@@ -26,6 +28,16 @@ class CriterionStatus(enum.StrEnum):
     NOT_APPLICABLE = "not_applicable"
     EXPECTED_FAIL = "expected_fail"
     UNEXPECTED_PASS = "unexpected_pass"
+    NOT_SELECTED = "not_selected"
+    """A partial run (``--criteria``, ``--stage``, ``--scenarios``, ``--last-failed``) did
+    not judge it: neither a pass nor a failure, counted apart."""
+
+
+EXPECTATIONS_STRICT = "strict"
+EXPECTATIONS_LENIENT = "lenient"
+EXPECTATIONS_MODES = (EXPECTATIONS_STRICT, EXPECTATIONS_LENIENT)
+"""What an unexpected pass means: ``strict`` (the default) fails the gate, so the
+expectations file is tightened as soon as a gap closes; ``lenient`` only reports it."""
 
 
 GATE_FAILING = frozenset(
@@ -40,6 +52,8 @@ class ScenarioStatus(enum.StrEnum):
     """The implementation hung or raised unexpectedly, or the run could not complete."""
     SKIPPED = "skipped"
     """Not run: it needs an optional feature the implementation does not declare."""
+    NOT_RUN = "not_run"
+    """Not run: ``--fail-fast`` stopped the run at an earlier failing scenario."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +128,10 @@ class RunInfo:
     """ISO-8601 wall-clock start, for humans only: never part of a trace or digest."""
     duration_s: float
     command: str = ""
+    expectations_mode: str = EXPECTATIONS_STRICT
+    """``strict``: an unexpected pass fails the gate; ``lenient``: it is only reported."""
+    selection: str = ""
+    """How a partial run chose its criteria and scenarios ("" for the whole suite)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +144,7 @@ class Summary:
     errors: int = 0
     expected_fail: int = 0
     unexpected_pass: int = 0
+    not_selected: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +240,10 @@ class RunResult:
 
     @property
     def gate_passed(self) -> bool:
-        conformant = all(c.status not in GATE_FAILING for c in self.criteria) and all(
+        failing = GATE_FAILING
+        if self.run.expectations_mode != EXPECTATIONS_LENIENT:
+            failing = failing | {CriterionStatus.UNEXPECTED_PASS}
+        conformant = all(c.status not in failing for c in self.criteria) and all(
             s.status is not ScenarioStatus.ERROR for s in self.scenarios
         )
         deterministic = self.determinism is None or not self.determinism.divergences

@@ -14,6 +14,7 @@ STATUS_LABEL: dict[CriterionStatus, str] = {
     CriterionStatus.NOT_APPLICABLE: "n/a",
     CriterionStatus.EXPECTED_FAIL: "expected fail",
     CriterionStatus.UNEXPECTED_PASS: "unexpected pass",
+    CriterionStatus.NOT_SELECTED: "not selected",
 }
 
 PROBLEM_STATUSES = (CriterionStatus.FAILED, CriterionStatus.ERROR)
@@ -62,11 +63,16 @@ def gate_line(result: RunResult) -> str:
         parts.append(f"{s.expected_fail} expected fail")
     if s.unexpected_pass:
         parts.append(f"{s.unexpected_pass} unexpected pass")
+    if s.not_selected:
+        parts.append(f"{s.not_selected} not selected")
     skipped = sum(1 for sc in result.scenarios if sc.status.value == "skipped")
     scen = f"{len(result.scenarios)} scenarios"
     notes = [f"{errored} errored"] if errored else []
     if skipped:
         notes.append(f"{skipped} skipped")
+    not_run = sum(1 for sc in result.scenarios if sc.status.value == "not_run")
+    if not_run:
+        notes.append(f"{not_run} not run after --fail-fast stopped")
     if notes:
         scen += f" ({', '.join(notes)})"
     return (

@@ -47,8 +47,9 @@ blockquote{border-left:4px solid #ccc;margin:.4em 0;padding:.2em .8em;color:#444
 .st-passed{background:#b7e4c7}.st-failed{background:#f4a6a6}.st-error{background:#e76f51;color:#fff}
 .st-not_exercised{background:#ffd166}.st-not_applicable{background:#e0e0e0;color:#555}
 .st-expected_fail{background:#cdb4db}.st-unexpected_pass{background:#a2d2ff}
+.st-not_selected{background:#f5f5f5;color:#888;border:1px dashed #bbb}
 .sc-passed{background:#b7e4c7}.sc-failed{background:#f4a6a6}.sc-error{background:#e76f51;color:#fff}
-.sc-skipped{background:#e0e0e0;color:#555}
+.sc-skipped{background:#e0e0e0;color:#555}.sc-not_run{background:#f5f5f5;color:#888}
 .legend .chip{cursor:default}
 .cov td{text-align:center;padding:.1em .3em}.cov th.fp{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal;font-size:12px}
 .cov td.hit{background:#b7e4c7}.cov td.miss{background:#f4a6a6}.cov th.unreached{background:#ffd166}

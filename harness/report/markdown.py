@@ -67,10 +67,10 @@ def to_markdown(result: RunResult) -> str:
         f"{len(result.scenarios)} scenarios ({len(errored)} errored, {len(skipped)} skipped) · "
         f"harness {text(result.run.harness_version)} · {result.run.duration_s:.1f} s",
         "",
-        "| criteria | passed | failed | errors | not exercised | n/a | expected fail | unexpected pass |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| criteria | passed | failed | errors | not exercised | n/a | expected fail | unexpected pass | not selected |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| {s.criteria} | {s.passed} | {s.failed} | {s.errors} | {s.not_exercised} | "
-        f"{s.not_applicable} | {s.expected_fail} | {s.unexpected_pass} |",
+        f"{s.not_applicable} | {s.expected_fail} | {s.unexpected_pass} | {s.not_selected} |",
     ]
     body: list[str] = []
     unmet = result.conformance.required_unmet
