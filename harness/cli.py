@@ -501,6 +501,7 @@ def _print_failing(ctx: Context, result: RunResult, style: Style,
     """The summary's last block: each criterion failing the gate with how to replay it."""
     failing = _gate_failing(result)
     errored = [s for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    not_run = sum(1 for s in result.scenarios if s.status is ScenarioStatus.NOT_RUN)
     if not failing and not errored:
         return
     ctx.out(style.paint(f"failing ({len(failing)} criteria, {len(errored)} scenario errors):",
@@ -512,7 +513,10 @@ def _print_failing(ctx: Context, result: RunResult, style: Style,
             ctx.out(f"    {replay}")
         if len(replays) > MAX_VIOLATIONS_PRINTED:
             ctx.out(f"    … {len(replays) - MAX_VIOLATIONS_PRINTED} more in the reports")
-        if c.status is CriterionStatus.NOT_EXERCISED:
+        if c.status is CriterionStatus.NOT_EXERCISED and not_run:
+            ctx.out(f"    not exercised by the scenarios that ran ({not_run} not run after "
+                    "--fail-fast stopped)")
+        elif c.status is CriterionStatus.NOT_EXERCISED:
             ctx.out("    no scenario reached its hard case (`lifecycle-harness list scenarios`)")
         if c.status is CriterionStatus.UNEXPECTED_PASS:
             where = f" {expectations_file}" if expectations_file else ""

@@ -83,6 +83,12 @@ def gate_line(result: RunResult) -> str:
 
 def level_line(result: RunResult) -> str:
     """The level headline: "conformant: core + sandbox_escalation; not claimed: web_projection"."""
+    not_selected = result.summary.not_selected
+    if not_selected:
+        # A partial run claims no level: the criteria it did not judge are not failures.
+        how = f" ({result.run.selection})" if result.run.selection else ""
+        return (f"partial run{how}: {result.summary.criteria - not_selected} criteria judged, "
+                f"{not_selected} not selected; no conformance level claimed")
     line = result.conformance.headline
     if result.required_features:
         line += f" (required: {', '.join(result.required_features)})"
