@@ -3,7 +3,9 @@
 Guarantees of :func:`main` (it never raises, it returns the exit code):
 
 * ``0`` — every applicable criterion was exercised and passed, no scenario errored;
-* ``1`` — a conformance failure: a criterion failed, errored or was not exercised, a
+* ``1`` — a conformance failure: a criterion failed, errored or was not exercised (in a
+  partial run: a selected one), a criterion listed as expected to fail passed (strict
+  expectations, the default; ``--lenient-expectations`` only reports it), a
   scenario did not complete (hang, implementation crash), or a feature demanded by
   ``--require-features`` is not declared or not met (an unknown feature name is ``2``);
 * ``2`` — the harness could not do its job because of its input: bad arguments (argparse
@@ -390,7 +392,9 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     if chosen.criteria is not None:
         result = restrict(result, chosen.criteria, chosen.how)
     if recording is not None:
-        result = _with_determinism(ctx, result, implementation, scenarios, args, runner, recording)
+        ran = {s.id for s in result.scenarios if s.status is not ScenarioStatus.NOT_RUN}
+        result = _with_determinism(ctx, result, implementation,
+                                   [s for s in scenarios if s.id in ran], args, runner, recording)
     written = _write_run_reports(ctx, result, args.report_dir)
     problem = lastfailed.save(lastfailed.updated(lastfailed.load_quietly(), result, expectations))
     if problem:

@@ -20,6 +20,9 @@ Guarantees of :func:`run_suite`:
   ends ``not_applicable`` only when an optional feature it needs is undeclared, otherwise
   n/a everywhere becomes ``not_exercised`` (so the core cannot be declared away);
   ``required_features`` (``--require-features``) are recorded for the gate;
+* ``stop_after`` (``--fail-fast``) ends the run after the scenario it is true for; the
+  scenarios after it are ``not_run`` (no verdicts, judged by no criterion); replay commands
+  resolve from any directory (:func:`replay_path`);
 * the result is a plain :class:`~harness.result.RunResult`; no trace or live object leaks
   into it, and nothing wall-clock enters a trace (only ``run.started``/``duration_s``).
 
