@@ -306,6 +306,9 @@ class _Selection:
     criteria: frozenset[str] | None
     """The criteria judged (None: all of them)."""
     how: str = ""
+    add_exercised: bool = False
+    """``--last-failed``: also judge every criterion the rerun scenarios exercise or fail
+    (known only after the run)."""
 
 
 def _select(args: argparse.Namespace, ctx: Context, criteria: Sequence[Any]) -> _Selection:
@@ -334,8 +337,8 @@ def _select(args: argparse.Namespace, ctx: Context, criteria: Sequence[Any]) -> 
             how.append(f"--last-failed ({len(found)} scenario(s))")
             if not chosen:
                 known = {c.id for c in criteria}
-                chosen = {cid for cid in record.criteria if cid in known} or set(
-                    selection.criteria_of_stages({s.stage for s in found}, criteria))
+                recorded = frozenset(cid for cid in record.criteria if cid in known)
+                return _Selection(scenarios, recorded, "; ".join(how), add_exercised=True)
     if chosen and not args.scenarios and not rerun:
         needed = selection.stages_of(chosen, criteria)
         scenarios = tuple(s for s in scenarios if s.stage in needed)
@@ -352,7 +355,7 @@ def _select(args: argparse.Namespace, ctx: Context, criteria: Sequence[Any]) -> 
 
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from harness import lastfailed
-    from harness.selection import restrict, scenario_failed
+    from harness.selection import bearing_on, restrict, scenario_failed
 
     check_report_dir_option(REPORTS_ROOT if args.report_dir is None else args.report_dir)
     required = required_features(args)
@@ -371,7 +374,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     stop_after = None
     if args.fail_fast:
         def stop_after(scenario_result: Any) -> bool:
-            return scenario_failed(scenario_result, chosen.criteria, expectations)
+            judged = None if chosen.add_exercised else chosen.criteria
+            return scenario_failed(scenario_result, judged, expectations)
     result = run_suite(
         implementation,
         scenarios,
@@ -389,8 +393,13 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         expectations_mode=expectations_mode(args),
     )
     progress_line.finish()
-    if chosen.criteria is not None:
-        result = restrict(result, chosen.criteria, chosen.how)
+    judged = chosen.criteria
+    if chosen.add_exercised:
+        judged = (judged or frozenset()) | bearing_on(result)
+        if judged >= {c.id for c in criteria}:
+            judged = None
+    if judged is not None:
+        result = restrict(result, judged, chosen.how)
     if recording is not None:
         ran = {s.id for s in result.scenarios if s.status is not ScenarioStatus.NOT_RUN}
         result = _with_determinism(ctx, result, implementation,

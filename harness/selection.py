@@ -81,6 +81,14 @@ def scenario_failed(result: ScenarioResult, selected: Collection[str] | None,
     )
 
 
+def bearing_on(result: RunResult) -> frozenset[str]:
+    """The criteria some scenario of ``result`` exercised, failed or errored."""
+    return frozenset(
+        v.criterion_id for s in result.scenarios for v in s.verdicts
+        if v.exercised > 0 or v.status in ("fail", "error")
+    )
+
+
 def restrict(result: RunResult, selected: Collection[str], how: str) -> RunResult:
     """``result`` with only the ``selected`` criteria judged (see the module guarantees);
     ``how`` says in words how the selection was made (recorded in the run info)."""

@@ -161,6 +161,24 @@ def test_last_failed_reruns_what_failed_and_forgets_what_passed(tmp_path):
     assert cache["scenarios"] == [] and cache["criteria"] == []
 
 
+def test_last_failed_after_a_scenario_error_judges_what_the_rerun_reaches(tmp_path):
+    hung = FakeScenario("l4-hung", file="scenarios/l4/hung.toml", error="hang", marks=("A:ok",))
+    code, _, _ = _main(["run", "--report-dir", "r"], _deps([hung, L1_OK, X_OK]))
+    assert code == 1
+    cache = json.loads((tmp_path / ".lifecycle-harness" / "lastfailed.json").read_text())
+    assert cache == {"version": 1, "scenarios": ["l4-hung"], "criteria": []}
+    completes = FakeScenario("l4-hung", file="scenarios/l4/hung.toml", marks=("A:ok",))
+    code, out, err = _main(["run", "--last-failed", "--report-dir", "r"],
+                           _deps([completes, L1_OK, X_OK]))
+    assert code == 0, out + err
+    assert _statuses(_report()) == {"A": "passed", "B": "not_selected", "C": "not_selected"}
+    failing_now = FakeScenario("l4-hung", file="scenarios/l4/hung.toml", marks=("A:ok", "B:bad"))
+    _main(["run", "--report-dir", "r"], _deps([hung, L1_OK, X_OK]))
+    code, _, _ = _main(["run", "--last-failed", "--report-dir", "r"],
+                       _deps([failing_now, L1_OK, X_OK]))
+    assert code == 1 and _statuses(_report())["B"] == "failed"
+
+
 def test_a_corrupt_last_failed_cache_exits_2_with_the_fix(tmp_path):
     (tmp_path / ".lifecycle-harness").mkdir()
     (tmp_path / ".lifecycle-harness" / "lastfailed.json").write_text("{not json")
