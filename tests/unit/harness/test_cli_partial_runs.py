@@ -48,8 +48,16 @@ def _main(argv, deps):
     return code, out.getvalue(), err.getvalue()
 
 
+SCHEMA = Path(__file__).resolve().parents[3] / "fixtures" / "report.schema.json"
+
+
 def _report(path="r"):
-    return json.loads((Path(path) / "report.json").read_text())
+    """report.json, validated against the published schema."""
+    import jsonschema
+
+    data = json.loads((Path(path) / "report.json").read_text())
+    jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text())).validate(data)
+    return data
 
 
 def _statuses(report):
