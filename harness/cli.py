@@ -376,23 +376,25 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         def stop_after(scenario_result: Any) -> bool:
             judged = None if chosen.add_exercised else chosen.criteria
             return scenario_failed(scenario_result, judged, expectations)
-    result = run_suite(
-        implementation,
-        scenarios,
-        args.seed,
-        criteria=criteria,
-        runner=recording or runner,
-        expectations=expectations or None,
-        progress=progress,
-        time_limit_s=args.time_limit_s,
-        impl_spec=args.impl,
-        fault_renderer=renderer,
-        command=shlex.join((PROG, *ctx.argv)),
-        required_features=required,
-        stop_after=stop_after,
-        expectations_mode=expectations_mode(args),
-    )
-    progress_line.finish()
+    try:
+        result = run_suite(
+            implementation,
+            scenarios,
+            args.seed,
+            criteria=criteria,
+            runner=recording or runner,
+            expectations=expectations or None,
+            progress=progress,
+            time_limit_s=args.time_limit_s,
+            impl_spec=args.impl,
+            fault_renderer=renderer,
+            command=shlex.join((PROG, *ctx.argv)),
+            required_features=required,
+            stop_after=stop_after,
+            expectations_mode=expectations_mode(args),
+        )
+    finally:  # an error message must not land on the live progress line
+        progress_line.finish()
     judged = chosen.criteria
     if chosen.add_exercised:
         judged = (judged or frozenset()) | bearing_on(result)
