@@ -64,12 +64,12 @@ from harness.errors import (
 from harness.report._text import evidence_line, gate_line, level_line
 from harness.determinism import RecordingRunner, check_determinism
 from harness.result import (
-    EXPECTATIONS_LENIENT,
     CriterionStatus,
     DeterminismCheck,
     DivergenceRecord,
     RunResult,
     ScenarioStatus,
+    gate_failing_statuses,
 )
 from harness.terminal import COLOR_CHOICES, ProgressLine, Style, style_for
 from harness.suite import (
@@ -503,18 +503,11 @@ _LABEL_COLOURS = {
 }
 
 
-def _gate_failing(result: RunResult) -> list[Any]:
-    """The criteria that fail the gate, in catalogue order."""
-    failing = {CriterionStatus.FAILED, CriterionStatus.ERROR, CriterionStatus.NOT_EXERCISED}
-    if result.run.expectations_mode != EXPECTATIONS_LENIENT:
-        failing.add(CriterionStatus.UNEXPECTED_PASS)
-    return [c for c in result.criteria if c.status in failing]
-
-
 def _print_failing(ctx: Context, result: RunResult, style: Style,
                    expectations_file: str | None = None) -> None:
     """The summary's last block: each criterion failing the gate with how to replay it."""
-    failing = _gate_failing(result)
+    statuses = gate_failing_statuses(result.run.expectations_mode)
+    failing = [c for c in result.criteria if c.status in statuses]
     errored = [s for s in result.scenarios if s.status is ScenarioStatus.ERROR]
     not_run = sum(1 for s in result.scenarios if s.status is ScenarioStatus.NOT_RUN)
     if not failing and not errored:

@@ -45,6 +45,13 @@ GATE_FAILING = frozenset(
 )
 
 
+def gate_failing_statuses(expectations_mode: str) -> frozenset[CriterionStatus]:
+    """The criterion statuses that fail the gate under this expectations mode."""
+    if expectations_mode == EXPECTATIONS_LENIENT:
+        return GATE_FAILING
+    return GATE_FAILING | {CriterionStatus.UNEXPECTED_PASS}
+
+
 class ScenarioStatus(enum.StrEnum):
     PASSED = "passed"
     FAILED = "failed"
@@ -240,9 +247,7 @@ class RunResult:
 
     @property
     def gate_passed(self) -> bool:
-        failing = GATE_FAILING
-        if self.run.expectations_mode != EXPECTATIONS_LENIENT:
-            failing = failing | {CriterionStatus.UNEXPECTED_PASS}
+        failing = gate_failing_statuses(self.run.expectations_mode)
         conformant = all(c.status not in failing for c in self.criteria) and all(
             s.status is not ScenarioStatus.ERROR for s in self.scenarios
         )
