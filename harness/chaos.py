@@ -861,7 +861,7 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
         raise UsageError(f"--regressions-dir {regressions!r} is a file; pass a folder "
                          "(it is created when missing)")
     _hypothesis()
-    implementation = ctx.deps.resolve_impl(args.impl)
+    implementation = cli.implementation_under_test(ctx, args)
     reference = (implementation if args.impl.strip() == cli.DEFAULT_IMPL_SPEC
                  else ctx.deps.resolve_impl(cli.DEFAULT_IMPL_SPEC))
     scenarios = cli.discover_scenarios(ctx, args.scenarios) if args.scenarios else default_bases(ctx)

@@ -44,6 +44,7 @@ from harness.cli_options import (  # re-exported: commands and tests reach them 
     Deps,
     add_expectations_option,
     add_impl_option,
+    implementation_under_test,
     add_scenarios_option,
     add_seed_option,
     add_time_limit_option,
@@ -359,7 +360,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
     check_report_dir_option(REPORTS_ROOT if args.report_dir is None else args.report_dir)
     required = required_features(args)
-    implementation = ctx.deps.resolve_impl(args.impl)
+    implementation = implementation_under_test(ctx, args)
     criteria = ctx.deps.criteria()
     expectations = load_expectations_option(args, criteria)
     chosen = _select(args, ctx, criteria)
@@ -588,6 +589,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     if args.what == "criteria":
         for c in ctx.deps.criteria():
             ctx.out(f"{c.id:<6} {c.stage:<3} {c.title}")
+            ctx.out(f"{'':<11}{c.statement}")  # the English requirement, under its title
     elif args.what == "scenarios":
         for s in discover_scenarios(ctx, args.scenarios):
             ctx.out(f"{s.id}  {s.stage}  {display_path(s.file)}")
@@ -632,7 +634,7 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     variant = getattr(args, "variant", None)
     scenario = (ctx.deps.load_scenario(path, variant) if variant is not None
                 else ctx.deps.load_scenario(path))
-    implementation = ctx.deps.resolve_impl(args.impl)
+    implementation = implementation_under_test(ctx, args)
     criteria = conformance.core_always_applies(ctx.deps.criteria())
     expectations = load_expectations_option(args, criteria)
     declared = tuple(str(f) for f in implementation.info.features)

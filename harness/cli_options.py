@@ -139,6 +139,26 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
         "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
         f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
     )
+    parser.add_argument(
+        "--freeze-clock", action=argparse.BooleanOptionalAction, default=None,
+        help="hold the process clock (time.time/monotonic/perf_counter, datetime.now) at the "
+        "world's virtual time while each scenario runs, so an in-process implementation that "
+        "reads it needs no real sleeping and stays deterministic (default: on for python: "
+        "implementations; --no-freeze-clock turns it off)",
+    )
+
+
+def implementation_under_test(ctx: "Context", args: argparse.Namespace) -> Implementation:
+    """``--impl`` resolved, with the ``--freeze-clock`` choice applied to an implementation
+    that runs in this process (see :mod:`harness.process_clock`)."""
+    implementation = ctx.deps.resolve_impl(args.impl)
+    choice = getattr(args, "freeze_clock", None)
+    if choice is not None and hasattr(implementation, "freeze_process_clock"):
+        implementation.freeze_process_clock = bool(choice)  # type: ignore[attr-defined]
+    elif choice and not hasattr(implementation, "freeze_process_clock"):
+        raise UsageError(f"--freeze-clock: --impl {args.impl!r} does not run its own code in "
+                         "this process (only python: implementations do); drop the option")
+    return implementation
 
 
 def add_seed_option(parser: argparse.ArgumentParser) -> None:

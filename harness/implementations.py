@@ -149,6 +149,9 @@ class InProcessImplementation:
                 raise ImplementationLoadError(f"--impl {spec!r}: {problem}")
         _checked(spec, _Described(inner, info))
         self.info: ImplementationInfo = info
+        self.freeze_process_clock = True
+        """Its code runs in this process and may read ``time``/``datetime``: the runner
+        holds that clock at the world's (``--no-freeze-clock`` sets this False)."""
 
     def read_info(self) -> ImplementationInfo:
         """The implementation's ``info`` read again (it may raise: the runner reports it)."""

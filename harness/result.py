@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from harness.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 3
+REPORT_SCHEMA_VERSION = 4
 """2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios).
-3: partial runs (criterion status ``not_selected``, scenario status ``not_run``,
+3: reports a person reads: a violation's ``excerpt`` shows every cited event and
+``cited_ledger_rows`` every cited ledger row; a failing scenario's ``timeline`` and the
+failpoints where a fault was injected (``ScenarioResult.failpoints_injected``).
+4: partial runs (criterion status ``not_selected``, scenario status ``not_run``,
 ``run.selection``) and the expectations mode (``run.expectations_mode``)."""
-
 
 class CriterionStatus(enum.StrEnum):
     PASSED = "passed"
@@ -78,7 +80,10 @@ class Violation:
     replay: str
     """The exact command that replays this case."""
     excerpt: tuple[str, ...] = ()
-    """A few rendered trace lines around the first evidence index."""
+    """Rendered trace lines around every cited event (cited ones marked ``>``); a gap
+    between two windows is one line ``   ⋮ N events``."""
+    cited_ledger_rows: tuple[str, ...] = ()
+    """Every ledger row (world ``tool_executed`` event) the evidence cites, rendered in full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,33 @@ class VerdictRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TimelineEntry:
+    """One thing that happened in a failing scenario, placed in a lane of the timeline."""
+
+    index: int
+    """The trace event index (time runs down the timeline in this order)."""
+    instance: int
+    """The implementation instance it belongs to (a lane; a restart starts a new one)."""
+    kind: str
+    """The trace event kind (``crash``, ``restart``, ``tool_executed``, ``ui_publish``...)."""
+    label: str
+    """A short human text: the driver method, the tool and its status, the UI status..."""
+    ledger_seq: int = 0
+    """The world ledger row number for a ``tool_executed`` entry (rows count from 1)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """What each instance did in one failing scenario, compact enough to keep in a report."""
+
+    instances: tuple[int, ...]
+    entries: tuple[TimelineEntry, ...]
+    left_out: int = 0
+    """Routine events dropped to keep the timeline short (crashes, restarts, ledger rows,
+    UI publications and cited events are always kept)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ScenarioResult:
     id: str
     file: str
@@ -124,6 +156,10 @@ class ScenarioResult:
     """Optional features the scenario needs (skipped when one is not declared)."""
     faults_unfired: tuple[str, ...] = ()
     """Planned faults / concurrent_turn holds that did not happen (then ``status`` is error)."""
+    failpoints_injected: tuple[str, ...] = ()
+    """Failpoints where a planned fault really fired (a subset of ``failpoints_reached``)."""
+    timeline: Timeline | None = None
+    """Per-instance timeline, kept only for a scenario that failed or errored."""
 
 
 @dataclass(frozen=True, slots=True)

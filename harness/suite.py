@@ -8,7 +8,9 @@ Guarantees of :func:`run_suite`:
   only when exercised at least once and never failed or errored; ``not_applicable`` only when
   n/a on every trace; ``not_exercised`` otherwise (also with no scenarios at all);
 * every failing or erroring verdict becomes a :class:`~harness.result.Violation` carrying the
-  scenario, the seed, the evidence, the exact replay command and a trace excerpt;
+  scenario, the seed, the evidence, the exact replay command, every cited trace event (with
+  context) and every cited ledger row; a failed or errored scenario keeps its per-instance
+  timeline (:mod:`harness.timeline`), and every scenario the failpoints where a fault fired;
 * a scenario whose run reported an error (hang, IUT crash, a planned fault or hold that
   did not happen) or whose trace is not ``completed`` is ``error`` and fails the gate; its
   verdicts count neither as a pass nor as an exercise of any criterion (a pass becomes
@@ -67,7 +69,8 @@ from harness.result import (
     Violation,
 )
 from harness.trace import Trace, trace_digest
-from harness.tracelines import excerpt as trace_excerpt
+from harness.timeline import build_timeline, cited_ledger_rows, injected_failpoints
+from harness.tracelines import cited_excerpt
 
 DEFAULT_TIME_LIMIT_S = 20.0
 DEFAULT_SEED = 0
@@ -413,8 +416,17 @@ def _judge(
         replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
         faults_unfired=tuple(getattr(run, "unfired", ())),
+        failpoints_injected=injected_failpoints(run.trace),
+        timeline=(build_timeline(run.trace, _cited_indexes(verdicts))
+                  if status is not ScenarioStatus.PASSED else None),
     )
     return _Judged(scenario, result, verdicts, run.trace)
+
+
+def _cited_indexes(verdicts: Sequence[Verdict]) -> tuple[int, ...]:
+    """Trace indexes cited by the failing or erroring verdicts (the timeline keeps them)."""
+    return tuple(i for v in verdicts if v.status in (Status.FAIL, Status.ERROR)
+                 for item in v.evidence for i in item.trace_indexes)
 
 
 def _requires(scenario: Any) -> tuple[str, ...]:
@@ -491,8 +503,11 @@ def _criterion_result(
             seed=seed,
             evidence=_evidence(verdict),
             replay=item.result.replay,
-            excerpt=(trace_excerpt(item.trace, _first_indexes(verdict))
+            excerpt=(cited_excerpt(item.trace, _first_indexes(verdict))
                      if item.trace is not None else ()),
+            cited_ledger_rows=(cited_ledger_rows(
+                item.trace, [row for e in verdict.evidence for row in e.ledger_rows])
+                if item.trace is not None else ()),
         )
         for item, verdict in zip(judged, verdicts)
         if verdict.status in (Status.FAIL, Status.ERROR)

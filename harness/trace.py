@@ -18,9 +18,10 @@ Traces serialize to JSON exactly (``to_json``/``from_json`` of :mod:`harness.con
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
+from harness.identity_memo import by_identity
 from harness.contract import (
     Feature,
     Observation,
@@ -196,7 +197,17 @@ class Trace:
     # -- helpers for checkers (pure) ---------------------------------------------------
 
     def of_kind(self, *kinds: str) -> Iterator[TraceEvent]:
-        return (event for event in self.events if event.kind in kinds)
+        """The events of these kinds, in trace order (from an index built once per trace:
+        checkers ask this hundreds of times of the same trace)."""
+        by_kind = _events_by_kind(self)
+        if len(kinds) == 1:
+            return iter(by_kind.get(kinds[0], ()))
+        groups = [by_kind[kind] for kind in dict.fromkeys(kinds) if kind in by_kind]
+        if len(groups) == 1:
+            return iter(groups[0])
+        events = self.events
+        return (events[at] for at in sorted(
+            at for kind in dict.fromkeys(kinds) for at in _positions_by_kind(self).get(kind, ())))
 
     def ledger(self) -> tuple[TraceEvent, ...]:
         """Every real tool execution, in order (the side-effect ledger)."""
@@ -216,13 +227,72 @@ class Trace:
         return tuple(self.of_kind(Kind.CRASH))
 
 
+_TRACE_FIELDS = tuple(f.name for f in fields(Trace))
+_POINT_FIELDS = tuple(f.name for f in fields(ObservationPoint))
+
+
+@by_identity(4)
+def _positions_by_kind(trace: Trace) -> dict[str, tuple[int, ...]]:
+    grouped: dict[str, list[int]] = {}
+    for at, event in enumerate(trace.events):
+        grouped.setdefault(event.kind, []).append(at)
+    return {kind: tuple(positions) for kind, positions in grouped.items()}
+
+
+@by_identity(4)
+def _events_by_kind(trace: Trace) -> dict[str, tuple[TraceEvent, ...]]:
+    events = trace.events
+    return {kind: tuple(events[at] for at in positions)
+            for kind, positions in _positions_by_kind(trace).items()}
+
+
+@by_identity(2)  # the runner's scrub check and the digest serialize the same trace
 def trace_to_json(trace: Trace) -> dict[str, Any]:
-    return to_json(trace)
+    """``to_json(trace)``, serializing an observation that several points share once (the
+    runner keeps one object while the store does not change). Callers must not mutate it."""
+    data = {name: to_json(getattr(trace, name)) for name in _TRACE_FIELDS
+            if name != "observations"}
+    done: dict[int, tuple[Observation, Any]] = {}
+    points = []
+    for point in trace.observations:
+        seen = done.get(id(point.observation))
+        if seen is None or seen[0] is not point.observation:
+            seen = done[id(point.observation)] = (point.observation, to_json(point.observation))
+        points.append({name: seen[1] if name == "observation" else to_json(getattr(point, name))
+                       for name in _POINT_FIELDS})
+    data["observations"] = points
+    return data
 
 
 def trace_from_json(data: dict[str, Any]) -> Trace:
     return from_json(Trace, data)
 
 
+@by_identity(2)  # the runner's scrub check and the digest read the same trace's text
+def trace_canonical_json(trace: Trace) -> str:
+    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes), with an
+    observation that several points share encoded once and spliced in (canonical JSON is
+    sorted keys without whitespace, so an object's text is its members' texts joined)."""
+    members = {name: canonical_json(to_json(getattr(trace, name))) for name in _TRACE_FIELDS
+               if name != "observations"}
+    encoded: dict[int, tuple[Observation, str]] = {}
+    points = []
+    for point in trace.observations:
+        seen = encoded.get(id(point.observation))
+        if seen is None or seen[0] is not point.observation:
+            seen = encoded[id(point.observation)] = (
+                point.observation, canonical_json(to_json(point.observation)))
+        points.append(_canonical_object({
+            name: seen[1] if name == "observation" else canonical_json(to_json(getattr(point, name)))
+            for name in _POINT_FIELDS}))
+    members["observations"] = "[" + ",".join(points) + "]"
+    return _canonical_object(members)
+
+
+def _canonical_object(members: dict[str, str]) -> str:
+    return "{" + ",".join(f"{canonical_json(name)}:{members[name]}"
+                          for name in sorted(members)) + "}"
+
+
 def trace_digest(trace: Trace) -> str:
-    return "sha256:" + hashlib.sha256(canonical_json(to_json(trace)).encode()).hexdigest()
+    return "sha256:" + hashlib.sha256(trace_canonical_json(trace).encode()).hexdigest()

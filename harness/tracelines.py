@@ -73,3 +73,55 @@ def excerpt(
         render_event(event, width, ">" if event.index in marked else " ")
         for event in trace.events[start:stop]
     )
+
+
+CITED_RADIUS = 2
+"""Events shown before and after each cited event by :func:`cited_excerpt`."""
+
+CITED_LINES_MAX = 200
+"""At most this many lines in a :func:`cited_excerpt` (cited events are kept first)."""
+
+
+def cited_excerpt(
+    trace: Trace,
+    indexes: Iterable[int],
+    radius: int = CITED_RADIUS,
+    width: int | None = DEFAULT_WIDTH,
+    lines_max: int = CITED_LINES_MAX,
+) -> tuple[str, ...]:
+    """Every cited event with ``radius`` events of context around each (cited lines marked
+    ``>``), overlapping windows merged, each gap shown as one ``   ⋮ N events`` line.
+
+    When the windows would exceed ``lines_max`` lines the context shrinks, then only the
+    cited events remain (they are never dropped below ``lines_max``). Returns ``()`` when no
+    index names an event of the trace.
+    """
+    positions = {event.index: pos for pos, event in enumerate(trace.events)}
+    cited = sorted({positions[i] for i in indexes if i in positions})
+    if not cited:
+        return ()
+    marked = {trace.events[pos].index for pos in cited}
+    for around in range(max(radius, 0), -1, -1):
+        shown = sorted({p for c in cited for p in range(c - around, c + around + 1)
+                        if 0 <= p < len(trace.events)})
+        if len(shown) <= lines_max or around == 0:
+            break
+    lines: list[str] = []
+    previous = -1
+    for pos in shown[:lines_max]:
+        if previous >= 0 and pos > previous + 1:
+            lines.append(_gap(pos - previous - 1))
+        elif previous < 0 and pos > 0:
+            lines.append(_gap(pos))
+        event = trace.events[pos]
+        lines.append(render_event(event, width, ">" if event.index in marked else " "))
+        previous = pos
+    if len(shown) > lines_max:
+        lines.append(f"   ⋮ {len(shown) - lines_max} more cited events")
+    elif previous < len(trace.events) - 1:
+        lines.append(_gap(len(trace.events) - 1 - previous))
+    return tuple(lines)
+
+
+def _gap(events: int) -> str:
+    return f"   ⋮ {events} event{'' if events == 1 else 's'}"

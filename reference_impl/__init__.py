@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.contract import CheckpointFixture, Feature, ImplementationInfo, Observation, World
 from reference_impl.errors import ReferenceImplError
-from reference_impl.inspection import observe
+from reference_impl.inspection import StoreReader
 from reference_impl.runtime import ReferenceRuntime
 
 __all__ = [
@@ -55,12 +55,17 @@ class ReferenceImplementation:
             features=tuple(Feature),
             checkpoint_fixtures=CHECKPOINT_FIXTURES,
         )
+        self._reader = StoreReader()
 
     def open(self, data_dir: str, world: World) -> ReferenceRuntime:
         return ReferenceRuntime(data_dir, world)
 
     def inspect(self, data_dir: str) -> Observation:
-        return observe(data_dir)
+        return self._reader.observe(data_dir)
+
+    def release(self, data_dir: str) -> None:
+        """The run on ``data_dir`` is over: close the connection ``inspect`` kept there."""
+        self._reader.release(data_dir)
 
     def checkpoint_fixture(self, name: str) -> CheckpointFixture:
         """The content of a fixture it declares (those only, read from this package), with

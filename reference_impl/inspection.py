@@ -1,15 +1,24 @@
 """``inspect``: a normalized :class:`Observation` read from the durable store alone.
 
-Guarantees: it opens a fresh read-only connection (no running instance needed, nothing
+Guarantees: it reads through a read-only connection (no running instance needed, nothing
 written), reads every table inside one read transaction so the snapshot is consistent,
 fills every field of the observation from stored rows, orders rows by insertion (rowid),
 and derives recovery actions with the same function the runtime projects with.
+
+:class:`StoreReader` is what ``inspect`` uses: the harness reads the store at every
+failpoint, mostly between writes, so it keeps one connection per data dir (no schema parse
+per read) and hands back the very same :class:`Observation` while SQLite's
+``PRAGMA data_version`` says no other connection committed since (and the file is the same
+file); it keeps at most a few data dirs and closes one on :meth:`StoreReader.release`.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
+from dataclasses import dataclass
 
 from harness.contract import (
     ApprovalWaitView,
@@ -29,16 +38,86 @@ from harness.contract import (
 )
 from reference_impl import records, results
 from reference_impl.records import Stage
-from reference_impl.store import open_read_only
+from reference_impl.store import open_read_only, store_path
 from reference_impl.visibility import operation_status
 
 
 def observe(data_dir: str) -> Observation:
+    """The observation read through a fresh connection (closed again)."""
     conn = open_read_only(data_dir)
     if conn is None:
         return Observation()
     try:
-        conn.execute("BEGIN")  # one snapshot for every table
+        return _read(conn)
+    finally:
+        conn.close()
+
+
+@dataclass(slots=True)
+class _Kept:
+    conn: sqlite3.Connection
+    file_id: tuple[int, int]
+    data_version: int
+    observation: Observation
+
+
+class StoreReader:
+    """Observations of several data dirs, each through one kept read-only connection."""
+
+    def __init__(self, data_dirs_max: int = 4) -> None:
+        self._kept: dict[str, _Kept] = {}
+        self._data_dirs_max = data_dirs_max
+        self._lock = threading.Lock()  # the connections are shared between threads
+
+    def observe(self, data_dir: str) -> Observation:
+        with self._lock:
+            try:
+                stat = os.stat(store_path(data_dir))
+            except FileNotFoundError:
+                self._close(data_dir)
+                return Observation()
+            file_id = (stat.st_dev, stat.st_ino)
+            kept = self._kept.get(data_dir)
+            if kept is not None and kept.file_id != file_id:  # replaced: read the new file
+                self._close(data_dir)
+                kept = None
+            if kept is not None:
+                version = _data_version(kept.conn)
+                if version == kept.data_version:
+                    return kept.observation
+                kept.observation, kept.data_version = _read(kept.conn), version
+                return kept.observation
+            conn = open_read_only(data_dir, any_thread=True)
+            if conn is None:
+                return Observation()
+            version = _data_version(conn)
+            observation = _read(conn)
+            if not _has_schema(conn):  # being created: read it afresh next time
+                conn.close()
+                return observation
+            self._kept[data_dir] = _Kept(conn, file_id, version, observation)
+            while len(self._kept) > self._data_dirs_max:
+                self._close(next(iter(self._kept)))
+            return observation
+
+    def release(self, data_dir: str) -> None:
+        with self._lock:
+            self._close(data_dir)
+
+    def _close(self, data_dir: str) -> None:
+        kept = self._kept.pop(data_dir, None)
+        if kept is not None:
+            kept.conn.close()
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """Changes whenever another connection commits to the store (SQLite's guarantee)."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _read(conn: sqlite3.Connection) -> Observation:
+    conn.execute("BEGIN")  # one snapshot for every table
+    try:
         if not _has_schema(conn):
             return Observation()
         observation = Observation(
@@ -53,10 +132,9 @@ def observe(data_dir: str) -> Observation:
             failure_events_logged=_count(conn, "failure_events"),
             result_records=_count(conn, "result_records"),
         )
-        conn.execute("COMMIT")
         return observation
     finally:
-        conn.close()
+        conn.execute("COMMIT")
 
 
 def _has_schema(conn: sqlite3.Connection) -> bool:

@@ -261,12 +261,14 @@ def _statements(script: str) -> list[str]:
     return statements
 
 
-def open_read_only(data_dir: str) -> sqlite3.Connection | None:
-    """A fresh read-only connection, or None when no store was ever created there."""
+def open_read_only(data_dir: str, *, any_thread: bool = False) -> sqlite3.Connection | None:
+    """A fresh read-only connection, or None when no store was ever created there
+    (``any_thread``: usable from several threads, the caller serializing the uses)."""
     path = store_path(data_dir)
     if not os.path.exists(path):
         return None
-    connection = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True)
+    connection = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True,
+                                 check_same_thread=not any_thread)
     connection.row_factory = sqlite3.Row
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return connection

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 from harness.contract import Feature
+from harness.identity_memo import by_identity
 from harness.trace import Trace
 
 
@@ -135,15 +136,4 @@ def per_trace(compute: Callable[[Trace], _R]) -> Callable[[Trace], _R]:
     """``compute`` remembered for the last trace it was given (by identity, holding the trace
     so a reused id never matches): the criteria judge one trace in a row, and several of
     them ask the same oracle about it. Still a pure function of the trace."""
-    last: list[tuple[Trace, _R]] = []
-
-    def remembered(trace: Trace) -> _R:
-        if last and last[0][0] is trace:
-            return last[0][1]
-        result = compute(trace)
-        last[:] = [(trace, result)]
-        return result
-
-    remembered.__name__ = compute.__name__
-    remembered.__doc__ = compute.__doc__
-    return remembered
+    return by_identity(1)(compute)

@@ -8,9 +8,16 @@ criterion or raises ``CriteriaError`` naming the valid ids; each criterion's
 (empty for the core, which no declaration can make n/a). A criterion that relies on
 failpoints also fails when one of them is misplaced on some hit
 (:func:`harness.criteria.failpoint_preconditions.guard`).
+
+Every criterion carries its requirement twice: ``statement``, in English, is what every report
+and ``list criteria`` show first; ``seed_clause`` is the original clause of the design
+document (in Chinese), shown after it labelled as its source. A criterion whose title or
+statement is empty or not English (holds CJK text) raises ``CriteriaError`` at import.
 """
 
 from __future__ import annotations
+
+import re
 
 from harness.conformance import gate_criteria
 from harness.criteria import l1, l2, l3, l4, l5, m, x
@@ -44,7 +51,22 @@ def _check_unique(criteria: tuple[Criterion, ...]) -> dict[str, Criterion]:
     return index
 
 
+_CJK = re.compile("[\u2e80-\u2fff\u3000-\u303f\u3040-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
+"""CJK ideographs, kana, hangul, CJK punctuation and full-width forms."""
+
+
+def _check_statements(criteria: tuple[Criterion, ...]) -> None:
+    for criterion in criteria:
+        for name in ("title", "statement"):
+            text = getattr(criterion, name)
+            if not text.strip() or _CJK.search(text):
+                raise CriteriaError(
+                    f"criterion {criterion.id}: its {name} must be non-empty English text "
+                    f"(the original clause belongs in seed_clause), got {text!r}")
+
+
 _BY_ID = _check_unique(CRITERIA)
+_check_statements(CRITERIA)
 
 
 def by_id(criterion_id: str) -> Criterion:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import fnmatch
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
 
 from harness.contract import (
     DecisionSource,
@@ -35,6 +36,7 @@ from harness.contract import (
     ToolKind,
     canonical_json,
 )
+from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 OpKey = tuple[str, str]
@@ -90,6 +92,7 @@ def parse_json_text(raw: Any) -> Any:
     return None
 
 
+@by_identity(2)
 def points(trace: Trace) -> tuple[ObservationPoint, ...]:
     """Observation points ordered by trace index (recording order kept among equals)."""
     return tuple(sorted(trace.observations, key=lambda p: p.index))
@@ -411,6 +414,7 @@ def _assistant_calls(trace: Trace) -> dict[OpKey, dict[str, Any]]:
     return found
 
 
+@by_identity(2)
 def served_calls(trace: Trace) -> tuple[ServedCall, ...]:
     """Every call served by a stream, in serving order (a call served twice appears twice)."""
     sessions = request_sessions(trace)
@@ -507,8 +511,10 @@ class Op:
     def ledger_seqs(self) -> tuple[int, ...]:
         return tuple(int(r.data.get("ledger_seq", -1)) for r in self.rows)
 
-def operations(trace: Trace) -> dict[OpKey, Op]:
-    """Every operation the trace knows of, keyed ``(session, call id)``, by first sighting."""
+@by_identity(2)  # some thirty checks ask for the same trace's operations in a row
+def operations(trace: Trace) -> Mapping[OpKey, Op]:
+    """Every operation the trace knows of, keyed ``(session, call id)``, by first sighting
+    (read-only: it is shared by every check of the trace)."""
     served: dict[OpKey, list[ServedCall]] = {}
     for call in served_calls(trace):
         served.setdefault((call.session_id, call.tool_call_id), []).append(call)
@@ -564,7 +570,8 @@ def operations(trace: Trace) -> dict[OpKey, Op]:
             prompts=tuple(prompts.get(key, ())),
             views=tuple(views.get(key, ())),
         )
-    return dict(sorted(ops.items(), key=lambda item: (item[1].first_seen, item[0])))
+    return MappingProxyType(dict(sorted(ops.items(),
+                                        key=lambda item: (item[1].first_seen, item[0]))))
 
 
 def is_escalation_retry(op: Op, row: TraceEvent) -> bool:
@@ -770,6 +777,7 @@ def authorization(trace: Trace, op: Op, at: int, all_reviews: Iterable[Review]) 
 # --------------------------------------------------------------------------- crashes
 
 
+@by_identity(2)
 def crash_points(trace: Trace) -> tuple[tuple[TraceEvent, str, dict[str, Any]], ...]:
     """``(crash event, failpoint name, context of the failpoint hit that crashed)``."""
     found = []

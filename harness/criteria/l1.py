@@ -11,6 +11,7 @@ witness. An old checkpoint is judged on what the harness read from the fixture b
 
 from __future__ import annotations
 
+import functools
 import shlex
 
 from dataclasses import dataclass
@@ -359,10 +360,11 @@ def looks_equivalent(a: object, b: object) -> bool:
     )
 
 
-def _shell_words(text: str) -> list[str] | None:
+@functools.lru_cache(maxsize=4096)  # the same command lines are compared pair by pair
+def _shell_words(text: str) -> tuple[str, ...] | None:
     """The words a POSIX shell would pass (quoting and whitespace removed), or None."""
     try:
-        return shlex.split(text)
+        return tuple(shlex.split(text))
     except ValueError:  # unbalanced quotes: no shell would run it as the same words
         return None
 

@@ -39,6 +39,7 @@ from harness.contract import (
     from_json,
 )
 from harness.criteria.base import Evidence
+from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 OpKey = tuple[str, str]
@@ -199,6 +200,7 @@ def _applied_by_driver_call(events: tuple[TraceEvent, ...], pos: int) -> bool:
     return False
 
 
+@by_identity(2)
 def rule_changes(trace: Trace) -> tuple[RuleChange, ...]:
     """Every rule/version change: ``update_rules`` driver calls and ``change_rules`` faults."""
     changes = []
@@ -369,6 +371,7 @@ class EmittedCall:
         return (self.session_id, self.tool_call_id)
 
 
+@by_identity(2)
 def _call_catalogue(trace: Trace) -> dict[OpKey, tuple[str, dict[str, Any]]]:
     """(session, tool_call_id) -> (tool, args), world records first, the store last."""
     found: dict[OpKey, tuple[str, dict[str, Any]]] = {}
@@ -396,6 +399,7 @@ def _call_catalogue(trace: Trace) -> dict[OpKey, tuple[str, dict[str, Any]]]:
     return found
 
 
+@by_identity(2)
 def emitted_calls(trace: Trace) -> tuple[EmittedCall, ...]:
     """Every tool call served by the world, in order (a duplicate delivery appears twice)."""
     sessions = request_sessions(trace)
@@ -420,26 +424,39 @@ def first_emissions(trace: Trace) -> dict[OpKey, EmittedCall]:
 
 
 def key_for_execution_id(trace: Trace, execution_id: str) -> OpKey | None:
-    """Find the operation of an execution id among calls, ledger rows, prompts and store."""
+    """Find the operation of an execution id among calls, ledger rows, prompts and store:
+    first a key whose formula gives it, then a ledger row or prompt that names it, then the
+    store's word."""
     if not execution_id:
         return None
+    by_formula, named, stored = _execution_id_index(trace)
+    return by_formula.get(execution_id) or named.get(execution_id) or stored.get(execution_id)
+
+
+@by_identity(2)  # one index per trace instead of a scan per question
+def _execution_id_index(trace: Trace) -> tuple[dict[str, OpKey], dict[str, OpKey],
+                                               dict[str, OpKey]]:
+    """Three lookups, each keeping the first key in trace order (see key_for_execution_id)."""
+    by_formula: dict[str, OpKey] = {}
+    named: dict[str, OpKey] = {}
+    stored: dict[str, OpKey] = {}
     candidates: list[OpKey] = [c.key for c in emitted_calls(trace)]
-    for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
+    recorded = tuple(trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE,
+                                   Kind.APPROVAL_PROMPT))
+    for event in recorded:
         candidates.append((event.data.get("session_id", ""), event.data.get("tool_call_id", "")))
     for point in trace.observations:
         for op in point.observation.operations:
             candidates.append((op.session_id, op.identity.tool_call_id))
-    for key in candidates:
-        if execution_id_for(*key) == execution_id:
-            return key
-    for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
-        if event.data.get("execution_id") == execution_id:
-            return (event.data.get("session_id", ""), event.data.get("tool_call_id", ""))
+    for key in dict.fromkeys(candidates):
+        by_formula.setdefault(execution_id_for(*key), key)
+    for event in recorded:
+        named.setdefault(event.data.get("execution_id"),
+                         (event.data.get("session_id", ""), event.data.get("tool_call_id", "")))
     for point in trace.observations:
         for op in point.observation.operations:
-            if op.identity.execution_id == execution_id:
-                return (op.session_id, op.identity.tool_call_id)
-    return None
+            stored.setdefault(op.identity.execution_id, (op.session_id, op.identity.tool_call_id))
+    return by_formula, named, stored
 
 
 # --------------------------------------------------------------------------- classifier
@@ -760,6 +777,7 @@ class Interruption:
     kind: str  # "crash" | "raise"
 
 
+@by_identity(2)
 def interruptions(trace: Trace) -> tuple[Interruption, ...]:
     out = []
     events = trace.events

@@ -41,6 +41,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 SETTLED_STATUSES = frozenset({
@@ -277,9 +278,14 @@ def publications(trace: Trace) -> tuple[Publication, ...]:
     return tuple(found)
 
 
+@by_identity(32)  # an operation is asked about once per publication check
+def _execution_ids(op: F.Op) -> frozenset[str]:
+    return frozenset({execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views})
+
+
 def publications_of(pubs: tuple[Publication, ...], op: F.Op, before: int | None = None) -> tuple[Publication, ...]:
     """Publications of ``op`` (matched by session and call id, or by its execution id)."""
-    exec_ids = {execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views}
+    exec_ids = _execution_ids(op)
     return tuple(p for p in pubs if (p.key == op.key or p.execution_id in exec_ids)
                  and (before is None or p.event.index < before))
 

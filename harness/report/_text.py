@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 from harness.result import CriterionResult, CriterionStatus, EvidenceItem, RunResult, Violation
 
@@ -18,6 +19,32 @@ STATUS_LABEL: dict[CriterionStatus, str] = {
 }
 
 PROBLEM_STATUSES = (CriterionStatus.FAILED, CriterionStatus.ERROR)
+
+SOURCE_LABEL = "Source (design document, Chinese)"
+"""How every report labels a criterion's original clause (kept beside its English statement)."""
+
+
+def status_label(status: CriterionStatus) -> str:
+    """The label of any status; one added to the vocabulary later reads as its value."""
+    return STATUS_LABEL.get(status, status.value.replace("_", " "))
+
+
+def status_counts(criteria: Iterable[CriterionResult]) -> dict[CriterionStatus, int]:
+    """Criteria per status, every status of the vocabulary present (0 when none), in the
+    vocabulary's order: writers lay out whatever statuses exist without naming them."""
+    counts = {status: 0 for status in CriterionStatus}
+    for criterion in criteria:
+        counts[criterion.status] = counts.get(criterion.status, 0) + 1
+    return counts
+
+
+def stages(result: RunResult) -> list[str]:
+    """The stages of the result's criteria, in catalogue order."""
+    seen: list[str] = []
+    for criterion in result.criteria:
+        if criterion.stage not in seen:
+            seen.append(criterion.stage)
+    return seen
 
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -42,8 +69,11 @@ def violation_text(violation: Violation) -> str:
     lines = [f"scenario {violation.scenario} (seed {violation.seed})"]
     lines += [f"  - {evidence_line(item)}" for item in violation.evidence]
     if violation.excerpt:
-        lines.append("  trace excerpt:")
+        lines.append("  cited trace events (> marks one):")
         lines += [f"    {line}" for line in violation.excerpt]
+    if violation.cited_ledger_rows:
+        lines.append("  cited ledger rows:")
+        lines += [f"    {line}" for line in violation.cited_ledger_rows]
     lines.append(f"  replay: {violation.replay}")
     return "\n".join(lines)
 

@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.contract import to_json
-from harness.report._text import evidence_line, level_line, violation_text, xml_safe
+from harness.report._text import SOURCE_LABEL, evidence_line, level_line, violation_text, xml_safe
 from harness.report.atomic import write_bytes
 from harness.result import CriterionResult, CriterionStatus, RunResult, ScenarioResult, ScenarioStatus
 
@@ -38,7 +38,8 @@ def _el(parent: ET.Element, tag: str, text: str | None = None, **attrs: object) 
 def _criterion_case(suite: ET.Element, impl: str, c: CriterionResult) -> str:
     """Add the testcase; returns "failure", "error", "skipped" or "" (passed)."""
     case = _el(suite, "testcase", classname=f"{impl}.{c.stage}", name=f"{c.id}: {c.title}", time="0")
-    header = f"{c.id} — {c.statement}\nseed clause: {c.seed_clause}\nexercised: {c.exercised}"
+    header = (f"{c.id} — {c.statement}\n{SOURCE_LABEL}: {c.seed_clause}\n"
+              f"exercised: {c.exercised}")
     if c.status in (CriterionStatus.FAILED, CriterionStatus.ERROR):
         first = c.violations[0].evidence[0].note if c.violations and c.violations[0].evidence else ""
         message = f"{len(c.violations)} violation(s)" + (f": {first}" if first else "")

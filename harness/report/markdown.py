@@ -1,9 +1,12 @@
 """``report.md``: a short summary that fits a pull-request comment.
 
 Guarantees: a first line saying whether the gate passed, the conformance level headline
-(core + claimed features, not claimed ones, unmet ``--require-features``), a count table, every failing or
-erroring criterion with its first violations and their replay commands, errored scenarios,
-and the list of criteria not exercised. Output stays under :data:`MAX_CHARS` (long lists are
+(core + claimed features, not claimed ones, unmet ``--require-features``), a stage × status
+grid whose columns are the statuses present (any status of the vocabulary, so a new one needs
+no layout change), every failing or erroring criterion with its English statement, its first
+violations and their replay commands, errored scenarios, the unexpected passes in their own
+section, the expected failures, the criteria not exercised, and whether the determinism
+check ran (and what it found). Output stays under :data:`MAX_CHARS` (long lists are
 cut with a pointer to report.html); model- and IUT-written text is escaped so it cannot
 break the layout.
 """
@@ -14,7 +17,16 @@ import os
 import re
 from pathlib import Path
 
-from harness.report._text import PROBLEM_STATUSES, criteria_with, evidence_line, level_line
+from harness.report._text import (
+    PROBLEM_STATUSES,
+    SOURCE_LABEL,
+    criteria_with,
+    evidence_line,
+    level_line,
+    stages,
+    status_counts,
+    status_label,
+)
 from harness.report.atomic import write_text
 from harness.result import CriterionStatus, RunResult, ScenarioStatus
 
@@ -24,6 +36,7 @@ MAX_CHARS = 60_000
 MAX_VIOLATIONS_SHOWN = 3
 MAX_NOTE_CHARS = 300
 MAX_LISTED_ONE_A_LINE = 12
+MAX_STATEMENT_CHARS = 600
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -52,7 +65,6 @@ def code(value: str) -> str:
 
 
 def to_markdown(result: RunResult) -> str:
-    s = result.summary
     info = result.implementation
     icon = "✅" if result.gate_passed else "❌"
     verdict = "gate passed" if result.gate_passed else "gate failed"
@@ -67,10 +79,9 @@ def to_markdown(result: RunResult) -> str:
         f"{len(result.scenarios)} scenarios ({len(errored)} errored, {len(skipped)} skipped) · "
         f"harness {text(result.run.harness_version)} · {result.run.duration_s:.1f} s",
         "",
-        "| criteria | passed | failed | errors | not exercised | n/a | expected fail | unexpected pass | not selected |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| {s.criteria} | {s.passed} | {s.failed} | {s.errors} | {s.not_exercised} | "
-        f"{s.not_applicable} | {s.expected_fail} | {s.unexpected_pass} | {s.not_selected} |",
+        _determinism_line(result),
+        "",
+        *_grid(result),
     ]
     body: list[str] = []
     unmet = result.conformance.required_unmet
@@ -82,9 +93,12 @@ def to_markdown(result: RunResult) -> str:
         body += ["", "### Failures", ""]
         for c in problems:
             body.append(
-                f"- **{text(c.id)}** {text(c.title)} — {c.status.value}, "
+                f"- **{text(c.id)}** {text(c.title)} — {text(status_label(c.status))}, "
                 f"{len(c.violations)} violation(s)"
             )
+            body.append(f"  - requirement: {text(c.statement, MAX_STATEMENT_CHARS)}")
+            if c.seed_clause:
+                body.append(f"  - {SOURCE_LABEL}: {text(c.seed_clause, MAX_NOTE_CHARS)}")
             for v in c.violations[:MAX_VIOLATIONS_SHOWN]:
                 notes = "; ".join(evidence_line(e) for e in v.evidence) or "no evidence given"
                 body.append(f"  - scenario {code(v.scenario)}: {text(notes)}")
@@ -103,18 +117,20 @@ def to_markdown(result: RunResult) -> str:
             body += [f"- **{text(c.id)}** {text(c.title)}" for c in idle]
         else:  # a run over a subset of scenarios: keep the comment short
             body.append(", ".join(f"**{text(c.id)}**" for c in idle))
-    expected = criteria_with(result, CriterionStatus.EXPECTED_FAIL, CriterionStatus.UNEXPECTED_PASS)
+    surprises = criteria_with(result, CriterionStatus.UNEXPECTED_PASS)
+    if surprises:
+        body += ["", "### Unexpected passes (listed as expected to fail, yet passed)", "",
+                 "Remove them from the expectations file so that a later regression is caught.", ""]
+        body += [f"- **{text(c.id)}** {text(c.title)}: {text(c.expectation_reason)}"
+                 for c in surprises]
+    expected = criteria_with(result, CriterionStatus.EXPECTED_FAIL)
     if expected:
-        body += ["", "### Expectations", ""]
-        body += [
-            f"- **{text(c.id)}** {c.status.value.replace('_', ' ')}: {text(c.expectation_reason)}"
-            for c in expected
-        ]
-    if result.determinism is not None:
-        check = result.determinism
-        body += ["", "### Determinism", ""]
-        if not check.divergences:
-            body.append(f"All {check.scenarios} scenarios gave identical traces when run twice.")
+        body += ["", "### Expected failures", ""]
+        body += [f"- **{text(c.id)}** {text(c.title)}: {text(c.expectation_reason)}"
+                 for c in expected]
+    check = result.determinism
+    if check is not None and check.divergences:
+        body += ["", "### Determinism: traces diverged", ""]
         for d in check.divergences:
             body.append(f"- {code(d.scenario)} diverged at {text(d.where)}: "
                         f"{code(text(d.first, 160))} vs {code(text(d.second, 160))}")
@@ -146,8 +162,36 @@ def to_markdown(result: RunResult) -> str:
     return _fit("\n".join(lines), body)
 
 
+def _determinism_line(result: RunResult) -> str:
+    check = result.determinism
+    if check is None:
+        return ("Determinism check: **not run** (each scenario ran once; `--check-determinism` "
+                "runs every scenario twice and compares the traces).")
+    if not check.divergences:
+        return (f"Determinism check: **ran**: all {check.scenarios} scenarios gave identical "
+                "traces when run twice.")
+    return (f"Determinism check: **ran**: {len(check.divergences)} of {check.scenarios} "
+            "scenarios diverged between two runs under the same seed (see below).")
+
+
+def _grid(result: RunResult) -> list[str]:
+    """Stage × status counts; the columns are the statuses present, in vocabulary order."""
+    totals = status_counts(result.criteria)
+    columns = [status for status, count in totals.items() if count]
+    lines = ["| stage | " + " | ".join(text(status_label(s)) for s in columns) + " | criteria |",
+             "|---|" + "---:|" * (len(columns) + 1)]
+    for stage in stages(result):
+        members = [c for c in result.criteria if c.stage == stage]
+        counts = status_counts(members)
+        lines.append(f"| {text(stage)} | " + " | ".join(str(counts.get(s, 0)) for s in columns)
+                     + f" | {len(members)} |")
+    lines.append("| **all** | " + " | ".join(f"**{totals[s]}**" for s in columns)
+                 + f" | **{len(result.criteria)}** |")
+    return lines
+
+
 def _fit(head: str, body: list[str]) -> str:
-    tail = "\n\n_Full details, trace excerpts and coverage: report.html._\n"
+    tail = "\n\n_Full details (every cited event, scenario timelines, coverage): report.html._\n"
     out = head
     for position, line in enumerate(body):
         if len(out) + len(line) + 1 + len(tail) + 80 > MAX_CHARS:

@@ -8,6 +8,7 @@ timeouts happen in virtual time and a run is reproducible.
 from __future__ import annotations
 
 import threading
+from typing import Callable
 
 EPOCH = 1_700_000_000.0
 """Where every run's clock starts (a fixed instant, so timestamps look real but never vary)."""
@@ -17,6 +18,12 @@ class VirtualClock:
     def __init__(self, start: float = EPOCH) -> None:
         self._now = float(start)
         self._lock = threading.Lock()
+        self._followers: list[Callable[[float], None]] = []
+
+    def follow(self, follower: Callable[[float], None]) -> None:
+        """Call ``follower(now)`` after every move (e.g. to hold the process clock in step)."""
+        self._followers.append(follower)
+        follower(self.now())
 
     def now(self) -> float:
         with self._lock:
@@ -28,4 +35,7 @@ class VirtualClock:
             raise ValueError(f"the virtual clock cannot go back (advance({seconds!r}))")
         with self._lock:
             self._now += float(seconds)
-            return self._now
+            now = self._now
+        for follower in self._followers:
+            follower(now)
+        return now

@@ -194,7 +194,8 @@ def test_help_and_version_exit_0(capsys):
 def test_list_criteria_scenarios_failpoints():
     deps = _deps([GOOD, BAD])
     code, out, _ = _main(["list", "criteria"], deps)
-    assert code == 0 and out.splitlines() == ["A      l4  title of A", "B      l1  title of B"]
+    assert code == 0 and out.splitlines() == ["A      l4  title of A", "           statement of A",
+                                              "B      l1  title of B", "           statement of B"]
     code, out, _ = _main(["list", "scenarios"], deps)
     assert code == 0 and out.splitlines() == ["good  l4  scenarios/l4/good.toml", "bad  l1  scenarios/l1/bad.toml"]
     code, out, _ = _main(["list", "failpoints"], deps)

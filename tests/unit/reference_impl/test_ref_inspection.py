@@ -85,3 +85,46 @@ def test_inspect_works_while_an_instance_holds_the_store_open(start, impl, data_
     runtime.run_turn("s1", "hello")
     assert impl.inspect(data_dir).model_requests[0].end_events == 1
     assert os.path.exists(store_path(data_dir))
+
+
+def test_an_unchanged_store_gives_the_same_observation_object_and_a_commit_a_new_one(
+        start, impl, data_dir):
+    runtime = start(FakeWorld(replies={"s1": [Reply("hi"), Reply("again")]}), config())
+    runtime.run_turn("s1", "hello")
+    first = impl.inspect(data_dir)
+    assert impl.inspect(data_dir) is first  # nothing committed in between
+    runtime.run_turn("s1", "more")  # commits through the runtime's own connection
+    second = impl.inspect(data_dir)
+    assert second is not first and second != first
+    assert len(second.model_requests) == len(first.model_requests) + 1
+    impl.release(data_dir)  # the run is over: the kept connection is closed
+    assert impl.inspect(data_dir) == second  # and a later read opens a new one
+
+
+def test_a_replaced_store_file_is_read_afresh(start, impl, data_dir, tmp_path):
+    runtime = start(FakeWorld(replies={"s1": [Reply("hi")]}), config())
+    runtime.run_turn("s1", "hello")
+    runtime.close()
+    assert len(impl.inspect(data_dir).sessions) == 1
+    os.remove(store_path(data_dir))
+    assert impl.inspect(data_dir).sessions == ()  # gone: an empty observation
+    other = implementation().open(data_dir, FakeWorld())  # a new, empty store there
+    try:
+        assert impl.inspect(data_dir).sessions == ()
+        other.open_session(config("s9"))
+        assert [s.session_id for s in impl.inspect(data_dir).sessions] == ["s9"]
+    finally:
+        other.close()
+
+
+def test_the_reader_keeps_a_bounded_number_of_data_dirs(start, tmp_path):
+    from reference_impl.inspection import StoreReader
+
+    reader = StoreReader(data_dirs_max=2)
+    dirs = [str(tmp_path / f"d{i}") for i in range(4)]
+    for path in dirs:
+        runtime = implementation().open(path, FakeWorld())
+        runtime.open_session(config())
+        runtime.close()
+        assert len(reader.observe(path).sessions) == 1
+    assert len(reader._kept) == 2 and set(reader._kept) == set(dirs[2:])

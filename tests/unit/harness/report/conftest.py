@@ -16,6 +16,8 @@ from harness.result import (
     DivergenceRecord,
     MutantResult,
     SelftestResult,
+    Timeline,
+    TimelineEntry,
     EvidenceItem,
     RunInfo,
     RunResult,
@@ -51,17 +53,36 @@ def _violation(note=HOSTILE):
             "     3 world   tool_executed        {\"tool\":\"write_file\"}",
             ">    4 harness crash                {\"failpoint\":\"after_result_saved\"}",
             ">    5 world   tool_executed        {\"html\":\"<b>bold</b>\"}",
+            "   ⋮ 12 events",
+            ">   18 world   tool_executed        i1 {\"tool\":\"write_file\",\"ledger_seq\":2}",
         ),
+        cited_ledger_rows=("    3 world   tool_executed        {\"ledger_seq\":1,\"tool\":\"write_file\"}",),
     )
 
 
+TIMELINE = Timeline(
+    instances=(0, 1),
+    entries=(
+        TimelineEntry(0, 0, "driver_call", "run_turn"),
+        TimelineEntry(3, 0, "tool_executed", "#1 write_file c1: ok, effect applied", 1),
+        TimelineEntry(4, 0, "crash", "CRASH at after_result_saved"),
+        TimelineEntry(5, 1, "restart", "restart as i1"),
+        TimelineEntry(18, 1, "tool_executed", "#2 write_file c1: ok, effect applied <again>", 2),
+        TimelineEntry(20, 1, "ui_publish", "c1: succeeded (no actions)"),
+    ),
+)
+
+
 def _scenario(sid, status, error=""):
+    troubled = status in (ScenarioStatus.FAILED, ScenarioStatus.ERROR)
     return ScenarioResult(
         id=sid, file=f"scenarios/l4/{sid}.toml", stage="l4", seed=7, status=status,
         duration_s=0.5, trace_digest=DIGEST, faults=("after_result_saved hit 1 -> crash",),
         failpoints_reached=("after_result_saved",),
         verdicts=(VerdictRecord("L4.1", "fail", 1, (EvidenceItem("ran twice", (5,)),)),),
         error=error, replay=REPLAY,
+        failpoints_injected=("after_result_saved",) if sid == "l4-crash" else (),
+        timeline=TIMELINE if troubled else None,
     )
 
 

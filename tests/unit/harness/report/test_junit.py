@@ -29,6 +29,10 @@ def test_one_testcase_per_criterion_with_status_mapping(failing_result, tmp_path
     assert "lifecycle-harness replay scenarios/l4/crash.toml --seed 7 --impl reference" in failure.text
     assert '<script>alert("x")</script>' in failure.text  # evidence kept (escaped by XML)
     assert "\x00" not in failure.text
+    assert "L4.1 — statement L4.1\nSource (design document, Chinese): 「clause L4.1」" in failure.text
+    assert "seed clause" not in failure.text
+    assert ">   18 world   tool_executed" in failure.text  # every cited event, not only the first
+    assert "cited ledger rows:" in failure.text and '{"ledger_seq":1,"tool":"write_file"}' in failure.text
     assert by_id["L4.2"].find("error") is not None
     assert by_id["L2.3"].find("failure").get("type") == "not_exercised"
     assert by_id["L5.3"].find("skipped") is not None and by_id["L5.3"].find("failure") is None

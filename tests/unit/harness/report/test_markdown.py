@@ -44,3 +44,48 @@ def test_a_long_not_exercised_list_fits_on_one_paragraph(failing_result):
     many = tuple(dataclasses.replace(idle, id=f"L2.{i}") for i in range(30))
     text = markdown.to_markdown(dataclasses.replace(failing_result, criteria=many))
     assert "**L2.0**, **L2.1**, **L2.2**" in text and "- **L2.0**" not in text
+
+
+def test_markdown_says_whether_the_determinism_check_ran(failing_result, passing_result):
+    assert "Determinism check: **not run**" in markdown.to_markdown(passing_result)
+    text = markdown.to_markdown(failing_result)
+    assert "Determinism check: **ran**: 1 of 3 scenarios diverged" in text
+    assert "### Determinism: traces diverged" in text and "`x-ok` diverged at event 4" in text
+    clean = dataclasses.replace(failing_result, determinism=dataclasses.replace(
+        failing_result.determinism, divergences=()))
+    assert "Determinism check: **ran**: all 3 scenarios gave identical traces" in markdown.to_markdown(clean)
+
+
+def test_unexpected_passes_have_their_own_section(failing_result):
+    text = markdown.to_markdown(failing_result)
+    section = text.split("### Unexpected passes")[1].split("###")[0]
+    assert "**M2**" in section and "issue 13" in section and "**M1**" not in section
+    assert "**M1**" in text.split("### Expected failures")[1].split("###")[0]
+
+
+def test_stage_grid_counts_every_status(failing_result):
+    lines = markdown.to_markdown(failing_result).splitlines()
+    header = next(line for line in lines if line.startswith("| stage |"))
+    assert header == ("| stage | passed | FAILED | ERROR | not exercised | n/a | expected fail | "
+                      "unexpected pass | criteria |")
+    assert "| m | 0 | 0 | 0 | 0 | 0 | 1 | 1 | 2 |" in lines
+    assert "| **all** | **1** | **1** | **1** | **1** | **1** | **1** | **1** | **7** |" in lines
+
+
+def test_grid_shows_only_present_statuses_and_new_ones_generically(passing_result):
+    import enum
+
+    class Extra(enum.StrEnum):
+        NOT_SELECTED = "not_selected"
+
+    criteria = (passing_result.criteria[0],
+                dataclasses.replace(passing_result.criteria[1], status=Extra.NOT_SELECTED))
+    lines = markdown.to_markdown(dataclasses.replace(passing_result, criteria=criteria)).splitlines()
+    assert "| stage | passed | not selected | criteria |" in lines
+    assert "| l5 | 0 | 1 | 1 |" in lines
+
+
+def test_failures_lead_with_the_english_statement_then_the_labelled_source(failing_result):
+    section = markdown.to_markdown(failing_result).split("### Failures")[1]
+    assert section.index("requirement: statement L4.1") < section.index(
+        "Source (design document, Chinese): 「clause L4.1」") < section.index("replay:")
