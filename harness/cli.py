@@ -191,9 +191,10 @@ def add_color_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_list(sub: Any) -> None:
-    parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants or features")
+    parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants, features "
+                            "or profiles")
     parser.add_argument("what", choices=("criteria", "scenarios", "failpoints", "mutants",
-                                         "features"))
+                                         "features", "profiles"))
     add_scenarios_option(parser)
     parser.set_defaults(handler=cmd_list)
 
@@ -264,6 +265,16 @@ def _add_chaos(sub: Any) -> None:
 
 
 SUBCOMMANDS.append(_add_chaos)
+
+
+def _add_compare_and_matrix(sub: Any) -> None:
+    from harness import compare, matrix
+
+    compare.add_parser(sub)
+    matrix.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_compare_and_matrix)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -363,6 +374,10 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     implementation = implementation_under_test(ctx, args)
     criteria = ctx.deps.criteria()
     expectations = load_expectations_option(args, criteria)
+    if not getattr(args, "expectations", None):  # a profile explains its divergences
+        from harness.profiles import expectations_of
+
+        expectations = expectations_of(implementation) or {}
     chosen = _select(args, ctx, criteria)
     scenarios = chosen.scenarios
     renderer = ctx.deps.fault_renderer()
@@ -597,6 +612,12 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
         for mutant in _mutants():
             klass = f" ({mutant.trust_class})" if mutant.trust_class else ""
             ctx.out(f"{mutant.name}  [{', '.join(mutant.expected)}]{klass}  {mutant.defect}")
+    elif args.what == "profiles":
+        from harness.profiles import PROFILES
+
+        for profile in PROFILES:
+            ctx.out(f"{profile.spec:<26} {profile.system}: {profile.summary} "
+                    f"({len(profile.divergences)} documented divergence(s))")
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")

@@ -267,3 +267,13 @@ def _load_docker(image: str) -> Implementation:
 
 register("process", _load_process, "process:COMMAND")
 register("docker", _load_docker, "docker:IMAGE")
+
+
+def _load_profile(name: str) -> Implementation:
+    """The reference under a documented runtime's policies (harness.profiles)."""
+    from harness.profiles import load
+
+    return load(name)
+
+
+register("profile", _load_profile, "profile:NAME")

@@ -68,6 +68,7 @@ from reference_impl.classifier_gate import ClassifierGate
 from reference_impl.errors import StoreError
 from reference_impl.events import Signals
 from reference_impl.failure_policy import ToolOutcome
+from reference_impl.policy import REFERENCE, RuntimePolicy
 from reference_impl.permissions import (
     Decision,
     default_decision,
@@ -89,7 +90,10 @@ class StepResult(enum.StrEnum):
 
 
 class OperationPipeline:
-    def __init__(self, store: Store, world: World, signals: Signals) -> None:
+    def __init__(
+        self, store: Store, world: World, signals: Signals, policy: RuntimePolicy = REFERENCE
+    ) -> None:
+        self.policy = policy
         self._store = store
         self._world = world
         self._signals = signals
@@ -168,6 +172,10 @@ class OperationPipeline:
                 denial_counters.record_risk_denial(
                     conn, op.session_id, session.permission_version, op.execution_id
                 )
+            if decided and decision.counts_as_risk_denial:  # a policy may end the turn here
+                denial_counters.end_turn_on_limit(
+                    conn, op.session_id, session.permission_version, session.config.thresholds,
+                    self.policy.denials, owner_can_answer(session.config))
             if decided and decision.classifier_outcome is ClassifierOutcome.ALLOW:
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
         if not decided:
@@ -203,7 +211,8 @@ class OperationPipeline:
             return ruled
         if config.mode is not Mode.AUTO:
             return default_decision(config, op.tool)
-        if owner_can_answer(config):
+        if owner_can_answer(config) and (  # a policy may answer a limit otherwise
+                self.policy.denials.with_owner is denial_counters.LimitAction.ASK_OWNER):
             counts = denial_counters.read(self._store.connection, op.session_id,
                                           session.permission_version)
             trigger = denial_counters.fallback_trigger(counts, config.thresholds)

@@ -33,6 +33,7 @@ from reference_impl import approvals, model_requests, records, results
 from reference_impl.events import Signals
 from reference_impl.execution import OperationPipeline
 from reference_impl.failure_policy import ToolOutcome
+from reference_impl.policy import RestartAction, RuntimePolicy
 from reference_impl.records import Stage
 from reference_impl.store import Store
 from reference_impl.turns import TurnLoop
@@ -46,6 +47,7 @@ UNCONFIRMED_REASON = (
 def recover(
     store: Store, world: World, signals: Signals, pipeline: OperationPipeline, turns: TurnLoop
 ) -> RecoveryReport:
+    _apply_restart_policy(store, world, signals, pipeline)
     unknown = _mark_unconfirmed_as_unknown(store, world, pipeline)
     _end_interrupted_model_requests(store, world, signals)
     completed = _fold_unsaved_results(store, pipeline)
@@ -129,3 +131,79 @@ def _replay_missing_projections(store: Store, pipeline: OperationPipeline) -> tu
 def _sessions(store: Store) -> tuple[str, ...]:
     rows = store.connection.execute("SELECT session_id FROM sessions ORDER BY rowid").fetchall()
     return tuple(row["session_id"] for row in rows)
+
+
+# --------------------------------------------------------------------------- policy seam
+# The reference needs nothing here (its policy is the table above). A profile of a runtime
+# that re-runs interrupted calls, or keeps pending approvals in memory only, gets that
+# behaviour from the same store: the started operations go back to ``decided`` so the
+# resumed turn runs them again, and pending waits are refused as lost.
+
+RERUN_REASON = "the process restarted while the call was running; it runs again"
+LOST_WAIT_REASON = (
+    "the process restarted; pending approval requests were held in memory only and are gone"
+)
+
+
+def _apply_restart_policy(
+    store: Store, world: World, signals: Signals, pipeline: OperationPipeline
+) -> None:
+    policy: RuntimePolicy = pipeline.policy
+    if policy.incomplete_calls_on_restart is RestartAction.RERUN:
+        _rerun_started(store, policy.restart_reruns_max)
+    if not policy.waits_survive_restart:
+        _drop_pending_waits(store, world, signals, pipeline)
+
+
+def _rerun_started(store: Store, reruns_max: int) -> None:
+    """Started operations without a result go back to the stage they were started from
+    (``decided``: their allow stands; ``escalating``: their approved escalation stands) and
+    their turn to ``running``; past ``reruns_max`` re-runs of one call it is left started,
+    so the reference's marking (unknown, reconciliation required) settles it."""
+    with store.transaction() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS restart_reruns ("
+                     " execution_id TEXT PRIMARY KEY, reruns INTEGER NOT NULL)")
+        rows = conn.execute(
+            "SELECT o.execution_id, o.session_id, COALESCE(r.reruns, 0) AS reruns"
+            " FROM operations o LEFT JOIN restart_reruns r USING (execution_id)"
+            " WHERE o.stage = ? ORDER BY o.rowid",
+            (Stage.STARTED.value,),
+        ).fetchall()
+        for row in rows:
+            if row["reruns"] >= reruns_max:
+                continue
+            conn.execute("INSERT INTO restart_reruns (execution_id, reruns) VALUES (?, 1)"
+                         " ON CONFLICT (execution_id) DO UPDATE SET reruns = reruns + 1",
+                         (row["execution_id"],))
+            # Back to the stage it was started from: an approved escalation runs outside the
+            # sandbox again, anything else from its allow decision.
+            escalated = approvals.for_operation(conn, row["execution_id"], approvals.ESCALATION)
+            restart_from = Stage.ESCALATING if escalated is not None else Stage.DECIDED
+            conn.execute("UPDATE operations SET stage = ?, reason = ? WHERE execution_id = ?"
+                         " AND stage = ?", (restart_from.value, RERUN_REASON,
+                                            row["execution_id"], Stage.STARTED.value))
+            conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
+                         (TurnStatus.RUNNING.value, row["session_id"]))
+
+
+def _drop_pending_waits(
+    store: Store, world: World, signals: Signals, pipeline: OperationPipeline
+) -> None:
+    """Every pending wait is closed as refused (the operation is not run; an escalation's
+    sandboxed result stands) and its turn goes on running."""
+    with store.transaction() as conn:
+        pending = conn.execute(
+            "SELECT wait_id FROM approval_waits WHERE status = 'pending' ORDER BY rowid"
+        ).fetchall()
+        dropped = []
+        for row in pending:
+            wait = approvals.load(conn, row["wait_id"])
+            if approvals.withdraw(conn, wait, LOST_WAIT_REASON, redecide=False, now=world.now()):
+                dropped.append(wait)
+                conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
+                             (TurnStatus.RUNNING.value, wait.session_id))
+    for wait in dropped:
+        signals.emit(EventType.APPROVAL_ANSWERED, wait.session_id, wait.execution_id,
+                     wait_id=wait.wait_id, approved=False, withdrawn=True)
+        if wait.purpose == approvals.ESCALATION:  # the sandboxed attempt's result is final
+            pipeline.announce_result(wait.session_id, wait.execution_id)

@@ -38,16 +38,17 @@ from reference_impl.errors import RuntimeClosedError, UnknownSessionError, Unkno
 from reference_impl.events import Signals
 from reference_impl.execution import OperationPipeline, StepResult
 from reference_impl.model_requests import ModelRequester
+from reference_impl.policy import REFERENCE, RuntimePolicy
 from reference_impl.store import Store
 from reference_impl.turns import TurnLoop
 
 
 class ReferenceRuntime:
-    def __init__(self, data_dir: str, world: World) -> None:
+    def __init__(self, data_dir: str, world: World, policy: RuntimePolicy = REFERENCE) -> None:
         self._store = Store.open(data_dir)
         self._world = world
         self._signals = Signals(world, self._store)
-        self._pipeline = OperationPipeline(self._store, world, self._signals)
+        self._pipeline = OperationPipeline(self._store, world, self._signals, policy)
         self._turns = TurnLoop(
             self._store, world, self._signals, self._pipeline,
             ModelRequester(self._store, world, self._signals),
