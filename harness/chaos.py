@@ -827,6 +827,7 @@ def add_parser(sub: Any) -> None:
         help=f"where the shrunk failure's scenario file goes (default: {DEFAULT_REGRESSIONS_DIR})",
     )
     cli.add_time_limit_option(parser)
+    cli.add_expectations_option(parser)
     parser.set_defaults(handler=cmd_chaos)
 
 
@@ -867,12 +868,20 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
     if not scenarios:
         raise UsageError("no base scenarios found; pass --scenarios with scenario files or "
                          "folders")
+    criteria = tuple(ctx.deps.criteria())
+    expected = cli.load_expectations_option(args, criteria)
+    if expected:
+        # Known gaps are not counterexamples: the property judged is every criterion the
+        # expectations file does not list (a run error still counts).
+        criteria = tuple(c for c in criteria if c.id not in expected)
+        ctx.err(f"chaos: looking for new failures only; expected to fail (not judged): "
+                f"{', '.join(sorted(expected))}")
     ctx.err(f"chaos: {args.impl}, {len(scenarios)} base scenario(s), seed {args.seed}, "
             f"budget {args.budget}; learning reachable failpoints on the reference")
     result = run_campaign(
         implementation, scenarios, seed=args.seed, budget=args.budget, impl_spec=args.impl,
         reference=reference, regressions_dir=regressions, time_limit_s=args.time_limit_s,
-        criteria=ctx.deps.criteria(), runner=ctx.deps.runner(), progress=_progress(ctx),
+        criteria=criteria, runner=ctx.deps.runner(), progress=_progress(ctx),
         command=shlex.join((cli.PROG, *ctx.argv)),
     )
     if not result.bases:

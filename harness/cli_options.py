@@ -184,6 +184,42 @@ def add_scenarios_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_expectations_option(parser: argparse.ArgumentParser) -> None:
+    """``--expectations FILE`` and ``--lenient-expectations``, for every command that judges
+    criteria (the same meaning everywhere: see ``docs/cli.md``)."""
+    parser.add_argument(
+        "--expectations", metavar="FILE",
+        help="TOML file of criteria this implementation is expected to fail "
+        "([[expected_fail]] criterion, reason, link); they are reported expected_fail and do "
+        "not fail the gate. A listed criterion that passes is an unexpected pass: it fails "
+        "the gate (remove it from the file) unless --lenient-expectations",
+    )
+    parser.add_argument(
+        "--lenient-expectations", action="store_true",
+        help="report an unexpected pass without failing the gate (default: strict)",
+    )
+
+
+def expectations_mode(args: argparse.Namespace) -> str:
+    from harness.result import EXPECTATIONS_LENIENT, EXPECTATIONS_STRICT
+
+    return EXPECTATIONS_LENIENT if getattr(args, "lenient_expectations", False) else EXPECTATIONS_STRICT
+
+
+def load_expectations_option(args: argparse.Namespace, criteria: Sequence[Criterion]
+                             ) -> dict[str, str]:
+    """``--expectations FILE`` as criterion id → reason ({} without the option); an
+    unreadable file or an unknown criterion id is an ExpectationsError (exit 2)."""
+    path = getattr(args, "expectations", None)
+    if not path:
+        return {}
+    from harness.expectations import check_known, load_expectations
+
+    expectations = load_expectations(path)
+    check_known(expectations, [c.id for c in criteria], where=str(path))
+    return expectations
+
+
 def discover_scenarios(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
     """The scenarios of ``paths`` (default: the bundled suite), or a UsageError."""
     paths = list(paths) if paths else [ctx.deps.default_scenario_dir()]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Mapping, Sequence
 
 from harness.errors import ExpectationsError
 
@@ -66,3 +67,14 @@ def load_expectations(path: str | Path) -> dict[str, str]:
             raise ExpectationsError(f"{where}.criterion: {criterion} is listed twice; keep one entry")
         expectations[criterion] = f"{reason.strip()} ({link})" if link else reason.strip()
     return expectations
+
+
+def check_known(expectations: Mapping[str, str], criterion_ids: Sequence[str],
+                where: str = "expectations") -> None:
+    """Raise ExpectationsError when ``expectations`` name a criterion not in the catalogue."""
+    unknown = sorted(set(expectations) - set(criterion_ids))
+    if unknown:
+        raise ExpectationsError(
+            f"{where}: unknown criterion id(s) {', '.join(unknown)}; valid ids: "
+            f"{', '.join(criterion_ids)}"
+        )

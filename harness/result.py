@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from harness.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 3
+REPORT_SCHEMA_VERSION = 4
 """2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios).
 3: reports a person reads: a violation's ``excerpt`` shows every cited event and
 ``cited_ledger_rows`` every cited ledger row; a failing scenario's ``timeline`` and the
-failpoints where a fault was injected (``ScenarioResult.failpoints_injected``)."""
-
+failpoints where a fault was injected (``ScenarioResult.failpoints_injected``).
+4: partial runs (criterion status ``not_selected``, scenario status ``not_run``,
+``run.selection``) and the expectations mode (``run.expectations_mode``)."""
 
 class CriterionStatus(enum.StrEnum):
     PASSED = "passed"
@@ -29,11 +30,28 @@ class CriterionStatus(enum.StrEnum):
     NOT_APPLICABLE = "not_applicable"
     EXPECTED_FAIL = "expected_fail"
     UNEXPECTED_PASS = "unexpected_pass"
+    NOT_SELECTED = "not_selected"
+    """A partial run (``--criteria``, ``--stage``, ``--scenarios``, ``--last-failed``) did
+    not judge it: neither a pass nor a failure, counted apart."""
+
+
+EXPECTATIONS_STRICT = "strict"
+EXPECTATIONS_LENIENT = "lenient"
+EXPECTATIONS_MODES = (EXPECTATIONS_STRICT, EXPECTATIONS_LENIENT)
+"""What an unexpected pass means: ``strict`` (the default) fails the gate, so the
+expectations file is tightened as soon as a gap closes; ``lenient`` only reports it."""
 
 
 GATE_FAILING = frozenset(
     {CriterionStatus.FAILED, CriterionStatus.ERROR, CriterionStatus.NOT_EXERCISED}
 )
+
+
+def gate_failing_statuses(expectations_mode: str) -> frozenset[CriterionStatus]:
+    """The criterion statuses that fail the gate under this expectations mode."""
+    if expectations_mode == EXPECTATIONS_LENIENT:
+        return GATE_FAILING
+    return GATE_FAILING | {CriterionStatus.UNEXPECTED_PASS}
 
 
 class ScenarioStatus(enum.StrEnum):
@@ -43,6 +61,8 @@ class ScenarioStatus(enum.StrEnum):
     """The implementation hung or raised unexpectedly, or the run could not complete."""
     SKIPPED = "skipped"
     """Not run: it needs an optional feature the implementation does not declare."""
+    NOT_RUN = "not_run"
+    """Not run: ``--fail-fast`` stopped the run at an earlier failing scenario."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +171,10 @@ class RunInfo:
     """ISO-8601 wall-clock start, for humans only: never part of a trace or digest."""
     duration_s: float
     command: str = ""
+    expectations_mode: str = EXPECTATIONS_STRICT
+    """``strict``: an unexpected pass fails the gate; ``lenient``: it is only reported."""
+    selection: str = ""
+    """How a partial run chose its criteria and scenarios ("" for the whole suite)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +187,7 @@ class Summary:
     errors: int = 0
     expected_fail: int = 0
     unexpected_pass: int = 0
+    not_selected: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +283,8 @@ class RunResult:
 
     @property
     def gate_passed(self) -> bool:
-        conformant = all(c.status not in GATE_FAILING for c in self.criteria) and all(
+        failing = gate_failing_statuses(self.run.expectations_mode)
+        conformant = all(c.status not in failing for c in self.criteria) and all(
             s.status is not ScenarioStatus.ERROR for s in self.scenarios
         )
         deterministic = self.determinism is None or not self.determinism.divergences

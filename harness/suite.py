@@ -22,6 +22,9 @@ Guarantees of :func:`run_suite`:
   ends ``not_applicable`` only when an optional feature it needs is undeclared, otherwise
   n/a everywhere becomes ``not_exercised`` (so the core cannot be declared away);
   ``required_features`` (``--require-features``) are recorded for the gate;
+* ``stop_after`` (``--fail-fast``) ends the run after the scenario it is true for; the
+  scenarios after it are ``not_run`` (no verdicts, judged by no criterion); replay commands
+  resolve from any directory (:func:`replay_path`);
 * the result is a plain :class:`~harness.result.RunResult`; no trace or live object leaks
   into it, and nothing wall-clock enters a trace (only ``run.started``/``duration_s``).
 
@@ -52,6 +55,7 @@ from harness.criteria.base import (
 )
 from harness.errors import ExpectationsError
 from harness.result import (
+    EXPECTATIONS_STRICT,
     REPORT_SCHEMA_VERSION,
     CriterionResult,
     CriterionStatus,
@@ -126,12 +130,38 @@ def default_fault_renderer() -> FaultRenderer:
 
 def replay_command(scenario_file: str, seed: int, impl_spec: str, variant: str = "") -> str:
     """The exact shell command that replays one scenario under one seed and implementation
-    (``variant``: which variant of a scenario template)."""
+    (``variant``: which variant of a scenario template); it works from any directory (see
+    :func:`replay_path`)."""
     chosen = f" --variant {shlex.quote(variant)}" if variant else ""
     return (
-        f"lifecycle-harness replay {shlex.quote(display_path(scenario_file))}{chosen} "
+        f"lifecycle-harness replay {shlex.quote(replay_path(scenario_file))}{chosen} "
         f"--seed {int(seed)} --impl {shlex.quote(impl_spec)}"
     )
+
+
+def bundled_scenario_root() -> str:
+    """The folder of the bundled suite (where ``replay`` looks up a relative path that is
+    not a file in the working directory)."""
+    from harness.scenarios import DEFAULT_SCENARIO_DIR
+
+    return os.path.abspath(os.fspath(DEFAULT_SCENARIO_DIR))
+
+
+def replay_path(scenario_file: object) -> str:
+    """How a replay command names a scenario file so that it resolves from any directory: a
+    bundled scenario relative to the bundled suite root (``l4/crash_after_result_saved.toml``,
+    which ``replay`` finds there when no such file is in the working directory), any other
+    file by its absolute path."""
+    text = os.fspath(scenario_file) if isinstance(scenario_file, os.PathLike) else str(scenario_file)
+    absolute = os.path.abspath(text)
+    root = bundled_scenario_root()
+    try:
+        inside = os.path.commonpath([absolute, root]) == root
+    except ValueError:  # other drive on Windows
+        inside = False
+    if inside and absolute != root:
+        return os.path.relpath(absolute, root).replace(os.sep, "/")
+    return absolute
 
 
 def display_path(path: object) -> str:
@@ -223,6 +253,7 @@ def summarize(criteria: Sequence[CriterionResult]) -> Summary:
         errors=count(CriterionStatus.ERROR),
         expected_fail=count(CriterionStatus.EXPECTED_FAIL),
         unexpected_pass=count(CriterionStatus.UNEXPECTED_PASS),
+        not_selected=count(CriterionStatus.NOT_SELECTED),
     )
 
 
@@ -269,6 +300,8 @@ def run_suite(
     fault_renderer: FaultRenderer | None = None,
     command: str = "",
     required_features: Sequence[str] = (),
+    stop_after: Callable[[ScenarioResult], bool] | None = None,
+    expectations_mode: str = EXPECTATIONS_STRICT,
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
 
@@ -277,6 +310,9 @@ def run_suite(
     ``expectations`` maps criterion id → reason for criteria known to fail (see
     :func:`apply_expectation`). ``impl_spec`` is the ``--impl`` text quoted in replay
     commands. ``thresholds`` are the defaults reported in the run info.
+    ``stop_after(scenario_result)`` true ends the run there (``--fail-fast``): the scenarios
+    after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
+    whether an unexpected pass fails the gate (recorded in the run info).
     """
     criteria = conformance.core_always_applies(
         tuple(default_criteria() if criteria is None else criteria)
@@ -310,6 +346,9 @@ def run_suite(
                     item.result.status, item.result.duration_s, item.result.error,
                 )
             )
+        if stop_after is not None and stop_after(item.result):
+            break
+    not_run = tuple(_not_run(s, seed, fault_renderer, impl_spec) for s in scenarios[len(judged):])
 
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
@@ -328,10 +367,11 @@ def run_suite(
             started=started,
             duration_s=round(time.monotonic() - clock_start, 6),
             command=command,
+            expectations_mode=expectations_mode,
         ),
         summary=summarize(criterion_results),
         criteria=criterion_results,
-        scenarios=tuple(item.result for item in judged),
+        scenarios=tuple(item.result for item in judged) + not_run,
         coverage=coverage,
         failpoints_unreached=unreached,
         required_features=tuple(str(f) for f in required_features),
@@ -425,6 +465,19 @@ def _skip(
         requires=_requires(scenario),
     )
     return _Judged(scenario, result, verdicts, None)
+
+
+def _not_run(scenario: Any, seed: int, fault_renderer: FaultRenderer, impl_spec: str
+             ) -> ScenarioResult:
+    """A scenario after the ``--fail-fast`` stop: listed, never run, judged by no criterion."""
+    file = display_path(scenario.file)
+    return ScenarioResult(
+        id=scenario.id, file=file, stage=scenario.stage, seed=seed,
+        status=ScenarioStatus.NOT_RUN, duration_s=0.0, trace_digest="",
+        faults=render_faults(fault_renderer, scenario), failpoints_reached=(), verdicts=(),
+        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
+        requires=_requires(scenario),
+    )
 
 
 def _criterion_result(

@@ -15,6 +15,7 @@ STATUS_LABEL: dict[CriterionStatus, str] = {
     CriterionStatus.NOT_APPLICABLE: "n/a",
     CriterionStatus.EXPECTED_FAIL: "expected fail",
     CriterionStatus.UNEXPECTED_PASS: "unexpected pass",
+    CriterionStatus.NOT_SELECTED: "not selected",
 }
 
 PROBLEM_STATUSES = (CriterionStatus.FAILED, CriterionStatus.ERROR)
@@ -92,11 +93,16 @@ def gate_line(result: RunResult) -> str:
         parts.append(f"{s.expected_fail} expected fail")
     if s.unexpected_pass:
         parts.append(f"{s.unexpected_pass} unexpected pass")
+    if s.not_selected:
+        parts.append(f"{s.not_selected} not selected")
     skipped = sum(1 for sc in result.scenarios if sc.status.value == "skipped")
     scen = f"{len(result.scenarios)} scenarios"
     notes = [f"{errored} errored"] if errored else []
     if skipped:
         notes.append(f"{skipped} skipped")
+    not_run = sum(1 for sc in result.scenarios if sc.status.value == "not_run")
+    if not_run:
+        notes.append(f"{not_run} not run after --fail-fast stopped")
     if notes:
         scen += f" ({', '.join(notes)})"
     return (
@@ -107,6 +113,12 @@ def gate_line(result: RunResult) -> str:
 
 def level_line(result: RunResult) -> str:
     """The level headline: "conformant: core + sandbox_escalation; not claimed: web_projection"."""
+    not_selected = result.summary.not_selected
+    if not_selected:
+        # A partial run claims no level: the criteria it did not judge are not failures.
+        how = f" ({result.run.selection})" if result.run.selection else ""
+        return (f"partial run{how}: {result.summary.criteria - not_selected} criteria judged, "
+                f"{not_selected} not selected; no conformance level claimed")
     line = result.conformance.headline
     if result.required_features:
         line += f" (required: {', '.join(result.required_features)})"

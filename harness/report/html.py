@@ -69,8 +69,9 @@ nav.toc ol{margin:.3em 0;padding-left:1.4em}
 .st-passed{background:#b7e4c7}.st-failed{background:#f4a6a6}.st-error{background:#e76f51;color:#fff}
 .st-not_exercised{background:#ffd166}.st-not_applicable{background:#e0e0e0;color:#555}
 .st-expected_fail{background:#cdb4db}.st-unexpected_pass{background:#a2d2ff}
+.st-not_selected{background:#f5f5f5;color:#888;border:1px dashed #bbb}
 .sc-passed{background:#b7e4c7}.sc-failed{background:#f4a6a6}.sc-error{background:#e76f51;color:#fff}
-.sc-skipped{background:#e0e0e0;color:#555}
+.sc-skipped{background:#e0e0e0;color:#555}.sc-not_run{background:#f5f5f5;color:#888}
 .legend .chip{cursor:default}
 .cov td{text-align:center;padding:.1em .3em;font-size:12px;white-space:nowrap}
 .cov th.fp{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:normal;font-size:12px}

@@ -54,6 +54,9 @@ def _criterion_case(suite: ET.Element, impl: str, c: CriterionResult) -> str:
     if c.status is CriterionStatus.NOT_APPLICABLE:
         _el(case, "skipped", message="not applicable: the implementation lacks a required feature")
         return "skipped"
+    if c.status is CriterionStatus.NOT_SELECTED:
+        _el(case, "skipped", message="not selected: this partial run did not judge it")
+        return "skipped"
     if c.status is CriterionStatus.EXPECTED_FAIL:
         _el(case, "skipped", message=f"expected failure: {c.expectation_reason}")
         return "skipped"
@@ -73,6 +76,9 @@ def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult) -> str:
     if s.status is ScenarioStatus.SKIPPED:
         _el(case, "skipped", message="not run: needs optional feature(s) "
             f"{', '.join(s.requires)} the implementation does not declare")
+        return "skipped"
+    if s.status is ScenarioStatus.NOT_RUN:
+        _el(case, "skipped", message="not run: --fail-fast stopped the run at an earlier failure")
         return "skipped"
     if s.status is ScenarioStatus.ERROR:
         _el(case, "error", f"{s.error}\nfault plan:\n{plan}\nreplay: {s.replay}",

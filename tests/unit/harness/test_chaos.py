@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -368,7 +369,8 @@ def test_against_a_mutant_the_campaign_finds_shrinks_writes_and_replays(tmp_path
     (path,) = sorted((tmp_path / "reg").glob("*.toml"))
     assert f"regression file: reg/{path.name}" in out and "WARNING" not in out
     replay = next(line for line in out.splitlines() if line.startswith("replay: "))[8:]
-    assert replay == f"lifecycle-harness replay reg/{path.name} --seed 2 --impl {MUTANT}"
+    assert replay == (f"lifecycle-harness replay {os.path.abspath(os.path.join('reg', path.name))}"
+                      f" --seed 2 --impl {MUTANT}")  # absolute: it replays from any directory
 
     loaded = scenarios.load(path)
     assert loaded.id == path.stem and loaded.id.startswith("regression-x-duplicate-delivery-one-record-")

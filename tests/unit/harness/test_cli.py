@@ -75,7 +75,7 @@ def test_run_exit_1_on_a_conformance_failure_with_replay_command(tmp_path):
     code, out, err = _main(["run", "--impl", "fake", "--report-dir", "out", "--seed", "3"], _deps([GOOD, BAD]))
     assert code == 1, err
     assert "FAILED" in out and "B " in out
-    assert "replay: lifecycle-harness replay scenarios/l1/bad.toml --seed 3 --impl fake" in out
+    assert f"replay: lifecycle-harness replay {tmp_path}/scenarios/l1/bad.toml --seed 3 --impl fake" in out
     assert "gate FAILED" in out
     assert (tmp_path / "out" / "report.html").is_file()
 

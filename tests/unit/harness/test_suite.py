@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -77,13 +78,15 @@ def test_a_pass_without_any_exercise_is_not_exercised():
     assert combined_status([Verdict("X", Status.PASS, exercised=0)]) is CriterionStatus.NOT_EXERCISED
 
 
-def test_violation_carries_scenario_seed_evidence_replay_and_excerpt():
+def test_violation_carries_scenario_seed_evidence_replay_and_excerpt(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a user file outside the bundled suite: absolute path
     result = _run()
     (violation,) = {c.id: c for c in result.criteria}["B"].violations
     assert violation.scenario == "s2" and violation.seed == 7
     (item,) = violation.evidence
     assert item.note == "B violated <here> & there" and item.trace_indexes == (3,)
-    assert violation.replay == "lifecycle-harness replay scenarios/l1/two.toml --seed 7 --impl python:my.mod:make"
+    assert violation.replay == (f"lifecycle-harness replay {os.path.abspath('scenarios/l1/two.toml')} "
+                                "--seed 7 --impl python:my.mod:make")
     marked = [line for line in violation.excerpt if line.startswith(">")]
     assert len(marked) == 1 and '"B:bad"' in marked[0]
     assert 1 < len(violation.excerpt) <= 7
@@ -91,7 +94,8 @@ def test_violation_carries_scenario_seed_evidence_replay_and_excerpt():
     assert error.scenario == "s1" and "checker raised RuntimeError" in error.evidence[0].note
 
 
-def test_scenario_results():
+def test_scenario_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a user file outside the bundled suite: absolute path
     errored = FakeScenario("s3", error="hung in run_turn after 20s", failpoints=("after_prepare",))
     result = _run(scenarios=(S1, S2, errored), criteria=CRITERIA[:3])
     by_id = {s.id: s for s in result.scenarios}
@@ -105,7 +109,8 @@ def test_scenario_results():
     assert s1.seed == 7 and s1.duration_s == 0.25 and s1.stage == "l4"
     assert [v.criterion_id for v in s1.verdicts] == ["A", "B", "C"]
     assert s1.verdicts[0].status == "pass" and s1.verdicts[0].exercised == 1
-    assert s1.replay == "lifecycle-harness replay scenarios/l4/one.toml --seed 7 --impl python:my.mod:make"
+    assert s1.replay == (f"lifecycle-harness replay {os.path.abspath('scenarios/l4/one.toml')} "
+                         "--seed 7 --impl python:my.mod:make")
 
 
 def test_a_scenario_error_fails_the_gate_even_when_every_criterion_passes():
@@ -171,8 +176,8 @@ def test_run_info_and_implementation():
 
 
 def test_replay_command_quotes_for_the_shell():
-    assert replay_command("scen arios/a b.toml", 4, "python:m:f") == (
-        "lifecycle-harness replay 'scen arios/a b.toml' --seed 4 --impl python:m:f"
+    assert replay_command("/x/scen arios/a b.toml", 4, "python:m:f") == (
+        "lifecycle-harness replay '/x/scen arios/a b.toml' --seed 4 --impl python:m:f"
     )
 
 
