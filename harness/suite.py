@@ -246,8 +246,10 @@ class _Judged:
     scenario: Any
     result: ScenarioResult
     verdicts: tuple[Verdict, ...]
-    trace: Trace | None
-    """None for a skipped scenario (never run)."""
+    excerpts: tuple[tuple[str, ...], ...]
+    """Per criterion (criteria order): the trace lines around a failing verdict's evidence
+    (empty for the others and for a scenario never run), cut where the trace is, so a
+    worker process hands back no trace."""
 
 
 def run_suite(
@@ -266,8 +268,13 @@ def run_suite(
     fault_renderer: FaultRenderer | None = None,
     command: str = "",
     required_features: Sequence[str] = (),
+    jobs: int = 1,
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
+
+    ``jobs`` > 1 runs the scenarios in forked worker processes (:mod:`harness.parallel`):
+    the result is the same as with one job (volatile durations aside); a worker that dies
+    or hangs makes its scenario ``error`` with the cause, not the run.
 
     ``criteria`` defaults to the catalogue, ``runner`` to ``harness.runner.run_scenario``,
     ``fault_renderer`` to ``harness.faults.render`` (all resolved lazily).
@@ -286,28 +293,68 @@ def run_suite(
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     clock_start = time.monotonic()
     total = len(scenarios)
-    judged: list[_Judged] = []
-    for position, scenario in enumerate(scenarios, start=1):
-        faults = render_faults(fault_renderer, scenario)
-        if progress:
-            progress(ProgressEvent("start", position, total, scenario.id, faults))
+    plans = [render_faults(fault_renderer, scenario) for scenario in scenarios]
+
+    def case(index: int) -> _Judged:
+        scenario, faults = scenarios[index], plans[index]
         missing = conformance.missing_features(scenario, declared)
         if missing:
-            item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
-        else:
-            run = runner(
-                implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
-            )
-            item = _judge(scenario, run, seed, criteria, faults, impl_spec)
-        judged.append(item)
+            return _skip(scenario, missing, seed, criteria, faults, impl_spec)
+        run = runner(
+            implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
+        )
+        return _judge(scenario, run, seed, criteria, faults, impl_spec)
+
+    def started_case(index: int) -> None:
         if progress:
+            progress(ProgressEvent("start", index + 1, total, scenarios[index].id, plans[index]))
+
+    def done_case(index: int, item: Any) -> None:
+        if progress and isinstance(item, _Judged):
             progress(
                 ProgressEvent(
-                    "done", position, total, scenario.id, faults,
+                    "done", index + 1, total, item.scenario.id, plans[index],
                     item.result.status, item.result.duration_s, item.result.error,
                 )
             )
 
+    judged = judge_cases(
+        case, scenarios, jobs=jobs, on_start=started_case,
+        # a case that lost its worker: the scenario errored with the worker's cause
+        on_failure=lambda index, cause: _worker_failed(
+            scenarios[index], cause, seed, criteria, plans[index], impl_spec),
+        on_done=done_case,
+    )
+
+    run_info = RunInfo(
+        seed=seed,
+        harness_version=harness.__version__,
+        thresholds=thresholds or Thresholds(),
+        started=started,
+        duration_s=round(time.monotonic() - clock_start, 6),
+        command=command,
+    )
+    return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
+                           expected, required_features)
+
+
+JudgedCase = _Judged
+"""One judged scenario (public name for :mod:`harness.merge`, which rebuilds them)."""
+
+
+def assemble_result(
+    info: Any,
+    run_info: RunInfo,
+    criteria: Sequence[Criterion],
+    judged: Sequence[_Judged],
+    impl_spec: str,
+    expected: Mapping[str, str],
+    required_features: Sequence[str] = (),
+) -> RunResult:
+    """The RunResult of judged scenarios, in the order given: what a run and a merge of
+    shards both end with, so both give the same report for the same scenarios."""
+    declared = tuple(str(f) for f in info.features)
+    seed = run_info.seed
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
         for i, criterion in enumerate(criteria)
@@ -317,15 +364,8 @@ def run_suite(
     unreached = tuple(fp.value for fp in Failpoint if fp.value not in reached)
     return RunResult(
         schema_version=REPORT_SCHEMA_VERSION,
-        implementation=implementation.info,
-        run=RunInfo(
-            seed=seed,
-            harness_version=harness.__version__,
-            thresholds=thresholds or Thresholds(),
-            started=started,
-            duration_s=round(time.monotonic() - clock_start, 6),
-            command=command,
-        ),
+        implementation=info,
+        run=run_info,
         summary=summarize(criterion_results),
         criteria=criterion_results,
         scenarios=tuple(item.result for item in judged),
@@ -374,7 +414,69 @@ def _judge(
         requires=_requires(scenario),
         faults_unfired=tuple(getattr(run, "unfired", ())),
     )
-    return _Judged(scenario, result, verdicts, run.trace)
+    excerpts = tuple(
+        trace_excerpt(run.trace, _first_indexes(v)) if v.status in (Status.FAIL, Status.ERROR)
+        else ()
+        for v in verdicts
+    )
+    return _Judged(scenario, result, verdicts, excerpts)
+
+
+def judge_cases(
+    case: Callable[[int], _Judged],
+    scenarios: Sequence[Any],
+    *,
+    jobs: int,
+    on_failure: Callable[[int, str], _Judged],
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[int, _Judged], None] | None = None,
+) -> list[_Judged]:
+    """``case(i)`` for every scenario, through the worker pool; a case whose worker gave no
+    result becomes ``on_failure(i, cause)``."""
+    from harness.parallel import CaseFailure, run_cases
+
+    def finished(index: int, outcome: Any) -> None:
+        if isinstance(outcome, CaseFailure):
+            outcome = on_failure(index, outcome.cause)
+        if on_done:
+            on_done(index, outcome)
+
+    outcomes = run_cases(case, len(scenarios), jobs=jobs, on_start=on_start, on_done=finished)
+    return [on_failure(i, o.cause) if isinstance(o, CaseFailure) else o
+            for i, o in enumerate(outcomes)]
+
+
+def _worker_failed(
+    scenario: Any,
+    cause: str,
+    seed: int,
+    criteria: Sequence[Criterion],
+    faults: tuple[str, ...],
+    impl_spec: str,
+) -> _Judged:
+    """A scenario whose worker process died, hung or raised: ``error`` with the cause, and
+    no criterion counts it as exercised."""
+    error = f"worker process: {cause}"
+    verdicts = tuple(not_exercised(c.id, f"not counted: the scenario errored ({error})")
+                     for c in criteria)
+    file = display_path(scenario.file)
+    result = ScenarioResult(
+        id=scenario.id,
+        file=file,
+        stage=scenario.stage,
+        seed=seed,
+        status=ScenarioStatus.ERROR,
+        duration_s=0.0,
+        trace_digest="",
+        faults=faults,
+        failpoints_reached=(),
+        verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
+                       for v in verdicts),
+        error=error,
+        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
+        requires=_requires(scenario),
+    )
+    return _Judged(scenario, result, verdicts, tuple(() for _ in verdicts))
 
 
 def _requires(scenario: Any) -> tuple[str, ...]:
@@ -412,7 +514,7 @@ def _skip(
         replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
     )
-    return _Judged(scenario, result, verdicts, None)
+    return _Judged(scenario, result, verdicts, tuple(() for _ in verdicts))
 
 
 def _criterion_result(
@@ -438,8 +540,7 @@ def _criterion_result(
             seed=seed,
             evidence=_evidence(verdict),
             replay=item.result.replay,
-            excerpt=(trace_excerpt(item.trace, _first_indexes(verdict))
-                     if item.trace is not None else ()),
+            excerpt=item.excerpts[position],
         )
         for item, verdict in zip(judged, verdicts)
         if verdict.status in (Status.FAIL, Status.ERROR)
