@@ -146,7 +146,23 @@ def _add_run(sub: Any) -> None:
         help="run every scenario a second time and compare trace digests; a mismatch fails "
         "the run and prints the first diverging trace event",
     )
+    add_parallel_options(parser)
     parser.set_defaults(handler=cmd_run)
+
+
+def add_parallel_options(parser: argparse.ArgumentParser, *, shard: bool = True) -> None:
+    """``--jobs`` (worker processes) and, for commands whose cases can be split over
+    machines, ``--shard I/N`` and ``--durations FILE`` (see harness.parallel, harness.shard)."""
+    from harness.parallel import default_jobs
+    from harness.shard import add_shard_options
+
+    parser.add_argument(
+        "--jobs", type=positive_int, default=default_jobs(), metavar="N",
+        help="run cases in N worker processes; results are the same as with 1 (default: "
+        f"the number of cores, {default_jobs()})",
+    )
+    if shard:
+        add_shard_options(parser)
 
 
 def _add_list(sub: Any) -> None:
@@ -224,6 +240,15 @@ def _add_chaos(sub: Any) -> None:
 SUBCOMMANDS.append(_add_chaos)
 
 
+def _add_parallel_commands(sub: Any) -> None:
+    from harness import merge
+
+    merge.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_parallel_commands)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -272,7 +297,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     check_report_dir_option(args.report_dir)
     required = required_features(args)
     implementation = ctx.deps.resolve_impl(args.impl)
-    scenarios = discover_scenarios(ctx, args.scenarios)
+    all_scenarios = discover_scenarios(ctx, args.scenarios)
+    scenarios, extra_files = _shard_of(args, all_scenarios)
     criteria = ctx.deps.criteria()
     renderer = ctx.deps.fault_renderer()
     expectations = load_expectations(args)
@@ -294,13 +320,47 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         fault_renderer=renderer,
         command=shlex.join((PROG, *ctx.argv)),
         required_features=required,
+        # the determinism check keeps the first traces in this process
+        jobs=1 if recording is not None else getattr(args, "jobs", 1),
     )
     if recording is not None:
         result = _with_determinism(ctx, result, implementation, scenarios, args, runner, recording)
-    written = _write_reports(result, args.report_dir)
+    from harness.shard import DURATIONS_FILE, durations_bytes
+
+    extra_files[DURATIONS_FILE] = durations_bytes({s.id: s.duration_s for s in result.scenarios})
+    written = _write_reports(result, args.report_dir, extra_files)
     _print_summary(ctx, result)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
+    if getattr(args, "shard", None) is not None:
+        return _shard_exit(ctx, result)
     return EXIT_OK if result.gate_passed else EXIT_CONFORMANCE_FAILURE
+
+
+def _shard_exit(ctx: Context, result: RunResult) -> int:
+    """A shard sees part of the suite: criteria it leaves unexercised are for the merge to
+    judge, so only a failure, an error or an errored scenario fails the shard."""
+    bad = [c.id for c in result.criteria
+           if c.status in (CriterionStatus.FAILED, CriterionStatus.ERROR,
+                           CriterionStatus.UNEXPECTED_PASS)]
+    errored = [s.id for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    ctx.out(f"shard: {len(result.scenarios)} scenario(s); the gate is judged by "
+            "`lifecycle-harness merge` over all shards"
+            + (f"; failing here: {', '.join(bad + errored)}" if bad or errored else ""))
+    return EXIT_CONFORMANCE_FAILURE if bad or errored else EXIT_OK
+
+
+def _shard_of(args: argparse.Namespace, scenarios: Sequence[Any]
+              ) -> tuple[list[Any], dict[str, bytes]]:
+    """The scenarios of ``--shard`` (all without it) and, when sharded, the shard.json
+    that ``merge`` needs."""
+    from harness.shard import SHARD_FILE, load_durations, select, shard_bytes
+
+    spec = getattr(args, "shard", None)
+    if spec is None:
+        return list(scenarios), {}
+    ids = [s.id for s in scenarios]
+    chosen = select(scenarios, ids, spec, load_durations(getattr(args, "durations", None)))
+    return chosen, {SHARD_FILE: shard_bytes("run", spec, ids, [s.id for s in chosen])}
 
 
 def _with_determinism(
@@ -336,11 +396,12 @@ def check_report_dir_option(report_dir: str) -> None:
         raise UsageError(f"--report-dir {report_dir!r}: {problem}")
 
 
-def _write_reports(result: RunResult, report_dir: str) -> dict[str, Path]:
+def _write_reports(result: RunResult, report_dir: str,
+                   extra: dict[str, bytes] | None = None) -> dict[str, Path]:
     from harness.report import ReportDirError, write_reports
 
     try:
-        return write_reports(result, report_dir)
+        return write_reports(result, report_dir, extra)
     except ReportDirError as exc:
         raise UsageError(f"--report-dir {report_dir!r}: {exc}") from exc
     except OSError as exc:
