@@ -153,14 +153,10 @@ def _add_run(sub: Any) -> None:
 def add_parallel_options(parser: argparse.ArgumentParser, *, shard: bool = True) -> None:
     """``--jobs`` (worker processes) and, for commands whose cases can be split over
     machines, ``--shard I/N`` and ``--durations FILE`` (see harness.parallel, harness.shard)."""
-    from harness.parallel import default_jobs
+    from harness.parallel import add_jobs_option
     from harness.shard import add_shard_options
 
-    parser.add_argument(
-        "--jobs", type=positive_int, default=default_jobs(), metavar="N",
-        help="run cases in N worker processes; results are the same as with 1 (default: "
-        f"the number of cores, {default_jobs()})",
-    )
+    add_jobs_option(parser)
     if shard:
         add_shard_options(parser)
 
@@ -193,6 +189,9 @@ def _add_replay(sub: Any) -> None:
     parser.add_argument(
         "--full", action="store_true", help="print trace event data without shortening it"
     )
+    from harness.sweep import add_replay_options
+
+    add_replay_options(parser)
     parser.set_defaults(handler=cmd_replay)
 
 
@@ -241,9 +240,10 @@ SUBCOMMANDS.append(_add_chaos)
 
 
 def _add_parallel_commands(sub: Any) -> None:
-    from harness import merge
+    from harness import merge, sweep
 
     merge.add_parser(sub)
+    sweep.add_parser(sub)
 
 
 SUBCOMMANDS.append(_add_parallel_commands)
@@ -489,6 +489,9 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     variant = getattr(args, "variant", None)
     scenario = (ctx.deps.load_scenario(path, variant) if variant is not None
                 else ctx.deps.load_scenario(path))
+    from harness.sweep import apply_replay_options
+
+    scenario = apply_replay_options(scenario, args)  # --crash-at/--raise-at/--hold-at
     implementation = ctx.deps.resolve_impl(args.impl)
     criteria = conformance.core_always_applies(ctx.deps.criteria())
     declared = tuple(str(f) for f in implementation.info.features)

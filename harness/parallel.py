@@ -39,6 +39,17 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def add_jobs_option(parser: Any) -> None:
+    """``--jobs N`` (an argparse option; the default is the number of cores)."""
+    from harness.cli_options import positive_int
+
+    parser.add_argument(
+        "--jobs", type=positive_int, default=default_jobs(), metavar="N",
+        help="run cases in N worker processes; results are the same as with 1 (default: "
+        f"the number of cores, {default_jobs()})",
+    )
+
+
 def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
