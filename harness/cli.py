@@ -219,10 +219,7 @@ def _add_selftest(sub: Any) -> None:
         help="run every scenario for every mutant (default: the scenarios that exercise the "
         "mutant's expected criteria on the reference)",
     )
-    parser.add_argument(
-        "--jobs", type=positive_int, default=None, metavar="N",
-        help="mutants run in N forked processes (default: the number of cores, at most 4)",
-    )
+    add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)
 
 
@@ -554,6 +551,15 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
                 "`lifecycle-harness list mutants` names them"
             )
         mutants = tuple(known[name] for name in args.mutants)
+    all_mutants = mutants
+    shard_files: dict[str, bytes] = {}
+    if getattr(args, "shard", None) is not None:
+        from harness.shard import SHARD_FILE, load_durations, select, shard_bytes
+
+        names = [m.name for m in all_mutants]
+        mutants = tuple(select(all_mutants, names, args.shard, load_durations(args.durations)))
+        shard_files[SHARD_FILE] = shard_bytes("selftest", args.shard, names,
+                                              [m.name for m in mutants])
     reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
     scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
@@ -595,7 +601,7 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out("criteria that kill no mutant (flagged): " + ", ".join(selftest.blind_criteria))
     if not selftest.reference_passed:
         _print_summary(ctx, reference_result)
-    written = _write_reports(result, args.report_dir)
+    written = _write_reports(result, args.report_dir, shard_files)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
     return EXIT_OK if selftest.passed else EXIT_CONFORMANCE_FAILURE
 

@@ -211,8 +211,39 @@ def merged_durations(shards: Sequence[ShardDir]) -> dict[str, float]:
     return durations
 
 
+def _merge_selftest(shards: Sequence[ShardDir], out: str) -> tuple[int, list[str]]:
+    """Selftest shards: each ran the reference and its share of the mutants; the kill matrix
+    is rebuilt over every mutant, in order, beside the first shard's reference run."""
+    from harness.contract import ContractError
+    from harness.report import json_report
+    from harness.selftest.killmatrix import selftest_result
+
+    results = []
+    for shard in shards:
+        try:
+            results.append(json_report.load(Path(shard.path) / json_report.FILENAME))
+        except ContractError as exc:
+            raise UsageError(f"merge: {shard.path!r}: {exc}; rerun that shard") from None
+        if results[-1].selftest is None:
+            raise UsageError(f"merge: {shard.path!r} holds no kill matrix; rerun that shard")
+    by_name = {m.name: m for r in results for m in r.selftest.mutants}
+    mutants = [by_name[name] for name in shards[0].info["cases"]]
+    reference = dataclasses.replace(results[0], selftest=None)
+    selftest = selftest_result(reference, mutants, [c.id for c in reference.criteria])
+    merged = dataclasses.replace(
+        reference, selftest=selftest,
+        run=dataclasses.replace(reference.run,
+                                command=_strip_shard_options(reference.run.command)))
+    written = write_merged_reports(merged, out, {})
+    return (EXIT_OK if selftest.passed else EXIT_CONFORMANCE_FAILURE,
+            [f"mutation score {selftest.mutation_score:.0%}: "
+             f"{sum(m.caught for m in mutants)}/{len(mutants)} mutants caught; reference "
+             f"{'passed' if selftest.reference_passed else 'FAILED'}",
+             "reports: " + ", ".join(written)])
+
+
 Merger = Callable[[Sequence[ShardDir], str], "tuple[int, list[str]]"]
-MERGERS: dict[str, Merger] = {"run": _merge_run}
+MERGERS: dict[str, Merger] = {"run": _merge_run, "selftest": _merge_selftest}
 """Shard kind → merger(shards, out dir) -> (exit code, lines to print)."""
 
 
