@@ -114,7 +114,7 @@ class CaseResult:
     replay: str
 
 
-def _crash_free(statuses: Sequence[CaseResult]) -> dict[str, int]:
+def count_cases(statuses: Sequence[CaseResult]) -> dict[str, int]:
     return {
         "crash_points": sum(1 for c in statuses if c.action == "crash"),
         "raise_points": sum(1 for c in statuses if c.action == "raise"),
@@ -294,7 +294,7 @@ class SweepResult:
 
     @property
     def counts(self) -> dict[str, int]:
-        return _crash_free(self.cases)
+        return count_cases(self.cases)
 
     @property
     def passed(self) -> bool:
@@ -371,14 +371,17 @@ def run_sweep(
         run = runner(implementation, variant, seed, time_limit_s=time_limit_s, data_root=None)
         return judge_case(case, scenario, run, criteria, replay), time.monotonic() - started
 
+    finished = [0]
+
     def done(position: int, outcome: Any) -> None:
         if progress and not isinstance(outcome, CaseFailure):
             result = outcome[0]
             if result.status not in ("passed",):
                 progress(f"{result.status.upper()} {result.id}: "
                          f"{', '.join(result.failing) or result.error or ''}")
-        if progress and (position + 1) % 100 == 0:
-            progress(f"[{position + 1}/{len(to_run)}] cases run")
+        finished[0] += 1
+        if progress and finished[0] % 100 == 0:
+            progress(f"[{finished[0]}/{len(to_run)}] cases run")
 
     outcomes = run_cases(one, len(to_run), jobs=jobs, on_done=done)
     for case, outcome in zip(to_run, outcomes):

@@ -103,3 +103,29 @@ def test_run_suite_a_worker_that_sigkills_itself_errors_its_scenario_not_the_run
     assert by_id["one"].status is ScenarioStatus.PASSED
     assert by_id["two"].status is ScenarioStatus.FAILED
     assert not result.gate_passed
+
+
+def test_the_reference_gives_the_same_report_and_digests_with_two_jobs():
+    import json
+    from pathlib import Path
+
+    import reference_impl
+    from harness.report import json_report
+    from harness.scenarios import discover
+
+    root = Path(__file__).resolve().parents[3] / "scenarios"
+    scenarios = discover([root / "x"])[:3] + discover([root / "l4" / "concurrent_duplicates.toml"])
+
+    def report(jobs: int) -> dict:
+        data = json_report.to_dict(run_suite(reference_impl.implementation(), scenarios, 7,
+                                             jobs=jobs))
+        for key in ("started", "duration_s"):
+            data["run"].pop(key)
+        for scenario in data["scenarios"]:
+            scenario.pop("duration_s")
+        return json.loads(json.dumps(data))
+
+    one, two = report(1), report(2)
+    assert [s["trace_digest"] for s in one["scenarios"]] == [s["trace_digest"] for s in two["scenarios"]]
+    assert all(s["trace_digest"] for s in two["scenarios"])
+    assert one == two
