@@ -12,15 +12,20 @@ Guarantees of :func:`run_cases`:
   dies (a signal, ``os._exit``), raises, returns something that cannot be pickled, or runs
   past ``case_limit_s`` of wall-clock time gives that case a :class:`CaseFailure` naming
   the cause; the other cases and the run go on;
+* each worker's runs keep their data dirs below a scratch folder of its own (the runner's
+  data root), which this function removes when the worker ends — also when it was killed;
 * when this function leaves early (Ctrl-C, SIGTERM through the CLI's handler), every worker
-  still running is killed with its process group before the exception goes on.
+  still running is killed with its process group and its scratch folder removed before the
+  exception goes on.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import signal
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -68,10 +73,15 @@ class _Worker(Generic[T]):
     process: Any
     reader: Any
     deadline: float
+    scratch: str
+    """The worker's data root (its runs' data dirs); removed by the parent when it ends."""
 
 
-def _child(work: Callable[[int], Any], index: int, writer: Any) -> None:
+def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str) -> None:
     os.setpgid(0, 0)  # our own group: a kill of the case takes what it started along
+    from harness.runner import DATA_ROOT_ENV
+
+    os.environ[DATA_ROOT_ENV] = scratch  # data dirs the parent removes whatever happens here
     try:
         payload: tuple[str, Any] = ("ok", work(index))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as the case's cause
@@ -124,7 +134,12 @@ def run_cases(
             if on_done:
                 on_done(index, results[-1])
         return results
+    from harness.runner import default_data_root
+
     context = multiprocessing.get_context("fork")
+    root = default_data_root()
+    if root is not None:
+        os.makedirs(root, exist_ok=True)
     slots: list[Any] = [None] * count
     running: dict[Any, _Worker[T]] = {}
     pending = iter(range(count))
@@ -140,16 +155,20 @@ def run_cases(
             if on_start:
                 on_start(index)
             reader, writer = context.Pipe(duplex=False)
-            process = context.Process(target=_child, args=(work, index, writer), daemon=False)
+            scratch = tempfile.mkdtemp(prefix="lh-worker-", dir=root)
+            process = context.Process(target=_child, args=(work, index, writer, scratch),
+                                      daemon=False)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # multi-threaded fork
                 process.start()
             writer.close()
-            running[reader] = _Worker(index, process, reader, time.monotonic() + case_limit_s)
+            running[reader] = _Worker(index, process, reader, time.monotonic() + case_limit_s,
+                                      scratch)
 
     def finish(worker: _Worker[T], outcome: Any) -> None:
         del running[worker.reader]
         worker.reader.close()
+        shutil.rmtree(worker.scratch, ignore_errors=True)
         slots[worker.index] = outcome
         if on_done:
             on_done(worker.index, outcome)
@@ -186,4 +205,5 @@ def run_cases(
         for worker in list(running.values()):
             _kill(worker)
             worker.reader.close()
+            shutil.rmtree(worker.scratch, ignore_errors=True)
     return slots

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from suite_fakes import FakeImplementation, FakeScenario, criterion, fake_runner, render_faults
@@ -129,3 +130,23 @@ def test_the_reference_gives_the_same_report_and_digests_with_two_jobs():
     assert [s["trace_digest"] for s in one["scenarios"]] == [s["trace_digest"] for s in two["scenarios"]]
     assert all(s["trace_digest"] for s in two["scenarios"])
     assert one == two
+
+
+def test_a_killed_workers_data_dirs_are_removed(tmp_path, monkeypatch):
+    import tempfile
+
+    from harness.runner import DATA_ROOT_ENV, default_data_root
+
+    monkeypatch.setenv(DATA_ROOT_ENV, str(tmp_path))
+
+    def work(i: int) -> str:
+        data_dir = tempfile.mkdtemp(prefix="lh-run-", dir=default_data_root())
+        (Path(data_dir) / "store.sqlite").write_text("x")
+        if i == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return os.path.dirname(data_dir)
+
+    results = run_cases(work, 3, jobs=2)
+    assert isinstance(results[1], CaseFailure)
+    assert all(Path(r).parent == tmp_path for r in (results[0], results[2]))
+    assert list(tmp_path.iterdir()) == []
