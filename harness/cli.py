@@ -350,8 +350,9 @@ def _shard_of(args: argparse.Namespace, scenarios: Sequence[Any]
               ) -> tuple[list[Any], dict[str, bytes]]:
     """The scenarios of ``--shard`` (all without it) and, when sharded, the shard.json
     that ``merge`` needs."""
-    from harness.shard import SHARD_FILE, load_durations, select, shard_bytes
+    from harness.shard import SHARD_FILE, check_shard_options, load_durations, select, shard_bytes
 
+    check_shard_options(args)
     spec = getattr(args, "shard", None)
     if spec is None:
         return list(scenarios), {}
@@ -553,6 +554,9 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
         mutants = tuple(known[name] for name in args.mutants)
     all_mutants = mutants
     shard_files: dict[str, bytes] = {}
+    from harness.shard import check_shard_options
+
+    check_shard_options(args)
     if getattr(args, "shard", None) is not None:
         from harness.shard import SHARD_FILE, load_durations, select, shard_bytes
 

@@ -73,6 +73,13 @@ def add_shard_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_shard_options(args: argparse.Namespace) -> None:
+    """``--durations`` balances shards: alone it would do nothing, so it is a usage error."""
+    if getattr(args, "durations", None) and getattr(args, "shard", None) is None:
+        raise UsageError("--durations balances the shards of --shard I/N; add --shard (or "
+                         "drop --durations)")
+
+
 def stable_shard(case_id: str, count: int) -> int:
     """0-based shard of one case by hash (the same on every machine and Python)."""
     digest = hashlib.sha256(case_id.encode("utf-8")).digest()

@@ -624,8 +624,9 @@ def add_parser(sub: Any) -> None:
 def cmd_sweep(args: argparse.Namespace, ctx: Any) -> int:
     from harness import cli_options as cli
     from harness.report import check_report_dir
-    from harness.shard import SHARD_FILE, load_durations, shard_bytes
+    from harness.shard import SHARD_FILE, check_shard_options, load_durations, shard_bytes
 
+    check_shard_options(args)
     problem = check_report_dir(args.report_dir)
     if problem is not None:
         raise UsageError(f"--report-dir {args.report_dir!r}: {problem}")

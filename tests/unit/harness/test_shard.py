@@ -75,3 +75,12 @@ def test_shard_file_round_trips_and_a_dir_without_one_is_refused(tmp_path):
     assert data["kind"] == "run" and data["cases"] == IDS and data["selected"] == IDS[:3]
     with pytest.raises(UsageError, match="no readable shard.json"):
         read_shard(tmp_path / "nowhere")
+
+
+def test_durations_without_a_shard_is_a_usage_error():
+    from harness.shard import check_shard_options
+
+    with pytest.raises(UsageError, match="add --shard"):
+        check_shard_options(argparse.Namespace(durations="d.json", shard=None))
+    check_shard_options(argparse.Namespace(durations="d.json", shard=ShardSpec(1, 2)))
+    check_shard_options(argparse.Namespace(durations=None, shard=None))
