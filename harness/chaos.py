@@ -610,19 +610,35 @@ Progress = Callable[[Any], None]
 
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
                   reference: Implementation | None = None, criteria: Sequence[Criterion],
-                  runner: Runner, time_limit_s: float, progress: Progress | None = None
-                  ) -> tuple[tuple[Base, ...], tuple[SkippedBase, ...]]:
+                  runner: Runner, time_limit_s: float, progress: Progress | None = None,
+                  jobs: int = 1) -> tuple[tuple[Base, ...], tuple[SkippedBase, ...]]:
     """Learn each scenario's reachable hits on the reference; keep the bases that pass plainly
-    on the implementation and reach at least one failpoint."""
+    on the implementation and reach at least one failpoint. ``jobs`` > 1 learns them in the
+    worker pool (:mod:`harness.parallel`); the bases, their order and so the campaign are the
+    same; a base whose worker died is skipped with the cause."""
+    from harness.parallel import CaseFailure, run_cases
+
     bases: list[Base] = []
     skipped: list[SkippedBase] = []
     reference = implementation if reference is None else reference
-    for index, scenario in enumerate(scenarios, start=1):
+
+    def learn(index: int) -> tuple[Base, Outcome]:
+        scenario = scenarios[index]
         learned = runner(reference, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         plain = learned if reference is implementation else runner(
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
-        outcome = judge(plain, criteria)
-        base = make_base(scenario, learned)
+        return make_base(scenario, learned), judge(plain, criteria)
+
+    learned_all = run_cases(learn, len(scenarios), jobs=jobs)
+    for index, (scenario, item) in enumerate(zip(scenarios, learned_all), start=1):
+        if isinstance(item, CaseFailure):
+            lost = SkippedBase(scenario.id, _display(scenario.file),
+                               f"worker process: {item.cause}")
+            skipped.append(lost)
+            if progress:
+                progress(lost)
+            continue
+        base, outcome = item
         reason = ""
         if outcome.failed:
             reason = f"already fails without chaos faults ({outcome.brief()}); see `lifecycle-harness run`"
@@ -656,6 +672,7 @@ def run_campaign(
     progress: Progress | None = None,
     max_shrink_runs: int = DEFAULT_MAX_SHRINK_RUNS,
     command: str = "",
+    jobs: int = 1,
 ) -> CampaignResult:
     """Run one campaign (see the module docstring); write the regression file on a failure.
 
@@ -670,7 +687,7 @@ def run_campaign(
     runner = default_runner() if runner is None else runner
     bases, skipped = prepare_bases(implementation, scenarios, seed, reference=reference,
                                    criteria=criteria, runner=runner,
-                                   time_limit_s=time_limit_s, progress=progress)
+                                   time_limit_s=time_limit_s, progress=progress, jobs=jobs)
     if not bases:
         return CampaignResult(seed, budget, (), skipped, (), None)
     by_id = {base.id: base for base in bases}
@@ -828,7 +845,24 @@ def add_parser(sub: Any) -> None:
     )
     cli.add_time_limit_option(parser)
     cli.add_expectations_option(parser)
+    _add_parallel_options(parser)
     parser.set_defaults(handler=cmd_chaos)
+
+
+def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
+    """``--jobs``: bases are learned in worker processes (the drawn schedules run one after
+    the other: Hypothesis draws each from the last); ``--shard I/N``: this machine's share of
+    the bases, an independent campaign under the same seed (no merge: each shard's failure,
+    if any, is its own regression file)."""
+    from harness.parallel import add_jobs_option
+    from harness.shard import parse_shard
+
+    add_jobs_option(parser)
+    parser.add_argument(
+        "--shard", type=parse_shard, default=None, metavar="I/N",
+        help="campaign over shard I of N of the base scenarios (split by a stable hash of the "
+        "scenario id); each shard is a whole campaign with its own exit code",
+    )
 
 
 def _progress(ctx: Any) -> Progress:
@@ -876,13 +910,20 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
         criteria = tuple(c for c in criteria if c.id not in expected)
         ctx.err(f"chaos: looking for new failures only; expected to fail (not judged): "
                 f"{', '.join(sorted(expected))}")
+    if getattr(args, "shard", None) is not None:
+        from harness.shard import select
+
+        scenarios = tuple(select(scenarios, [s.id for s in scenarios], args.shard))
+        if not scenarios:
+            raise UsageError(f"--shard {args.shard.text()}: no base scenario falls in this "
+                             "shard; use fewer shards")
     ctx.err(f"chaos: {args.impl}, {len(scenarios)} base scenario(s), seed {args.seed}, "
             f"budget {args.budget}; learning reachable failpoints on the reference")
     result = run_campaign(
         implementation, scenarios, seed=args.seed, budget=args.budget, impl_spec=args.impl,
         reference=reference, regressions_dir=regressions, time_limit_s=args.time_limit_s,
         criteria=criteria, runner=ctx.deps.runner(), progress=_progress(ctx),
-        command=shlex.join((cli.PROG, *ctx.argv)),
+        command=shlex.join((cli.PROG, *ctx.argv)), jobs=getattr(args, "jobs", 1),
     )
     if not result.bases:
         ctx.out(f"no usable base scenario: all {len(result.skipped)} already fail without "

@@ -153,6 +153,7 @@ def _add_run(sub: Any) -> None:
     )
     add_partial_run_options(parser)
     add_color_option(parser)
+    add_parallel_options(parser)
     parser.set_defaults(handler=cmd_run)
 
 
@@ -190,6 +191,17 @@ def add_color_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_parallel_options(parser: argparse.ArgumentParser, *, shard: bool = True) -> None:
+    """``--jobs`` (worker processes) and, for commands whose cases can be split over
+    machines, ``--shard I/N`` and ``--durations FILE`` (see harness.parallel, harness.shard)."""
+    from harness.parallel import add_jobs_option
+    from harness.shard import add_shard_options
+
+    add_jobs_option(parser)
+    if shard:
+        add_shard_options(parser)
+
+
 def _add_list(sub: Any) -> None:
     parser = sub.add_parser("list", help="list criteria, scenarios, failpoints, mutants, features "
                             "or profiles")
@@ -220,6 +232,9 @@ def _add_replay(sub: Any) -> None:
     parser.add_argument(
         "--full", action="store_true", help="print trace event data without shortening it"
     )
+    from harness.sweep import add_replay_options
+
+    add_replay_options(parser)
     parser.set_defaults(handler=cmd_replay)
 
 
@@ -247,10 +262,7 @@ def _add_selftest(sub: Any) -> None:
         help="run every scenario for every mutant (default: the scenarios that exercise the "
         "mutant's expected criteria on the reference)",
     )
-    parser.add_argument(
-        "--jobs", type=positive_int, default=None, metavar="N",
-        help="mutants run in N forked processes (default: the number of cores, at most 4)",
-    )
+    add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)
 
 
@@ -275,6 +287,16 @@ def _add_compare_and_matrix(sub: Any) -> None:
 
 
 SUBCOMMANDS.append(_add_compare_and_matrix)
+
+
+def _add_parallel_commands(sub: Any) -> None:
+    from harness import merge, sweep
+
+    merge.add_parser(sub)
+    sweep.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_parallel_commands)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -379,7 +401,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 
         expectations = expectations_of(implementation) or {}
     chosen = _select(args, ctx, criteria)
-    scenarios = chosen.scenarios
+    scenarios, extra_files = _shard_of(args, chosen.scenarios)
     renderer = ctx.deps.fault_renderer()
     ctx.err(f"fault plans ({len(scenarios)} scenarios, seed {args.seed}):")
     for scenario in scenarios:
@@ -408,6 +430,8 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             required_features=required,
             stop_after=stop_after,
             expectations_mode=expectations_mode(args),
+            # the determinism check keeps the first traces in this process
+            jobs=1 if recording is not None else getattr(args, "jobs", 1),
         )
     finally:  # an error message must not land on the live progress line
         progress_line.finish()
@@ -422,7 +446,10 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         ran = {s.id for s in result.scenarios if s.status is not ScenarioStatus.NOT_RUN}
         result = _with_determinism(ctx, result, implementation,
                                    [s for s in scenarios if s.id in ran], args, runner, recording)
-    written = _write_run_reports(ctx, result, args.report_dir)
+    from harness.shard import DURATIONS_FILE, durations_bytes
+
+    extra_files[DURATIONS_FILE] = durations_bytes({s.id: s.duration_s for s in result.scenarios})
+    written = _write_run_reports(ctx, result, args.report_dir, extra_files)
     problem = lastfailed.save(lastfailed.updated(lastfailed.load_quietly(), result, expectations))
     if problem:
         ctx.err(f"warning: {problem}")
@@ -430,7 +457,37 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     _print_summary(ctx, result, style)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
     _print_failing(ctx, result, style, args.expectations)
+    if getattr(args, "shard", None) is not None:
+        return _shard_exit(ctx, result)
     return EXIT_OK if result.gate_passed else EXIT_CONFORMANCE_FAILURE
+
+
+def _shard_exit(ctx: Context, result: RunResult) -> int:
+    """A shard sees part of the suite: criteria it leaves unexercised are for the merge to
+    judge, so only a failure, an error or an errored scenario fails the shard."""
+    bad = [c.id for c in result.criteria
+           if c.status in (CriterionStatus.FAILED, CriterionStatus.ERROR,
+                           CriterionStatus.UNEXPECTED_PASS)]
+    errored = [s.id for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    ctx.out(f"shard: {len(result.scenarios)} scenario(s); the gate is judged by "
+            "`lifecycle-harness merge` over all shards"
+            + (f"; failing here: {', '.join(bad + errored)}" if bad or errored else ""))
+    return EXIT_CONFORMANCE_FAILURE if bad or errored else EXIT_OK
+
+
+def _shard_of(args: argparse.Namespace, scenarios: Sequence[Any]
+              ) -> tuple[list[Any], dict[str, bytes]]:
+    """The scenarios of ``--shard`` (all without it) and, when sharded, the shard.json
+    that ``merge`` needs."""
+    from harness.shard import SHARD_FILE, check_shard_options, load_durations, select, shard_bytes
+
+    check_shard_options(args)
+    spec = getattr(args, "shard", None)
+    if spec is None:
+        return list(scenarios), {}
+    ids = [s.id for s in scenarios]
+    chosen = select(scenarios, ids, spec, load_durations(getattr(args, "durations", None)))
+    return chosen, {SHARD_FILE: shard_bytes("run", spec, ids, [s.id for s in chosen])}
 
 
 def _with_determinism(
@@ -469,12 +526,12 @@ def check_report_dir_option(report_dir: str) -> None:
 REPORTS_ROOT = "reports"
 
 
-def _write_run_reports(ctx: Context, result: RunResult, report_dir: str | None
-                       ) -> dict[str, Path]:
+def _write_run_reports(ctx: Context, result: RunResult, report_dir: str | None,
+                       extra: dict[str, bytes] | None = None) -> dict[str, Path]:
     """``--report-dir`` exactly, or a new ``reports/<UTC start>-<id>/`` with
     ``reports/latest`` pointing at it and old run dirs pruned (:mod:`harness.report_location`)."""
     if report_dir is not None:
-        return _write_reports(result, report_dir)
+        return _write_reports(result, report_dir, extra)
     import datetime as _dt
 
     from harness import report_location
@@ -485,10 +542,13 @@ def _write_run_reports(ctx: Context, result: RunResult, report_dir: str | None
     except ValueError:
         started = _dt.datetime.now(_dt.timezone.utc)
     run_dir = report_location.new_run_dir(REPORTS_ROOT, started)
-    written = _write_reports(result, os.fspath(run_dir))
+    written = _write_reports(result, os.fspath(run_dir), extra)
     try:
         report_location.point_latest(REPORTS_ROOT, run_dir)
-        report_location.prune(REPORTS_ROOT, {name for name, _ in RENDERERS.values()})
+        from harness.shard import DURATIONS_FILE, SHARD_FILE
+
+        report_location.prune(REPORTS_ROOT, {name for name, _ in RENDERERS.values()}
+                              | {DURATIONS_FILE, SHARD_FILE})
     except OSError as exc:
         ctx.err(f"warning: reports written to {display_path(run_dir)} but "
                 f"{os.path.join(REPORTS_ROOT, 'latest')} could not be updated: "
@@ -496,11 +556,12 @@ def _write_run_reports(ctx: Context, result: RunResult, report_dir: str | None
     return written
 
 
-def _write_reports(result: RunResult, report_dir: str) -> dict[str, Path]:
+def _write_reports(result: RunResult, report_dir: str,
+                   extra: dict[str, bytes] | None = None) -> dict[str, Path]:
     from harness.report import ReportDirError, write_reports
 
     try:
-        return write_reports(result, report_dir)
+        return write_reports(result, report_dir, extra)
     except ReportDirError as exc:
         raise UsageError(f"--report-dir {report_dir!r}: {exc}") from exc
     except OSError as exc:
@@ -655,6 +716,9 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     variant = getattr(args, "variant", None)
     scenario = (ctx.deps.load_scenario(path, variant) if variant is not None
                 else ctx.deps.load_scenario(path))
+    from harness.sweep import apply_replay_options
+
+    scenario = apply_replay_options(scenario, args)  # --crash-at/--raise-at/--hold-at
     implementation = implementation_under_test(ctx, args)
     criteria = conformance.core_always_applies(ctx.deps.criteria())
     expectations = load_expectations_option(args, criteria)
@@ -724,6 +788,18 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
                 "`lifecycle-harness list mutants` names them"
             )
         mutants = tuple(known[name] for name in args.mutants)
+    all_mutants = mutants
+    shard_files: dict[str, bytes] = {}
+    from harness.shard import check_shard_options
+
+    check_shard_options(args)
+    if getattr(args, "shard", None) is not None:
+        from harness.shard import SHARD_FILE, load_durations, select, shard_bytes
+
+        names = [m.name for m in all_mutants]
+        mutants = tuple(select(all_mutants, names, args.shard, load_durations(args.durations)))
+        shard_files[SHARD_FILE] = shard_bytes("selftest", args.shard, names,
+                                              [m.name for m in mutants])
     reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
     scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
@@ -765,7 +841,7 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out("criteria that kill no mutant (flagged): " + ", ".join(selftest.blind_criteria))
     if not selftest.reference_passed:
         _print_summary(ctx, reference_result)
-    written = _write_reports(result, args.report_dir)
+    written = _write_reports(result, args.report_dir, shard_files)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
     return EXIT_OK if selftest.passed else EXIT_CONFORMANCE_FAILURE
 

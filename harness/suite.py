@@ -280,8 +280,12 @@ class _Judged:
     scenario: Any
     result: ScenarioResult
     verdicts: tuple[Verdict, ...]
-    trace: Trace | None
-    """None for a skipped scenario (never run)."""
+    excerpts: tuple[tuple[str, ...], ...]
+    """Per criterion (criteria order): the trace lines around every event a failing verdict
+    cites (empty for the others and for a scenario never run), cut where the trace is, so a
+    worker process hands back no trace."""
+    ledger_rows: tuple[tuple[str, ...], ...] = ()
+    """Per criterion (criteria order, or empty): the ledger rows a failing verdict cites."""
 
 
 def run_suite(
@@ -302,8 +306,13 @@ def run_suite(
     required_features: Sequence[str] = (),
     stop_after: Callable[[ScenarioResult], bool] | None = None,
     expectations_mode: str = EXPECTATIONS_STRICT,
+    jobs: int = 1,
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
+
+    ``jobs`` > 1 runs the scenarios in forked worker processes (:mod:`harness.parallel`):
+    the result is the same as with one job (volatile durations aside); a worker that dies
+    or hangs makes its scenario ``error`` with the cause, not the run.
 
     ``criteria`` defaults to the catalogue, ``runner`` to ``harness.runner.run_scenario``,
     ``fault_renderer`` to ``harness.faults.render`` (all resolved lazily).
@@ -325,31 +334,82 @@ def run_suite(
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     clock_start = time.monotonic()
     total = len(scenarios)
-    judged: list[_Judged] = []
-    for position, scenario in enumerate(scenarios, start=1):
-        faults = render_faults(fault_renderer, scenario)
-        if progress:
-            progress(ProgressEvent("start", position, total, scenario.id, faults))
+    plans = [render_faults(fault_renderer, scenario) for scenario in scenarios]
+
+    def case(index: int) -> _Judged:
+        scenario, faults = scenarios[index], plans[index]
         missing = conformance.missing_features(scenario, declared)
         if missing:
-            item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
-        else:
-            run = runner(
-                implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
-            )
-            item = _judge(scenario, run, seed, criteria, faults, impl_spec)
-        judged.append(item)
+            return _skip(scenario, missing, seed, criteria, faults, impl_spec)
+        run = runner(
+            implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
+        )
+        return _judge(scenario, run, seed, criteria, faults, impl_spec)
+
+    def started_case(index: int) -> None:
         if progress:
+            progress(ProgressEvent("start", index + 1, total, scenarios[index].id, plans[index]))
+
+    def done_case(index: int, item: Any) -> None:
+        if progress and isinstance(item, _Judged):
             progress(
                 ProgressEvent(
-                    "done", position, total, scenario.id, faults,
+                    "done", index + 1, total, item.scenario.id, plans[index],
                     item.result.status, item.result.duration_s, item.result.error,
                 )
             )
-        if stop_after is not None and stop_after(item.result):
-            break
+
+    def on_failure(index: int, cause: str) -> _Judged:
+        # a case that lost its worker: the scenario errored with the worker's cause
+        return _worker_failed(scenarios[index], cause, seed, criteria, plans[index], impl_spec)
+
+    if stop_after is None:
+        judged = judge_cases(case, scenarios, jobs=jobs, on_start=started_case,
+                             on_failure=on_failure, on_done=done_case)
+    else:
+        # --fail-fast: one scenario at a time, in order, so "the scenarios after the first
+        # failure" are the same ones whatever --jobs says
+        judged = []
+        for index in range(total):
+            started_case(index)
+            judged.append(case(index))
+            done_case(index, judged[-1])
+            if stop_after(judged[-1].result):
+                break
     not_run = tuple(_not_run(s, seed, fault_renderer, impl_spec) for s in scenarios[len(judged):])
 
+    run_info = RunInfo(
+        seed=seed,
+        harness_version=harness.__version__,
+        thresholds=thresholds or Thresholds(),
+        started=started,
+        duration_s=round(time.monotonic() - clock_start, 6),
+        command=command,
+        expectations_mode=expectations_mode,
+    )
+    return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
+                           expected, required_features, not_run)
+
+
+JudgedCase = _Judged
+"""One judged scenario (public name for :mod:`harness.merge`, which rebuilds them)."""
+
+
+def assemble_result(
+    info: Any,
+    run_info: RunInfo,
+    criteria: Sequence[Criterion],
+    judged: Sequence[_Judged],
+    impl_spec: str,
+    expected: Mapping[str, str],
+    required_features: Sequence[str] = (),
+    not_run: Sequence[ScenarioResult] = (),
+) -> RunResult:
+    """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
+    ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
+    the same report for the same scenarios."""
+    declared = tuple(str(f) for f in info.features)
+    seed = run_info.seed
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
         for i, criterion in enumerate(criteria)
@@ -359,19 +419,11 @@ def run_suite(
     unreached = tuple(fp.value for fp in Failpoint if fp.value not in reached)
     return RunResult(
         schema_version=REPORT_SCHEMA_VERSION,
-        implementation=implementation.info,
-        run=RunInfo(
-            seed=seed,
-            harness_version=harness.__version__,
-            thresholds=thresholds or Thresholds(),
-            started=started,
-            duration_s=round(time.monotonic() - clock_start, 6),
-            command=command,
-            expectations_mode=expectations_mode,
-        ),
+        implementation=info,
+        run=run_info,
         summary=summarize(criterion_results),
         criteria=criterion_results,
-        scenarios=tuple(item.result for item in judged) + not_run,
+        scenarios=tuple(item.result for item in judged) + tuple(not_run),
         coverage=coverage,
         failpoints_unreached=unreached,
         required_features=tuple(str(f) for f in required_features),
@@ -420,7 +472,70 @@ def _judge(
         timeline=(build_timeline(run.trace, _cited_indexes(verdicts))
                   if status is not ScenarioStatus.PASSED else None),
     )
-    return _Judged(scenario, result, verdicts, run.trace)
+    failing = [v.status in (Status.FAIL, Status.ERROR) for v in verdicts]
+    excerpts = tuple(cited_excerpt(run.trace, _first_indexes(v)) if bad else ()
+                     for v, bad in zip(verdicts, failing))
+    ledger_rows = tuple(
+        cited_ledger_rows(run.trace, [row for e in v.evidence for row in e.ledger_rows])
+        if bad else () for v, bad in zip(verdicts, failing))
+    return _Judged(scenario, result, verdicts, excerpts, ledger_rows)
+
+
+def judge_cases(
+    case: Callable[[int], _Judged],
+    scenarios: Sequence[Any],
+    *,
+    jobs: int,
+    on_failure: Callable[[int, str], _Judged],
+    on_start: Callable[[int], None] | None = None,
+    on_done: Callable[[int, _Judged], None] | None = None,
+) -> list[_Judged]:
+    """``case(i)`` for every scenario, through the worker pool; a case whose worker gave no
+    result becomes ``on_failure(i, cause)``."""
+    from harness.parallel import CaseFailure, run_cases
+
+    def finished(index: int, outcome: Any) -> None:
+        if isinstance(outcome, CaseFailure):
+            outcome = on_failure(index, outcome.cause)
+        if on_done:
+            on_done(index, outcome)
+
+    outcomes = run_cases(case, len(scenarios), jobs=jobs, on_start=on_start, on_done=finished)
+    return [on_failure(i, o.cause) if isinstance(o, CaseFailure) else o
+            for i, o in enumerate(outcomes)]
+
+
+def _worker_failed(
+    scenario: Any,
+    cause: str,
+    seed: int,
+    criteria: Sequence[Criterion],
+    faults: tuple[str, ...],
+    impl_spec: str,
+) -> _Judged:
+    """A scenario whose worker process died, hung or raised: ``error`` with the cause, and
+    no criterion counts it as exercised."""
+    error = f"worker process: {cause}"
+    verdicts = tuple(not_exercised(c.id, f"not counted: the scenario errored ({error})")
+                     for c in criteria)
+    file = display_path(scenario.file)
+    result = ScenarioResult(
+        id=scenario.id,
+        file=file,
+        stage=scenario.stage,
+        seed=seed,
+        status=ScenarioStatus.ERROR,
+        duration_s=0.0,
+        trace_digest="",
+        faults=faults,
+        failpoints_reached=(),
+        verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
+                       for v in verdicts),
+        error=error,
+        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
+        requires=_requires(scenario),
+    )
+    return _Judged(scenario, result, verdicts, tuple(() for _ in verdicts))
 
 
 def _cited_indexes(verdicts: Sequence[Verdict]) -> tuple[int, ...]:
@@ -464,7 +579,7 @@ def _skip(
         replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
     )
-    return _Judged(scenario, result, verdicts, None)
+    return _Judged(scenario, result, verdicts, tuple(() for _ in verdicts))
 
 
 def _not_run(scenario: Any, seed: int, fault_renderer: FaultRenderer, impl_spec: str
@@ -503,11 +618,8 @@ def _criterion_result(
             seed=seed,
             evidence=_evidence(verdict),
             replay=item.result.replay,
-            excerpt=(cited_excerpt(item.trace, _first_indexes(verdict))
-                     if item.trace is not None else ()),
-            cited_ledger_rows=(cited_ledger_rows(
-                item.trace, [row for e in verdict.evidence for row in e.ledger_rows])
-                if item.trace is not None else ()),
+            excerpt=item.excerpts[position],
+            cited_ledger_rows=item.ledger_rows[position] if item.ledger_rows else (),
         )
         for item, verdict in zip(judged, verdicts)
         if verdict.status in (Status.FAIL, Status.ERROR)

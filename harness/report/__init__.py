@@ -39,9 +39,12 @@ RENDERERS: dict[str, tuple[str, Callable[[RunResult], bytes]]] = {
 """Format name → (file name, content), in the order they are written."""
 
 
-def write_reports(result: RunResult, report_dir: str | os.PathLike[str]) -> dict[str, Path]:
+def write_reports(result: RunResult, report_dir: str | os.PathLike[str],
+                  extra: dict[str, bytes] | None = None) -> dict[str, Path]:
     """Write every format into ``report_dir`` as one set; returns format → path written.
+    ``extra`` (file name → content, e.g. ``durations.json``) joins the same set.
     Raises :class:`ReportDirError` for a directory that cannot take them."""
     contents = {filename: render(result) for filename, render in RENDERERS.values()}
+    contents.update(extra or {})
     paths = write_set(report_dir, contents)
     return {name: paths[filename] for name, (filename, _) in RENDERERS.items()}

@@ -29,9 +29,6 @@ Guarantees of :func:`run_selftest`:
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -95,11 +92,13 @@ def run_selftest(
 ) -> tuple[RunResult, SelftestResult]:
     """The reference's RunResult and the kill matrix over ``mutants``.
 
-    ``jobs`` > 1 runs mutants in forked worker processes (each mutant's patches then live in
-    its own process); the result does not depend on the number of jobs.
+    ``jobs`` > 1 runs mutants in forked worker processes (:mod:`harness.parallel`; each
+    mutant's patches then live in its own process); the result does not depend on the
+    number of jobs, and a worker that dies is that mutant's failure, not the run's.
     """
     reference_result = run_suite(
-        reference, scenarios, seed, criteria=criteria, runner=runner, time_limit_s=time_limit_s
+        reference, scenarios, seed, criteria=criteria, runner=runner, time_limit_s=time_limit_s,
+        jobs=jobs,
     )
     if progress:
         progress(SelftestProgress("reference", 0, len(mutants), reference.info.name,
@@ -111,31 +110,43 @@ def run_selftest(
         (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
     ]
     job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s)
-    outcomes: list[MutantResult] = []
+    outcomes = run_mutants(job, jobs, progress, len(mutants))
+    return reference_result, selftest_result(reference_result, outcomes, criterion_ids)
 
-    def done(position: int, outcome: MutantResult) -> None:
-        outcomes.append(outcome)
+
+def run_mutants(job: "_Job", jobs: int, progress: Callable[[SelftestProgress], None] | None,
+                total: int) -> list[MutantResult]:
+    """Every mutant of ``job`` through the worker pool (each in its own forked process when
+    ``jobs`` > 1, its patches living and dying there), in mutant order; a worker that dies
+    or hangs gives that mutant a result naming the cause (not caught)."""
+    from harness.parallel import CaseFailure, run_cases
+
+    def result(index: int, outcome: Any) -> MutantResult:
+        if not isinstance(outcome, CaseFailure):
+            return outcome
+        mutant = job.plans[index][0]
+        return MutantResult(name=mutant.name, defect=mutant.defect, expected=mutant.expected,
+                            killed_by=(), caught=False,
+                            scenario_errors=(f"worker process: {outcome.cause}",),
+                            trust_class=mutant.trust_class)
+
+    def done(index: int, outcome: Any) -> None:
         if progress:
-            progress(SelftestProgress("mutant", position, len(mutants), outcome.name,
-                                      outcome.caught, outcome.killed_by))
+            mutant = result(index, outcome)
+            progress(SelftestProgress("mutant", index + 1, total, mutant.name, mutant.caught,
+                                      mutant.killed_by))
 
-    if jobs > 1 and len(plans) > 1 and "fork" in multiprocessing.get_all_start_methods():
-        global _FORKED_JOB
-        _FORKED_JOB = job  # inherited by the forked workers: mutants hold closures, not picklable
-        try:
-            context = multiprocessing.get_context("fork")
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-                for position, outcome in enumerate(pool.map(_run_forked, range(len(plans))), 1):
-                    done(position, outcome)
-        finally:
-            _FORKED_JOB = None
-    else:
-        for position in range(len(plans)):
-            done(position + 1, job.run(position))
+    outcomes = run_cases(job.run, len(job.plans), jobs=jobs, on_done=done)
+    return [result(i, o) for i, o in enumerate(outcomes)]
+
+
+def selftest_result(reference_result: RunResult, outcomes: Sequence[MutantResult],
+                    criterion_ids: Sequence[str]) -> SelftestResult:
+    """The kill matrix of the mutants' results (also what ``merge`` rebuilds from shards)."""
     kills = {cid: sum(1 for m in outcomes if cid in m.killed_by) for cid in criterion_ids}
     caught = sum(1 for m in outcomes if m.caught)
     per_criterion, per_class = mutation_scores(outcomes, criterion_ids)
-    selftest = SelftestResult(
+    return SelftestResult(
         reference_passed=reference_clean(reference_result),
         mutants=tuple(outcomes),
         mutation_score=round(caught / len(outcomes), 4) if outcomes else 0.0,
@@ -144,7 +155,6 @@ def run_selftest(
         score_per_criterion=per_criterion,
         score_per_class=per_class,
     )
-    return reference_result, selftest
 
 
 UNCLASSED = "criterion"
@@ -249,16 +259,11 @@ class _Job:
         )
 
 
-_FORKED_JOB: _Job | None = None
-
-
-def _run_forked(position: int) -> MutantResult:
-    assert _FORKED_JOB is not None, "worker forked without a self-test job"
-    return _FORKED_JOB.run(position)
-
-
 def default_jobs() -> int:
-    return max(1, min(os.cpu_count() or 1, 4))
+    """``--jobs`` default: the number of cores (the worker pool's default)."""
+    from harness.parallel import default_jobs as cores
+
+    return cores()
 
 
 def _scenarios_for(

@@ -62,7 +62,7 @@ def test_run_exit_0_writes_reports_in_the_default_dir(tmp_path):
     assert code == 0, err
     assert "gate PASSED" in out
     report_dir = tmp_path / "reports" / "latest"
-    assert sorted(p.name for p in report_dir.iterdir()) == ["junit.xml", "report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in report_dir.iterdir()) == ["durations.json", "junit.xml", "report.html", "report.json", "report.md"]
     data = json.loads((report_dir / "report.json").read_text())
     assert data["run"]["seed"] == 5 and data["gate_passed"] is True
     assert data["run"]["command"] == "lifecycle-harness run --seed 5"

@@ -247,7 +247,7 @@ def test_runs_go_to_timestamped_dirs_with_latest_pointing_at_the_newest(tmp_path
     assert latest.is_symlink() and latest.resolve() in {r.resolve() for r in runs}
     newest = json.loads((latest / "report.json").read_text())
     assert sorted(p.name for p in latest.iterdir()) == [
-        "junit.xml", "report.html", "report.json", "report.md"]
+        "durations.json", "junit.xml", "report.html", "report.json", "report.md"]
     assert newest["gate_passed"] is True
 
 

@@ -114,3 +114,40 @@ def test_a_skipped_failpoint_is_killed_by_the_fault_fired_judgement():
     row = next(line for line in lines if line.startswith(skipped.name))
     assert "caught" in row and row.endswith("#")  # its own last column
     assert lines[-1].endswith("1")  # and its kill count
+
+
+def _dying():
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    yield  # pragma: no cover
+
+
+DYING = Mutant("dying", "kills its own worker process", ("L1.1",), contextlib.contextmanager(_dying))
+
+
+def test_a_mutant_that_kills_its_worker_is_its_own_miss_not_the_runs():
+    mutants = [by_name("failure-table-overflows"), DYING]
+    _, selftest = run_selftest(reference_impl.implementation(), discover(L1), mutants, 0, jobs=2)
+    caught, dying = selftest.mutants
+    assert caught.caught and not dying.caught
+    assert "SIGKILL" in dying.scenario_errors[0]
+
+
+def test_selftest_shards_merge_into_the_unsharded_kill_matrix(monkeypatch, tmp_path):
+    import json
+
+    mutants = [by_name("failure-table-overflows"), by_name("bash-key-keeps-description"), INERT]
+    _selftest_cli(monkeypatch, mutants, "--report-dir", str(tmp_path / "all"))
+    for i in (1, 2):
+        _selftest_cli(monkeypatch, mutants, "--shard", f"{i}/2", "--report-dir", str(tmp_path / f"p{i}"))
+    assert json.loads((tmp_path / "p1" / "shard.json").read_text())["kind"] == "selftest"
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["merge", str(tmp_path / "p1"), str(tmp_path / "p2"), "--report-dir",
+                     str(tmp_path / "merged")], stdout=out, stderr=err)
+    assert code == 1, err.getvalue()  # inert is missed in the merge too
+    merged = json.loads((tmp_path / "merged" / "report.json").read_text())
+    whole = json.loads((tmp_path / "all" / "report.json").read_text())
+    assert merged["selftest"] == whole["selftest"]
+    assert [m["name"] for m in merged["selftest"]["mutants"]] == [m.name for m in mutants]
