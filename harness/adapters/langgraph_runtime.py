@@ -183,7 +183,8 @@ class LangGraphRuntime:
     def _run(self, session_id: str, payload: Any) -> TurnResult:
         config = {**_thread(session_id), "max_concurrency": 1,
                   "recursion_limit": RECURSION_LIMIT}
-        state = self.graph.invoke(payload, config, durability=self.durability)
+        with self.world.admitting():  # the saver runs on LangGraph's executor thread
+            state = self.graph.invoke(payload, config, durability=self.durability)
         replies = [m for m in state["messages"] if m["role"] == "assistant"]
         return TurnResult(session_id=session_id, status=TurnStatus.COMPLETED,
                           final_text=replies[-1]["content"] if replies else "")

@@ -6,12 +6,19 @@ endpoint is strictly nested and single-threaded, so every port call of an adapte
 through one re-entrant lock: a call made from a worker waits until no other thread is
 inside a port, and a driver request the harness sends back while a port call waits (e.g.
 ``update_rules`` at a failpoint) is served by the thread that holds the lock.
+
+A worker may use the world only while the serving thread admits it (:meth:`admitting`,
+around a driver call that waits for the library's background work): a library that starts
+work on its own (DBOS recovers pending workflows on launch) would otherwise write to the
+protocol stream while the serving thread reads the next request from it. Such a worker
+waits at the gate until a driver call admits it.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from harness.contract import (
     ApprovalPrompt,
@@ -28,8 +35,25 @@ from harness.contract import (
 )
 
 
+class _Gate:
+    """One re-entrant lock, entered by other threads only while the owner admits them."""
+
+    def __init__(self) -> None:
+        self.owner = threading.get_ident()
+        self.lock = threading.RLock()
+        self.admitted = threading.Event()
+
+    def __enter__(self) -> None:
+        if threading.get_ident() != self.owner:
+            self.admitted.wait()
+        self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
 class _SerializedStream:
-    def __init__(self, stream: Any, lock: threading.RLock) -> None:
+    def __init__(self, stream: Any, lock: _Gate) -> None:
         self._stream = stream
         self._lock = lock
 
@@ -39,11 +63,21 @@ class _SerializedStream:
 
 
 class SerializedWorld:
-    """``world`` behind one re-entrant lock (see the module docstring)."""
+    """``world`` behind one gate (see the module docstring); build it on the serving
+    thread."""
 
     def __init__(self, world: World) -> None:
         self._world = world
-        self._lock = threading.RLock()
+        self._lock = _Gate()
+
+    @contextmanager
+    def admitting(self) -> Iterator[None]:
+        """Let worker threads use the world until the block ends (serving thread only)."""
+        self._lock.admitted.set()
+        try:
+            yield
+        finally:
+            self._lock.admitted.clear()
 
     def open_model_stream(self, request: ModelRequest) -> _SerializedStream:
         with self._lock:
