@@ -38,6 +38,7 @@ from harness.contract import (
     Permission,
     SessionConfig,
     SessionView,
+    ToolCall,
     ToolInvocation,
     ToolStatus,
     TurnStatus,
@@ -130,8 +131,6 @@ def tool_results(messages: Iterable[Any]) -> list[dict[str, Any]]:
 def _contract_message(message: Mapping[str, Any]) -> Message:
     role = message["role"]
     if role == "assistant":
-        from harness.contract import ToolCall
-
         return Message(role=role, content=message.get("content", ""), tool_calls=tuple(
             ToolCall(c["id"], c["tool"], dict(c["args"])) for c in message["tool_calls"]))
     if role == "tool":

@@ -49,10 +49,9 @@ from typing import Any
 from dbos import DBOS, SetWorkflowID
 
 from harness.adapters import session_configs
+from harness.adapters.dbos_adapter import DATABASE
 from harness.adapters.conversation import (
-    SessionStore,
     call_model,
-    observation,
     operation_context,
     run_tool,
     user_message,
@@ -60,8 +59,6 @@ from harness.adapters.conversation import (
 from harness.adapters.serialized_world import SerializedWorld
 from harness.contract import (
     Failpoint,
-    ImplementationInfo,
-    Observation,
     RecoveryReport,
     Rule,
     SessionConfig,
@@ -70,7 +67,6 @@ from harness.contract import (
     World,
 )
 
-DATABASE = "dbos.sqlite"
 APP_NAME = "lifecycle-harness-adapter"
 UNFINISHED = ("PENDING", "ENQUEUED")
 _active: DBOSRuntime | None = None
@@ -198,21 +194,3 @@ def _turn_result(session_id: str, messages: list[dict[str, Any]]) -> TurnResult:
     replies = [m for m in messages if m["role"] == "assistant"]
     return TurnResult(session_id=session_id, status=TurnStatus.COMPLETED,
                       final_text=replies[-1]["content"] if replies else "")
-
-
-class DBOSImplementation:
-    """The :class:`harness.contract.Implementation` over DBOS."""
-
-    def __init__(self) -> None:
-        from importlib.metadata import version
-
-        self.info = ImplementationInfo(name="dbos", version=f"dbos {version('dbos')}")
-
-    def open(self, data_dir: str, world: World) -> DBOSRuntime:
-        return DBOSRuntime(data_dir, world)
-
-    def inspect(self, data_dir: str) -> Observation:
-        from harness.adapters.dbos_store import read_sessions
-
-        configs = session_configs.load_all(data_dir)
-        return observation(read_sessions(Path(data_dir) / DATABASE, configs))

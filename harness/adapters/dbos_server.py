@@ -11,7 +11,7 @@ from harness.adapters.serve import serve_main
 
 def main(argv: list[str] | None = None) -> int:
     def factory() -> object:
-        from harness.adapters.dbos_runtime import DBOSImplementation
+        from harness.adapters.dbos_adapter import DBOSImplementation
 
         return DBOSImplementation()
 

@@ -55,7 +55,6 @@ from typing import Annotated, Any, TypedDict
 
 from harness.adapters import session_configs
 from harness.adapters.conversation import (
-    SessionStore,
     call_model,
     observation,
     operation_context,
@@ -248,36 +247,7 @@ class LangGraphImplementation:
         return LangGraphRuntime(data_dir, world, self.durability)
 
     def inspect(self, data_dir: str) -> Observation:
+        from harness.adapters.langgraph_store import read_sessions
+
         configs = session_configs.load_all(data_dir)
-        database = Path(data_dir) / DATABASE
-        if not database.exists():
-            return observation(SessionStore(c, (), (), -1, 0, False) for c in configs.values())
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True,
-                                     check_same_thread=False)
-        try:
-            saver = SqliteSaver(connection)
-            saver.is_setup = True  # read only: never create tables here
-            return observation(_session_store(saver, config) for config in configs.values())
-        finally:
-            connection.close()
-
-
-def _session_store(saver: Any, config: SessionConfig) -> SessionStore:
-    try:
-        saved = saver.get_tuple(_thread(config.session_id))
-    except sqlite3.OperationalError:  # no table yet: the run never reached a checkpoint
-        saved = None
-    if saved is None:
-        return SessionStore(config, (), (), -1, 0, False)
-    messages = tuple(saved.checkpoint.get("channel_values", {}).get("messages", ()))
-    pending = tuple(message for _, channel, value in (saved.pending_writes or ())
-                    if channel == "messages" for message in tool_results(value))
-    last = messages[-1] if messages else None
-    finished = bool(last and last["role"] == "assistant" and not last["tool_calls"])
-    return SessionStore(
-        config=config, messages=messages, saved_results=pending,
-        checkpoint_sequence=int(saved.metadata.get("step", 0)),
-        checkpoint_size_bytes=len(saver.serde.dumps_typed(saved.checkpoint)[1]),
-        running=bool(messages) and not finished)
+        return observation(read_sessions(Path(data_dir) / DATABASE, configs))

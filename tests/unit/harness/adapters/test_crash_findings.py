@@ -6,7 +6,6 @@ tool really ran) and on the criteria the finding is about."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
