@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from harness.adapters.conversation import SessionStore, tool_results
-from harness.contract import SessionConfig
+from harness.contract import SessionConfig, canonical_json
 
 MSGPACK = "msgpack"
 
@@ -73,4 +73,11 @@ def _session(connection: sqlite3.Connection, config: SessionConfig) -> SessionSt
     return SessionStore(
         config=config, messages=messages, saved_results=tuple(pending),
         checkpoint_sequence=int(json.loads(metadata or "{}").get("step", 0)),
-        checkpoint_size_bytes=len(blob or b""), running=bool(messages) and not finished)
+        checkpoint_size_bytes=_size_bytes(messages), running=bool(messages) and not finished)
+
+
+def _size_bytes(messages: tuple[dict[str, Any], ...]) -> int:
+    """The size of the conversation the checkpoint holds (canonical JSON). Not the blob's
+    length: LangGraph's channel versions carry a random part, which would make the
+    observation, and so the trace, differ from run to run."""
+    return len(canonical_json(list(messages)).encode("utf-8"))
