@@ -77,7 +77,10 @@ from harness.contract import (
 
 DURABILITY_MODES = ("sync", "async", "exit")
 DATABASE = "langgraph.sqlite"
-RECURSION_LIMIT = 64
+RECURSION_LIMIT = 1000
+"""LangGraph's bound on steps per run (two per tool round); an application's setting. High
+enough for the longest scenario (tens of tool rounds): the scripted model ends every turn,
+and the harness's time limit bounds a runaway."""
 
 
 class NotOffered(Exception):
