@@ -7,7 +7,9 @@ Messages are plain dicts (so each library persists them with its own serializer,
 * ``{"role": "assistant", "content": str, "tool_calls": [{"id", "tool", "args"}],
   "request_id": str}``
 * ``{"role": "tool", "tool_call_id": str, "tool": str, "status": "ok"|"error",
-  "content": str, "error_kind": str|None}``
+  "content": str, "error_kind": str|None, "started": bool}`` (``started`` is false when
+  the host refused to start the tool, ``ToolUnavailable``: the tool node knows it and keeps
+  it in the message it returns, as an application's tool node would)
 
 Guarantees: :func:`observation` describes only what the library's store holds (the
 conversation of each session and the results it saved); a lifecycle fact the library does
@@ -41,6 +43,7 @@ from harness.contract import (
     ToolCall,
     ToolInvocation,
     ToolStatus,
+    ToolUnavailable,
     TurnStatus,
     World,
     WorldError,
@@ -112,20 +115,30 @@ def run_tool(world: World, config: SessionConfig, call: Mapping[str, Any]) -> di
             args_digest=args_digest(call["tool"], call["args"]),
             permission_version=config.permission_version),
         session_id=session_id, tool=call["tool"], args=dict(call["args"]))
+    started = True
     try:
         result = world.execute_tool(invocation)
         status, output = result.status.value, result.output
         error_kind = result.error_kind.value if result.error_kind else None
+    except ToolUnavailable as exc:
+        status, output, error_kind = ToolStatus.ERROR.value, str(exc), FailureKind.TRANSIENT.value
+        started = False
     except WorldError as exc:
         status, output, error_kind = ToolStatus.ERROR.value, str(exc), None
     world.failpoint(Failpoint.AFTER_TOOL_RETURNED, context)
     return {"role": "tool", "tool_call_id": call["id"], "tool": call["tool"],
-            "status": status, "content": output, "error_kind": error_kind}
+            "status": status, "content": output, "error_kind": error_kind, "started": started}
 
 
 def tool_results(messages: Iterable[Any]) -> list[dict[str, Any]]:
     return [m for m in messages
             if isinstance(m, dict) and m.get("role") == "tool" and "tool_call_id" in m]
+
+
+def _outcome(result: Mapping[str, Any]) -> Outcome:
+    if not result.get("started", True):
+        return Outcome.NOT_STARTED
+    return Outcome.SUCCEEDED if result["status"] == ToolStatus.OK.value else Outcome.FAILED
 
 
 def _contract_message(message: Mapping[str, Any]) -> Message:
@@ -138,7 +151,7 @@ def _contract_message(message: Mapping[str, Any]) -> Message:
         kind = message.get("error_kind")
         return Message(role=role, content=message["content"],
                        tool_call_id=message["tool_call_id"],
-                       outcome=Outcome.FAILED if failed else Outcome.SUCCEEDED,
+                       outcome=_outcome(message),
                        failure_kind=FailureKind(kind) if kind else (
                            FailureKind.FAILED if failed else None))
     return Message(role=role, content=message.get("content", ""))
@@ -210,18 +223,19 @@ def _operation(config: SessionConfig, call: Mapping[str, Any],
         execution_id=execution_id_for(sid, call["id"]), tool_call_id=call["id"],
         args_digest=args_digest(call["tool"], call["args"]),
         permission_version=config.permission_version)
+    started = result is not None and result.get("started", True)
     if result is None:
         outcome, kind, digest = Outcome.NOT_STARTED, None, None
     else:
-        ok = result["status"] == ToolStatus.OK.value
-        outcome = Outcome.SUCCEEDED if ok else Outcome.FAILED
+        outcome = _outcome(result)
+        ok = outcome is Outcome.SUCCEEDED
         kind = None if ok else FailureKind(result.get("error_kind") or FailureKind.FAILED.value)
-        digest = result_digest(result["status"], result["content"])
+        digest = result_digest(result["status"], result["content"]) if started else None
     return OperationView(
         session_id=sid, identity=identity, tool=call["tool"], args=dict(call["args"]),
         dedup_key=identity.args_digest, permission=Permission.ALLOW,
         decided_by=DecisionSource.EXACT_GRANT, outcome=outcome,
         delivery=Delivery.PENDING if result is None else Delivery.RECORDED,
-        execution_started=result is not None, failure_kind=kind, reason=NO_PERMISSION_LAYER,
+        execution_started=started, failure_kind=kind, reason=NO_PERMISSION_LAYER,
         recovery_actions=(), reconciliation_required=False, classifier_outcome=None,
         result_digest=digest, attempts=0 if result is None else 1)

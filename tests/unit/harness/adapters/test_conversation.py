@@ -75,3 +75,13 @@ def test_a_worker_uses_the_world_only_while_the_serving_thread_admits_it():
         worker.join(timeout=10)
     assert not worker.is_alive() and inner.calls == [1.0]
     assert world.now() == 1.0  # the serving thread itself never waits
+
+
+def test_a_tool_the_host_refused_to_start_is_saved_as_not_started():
+    refused = dict(_result("c1", "error"), started=False, error_kind="transient")
+    seen = observation([SessionStore(CONFIG, (user_message("go"), CALLS, refused), (), 2, 0,
+                                     True)])
+    operation = seen.operation("c1")
+    assert (operation.outcome, operation.delivery, operation.execution_started) == (
+        Outcome.NOT_STARTED, Delivery.RECORDED, False)
+    assert operation.failure_kind == "transient" and operation.result_digest is None
