@@ -39,6 +39,9 @@ Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
   output and does not run the tool again; the workflow continues with the next model step.
   Replay:
   ``lifecycle-harness replay scenarios/l4/crash_after_result_saved.toml --impl adapter:dbos``
+* no start is recorded before a step runs (L4.3, L4.6 fail), and a tool call id the model
+  delivers a second time is a new step and runs a second time
+  (``scenarios/x/duplicate_delivery_one_record.toml``).
 """
 
 from __future__ import annotations

@@ -33,17 +33,22 @@ raise :class:`NotOffered`; ``update_rules`` and ``cancel`` are recorded and chan
 
 Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
 
-* crash between the tool's side effect and its saved result (``after_tool_returned``):
-  recovery re-runs the tool task: the side effect happens twice (X2/L4.3 fail). Replay:
+* crash between the tool's side effect and its saved result (``after_tool_returned``,
+  durability ``sync`` or ``async``): recovery runs the tool task again: the side effect
+  happens twice (two ledger rows; L1.8 fails). Replay:
   ``lifecycle-harness replay scenarios/l4/crash_after_tool_returned.toml --impl adapter:langgraph``
 * crash once the result is saved (``after_result_saved``, durability ``sync``/``async``):
   LangGraph keeps the task's pending write and does not run the tool again; the turn goes
-  on from the saved result. Replay:
+  on from the saved result (L4.1 passes). Replay:
   ``lifecycle-harness replay scenarios/l4/crash_after_result_saved.toml --impl adapter:langgraph``
 * durability ``exit``: nothing is saved until the run ends, so a crash in the middle loses
   the turn (the user message, the tool call and its result): the world executed the tool,
-  the store never heard of it, and ``after_prepare`` finds no operation record (X2/L4.10).
-  Replay: ``... crash_after_tool_returned.toml --impl adapter:langgraph-exit``.
+  the store never heard of it (X2 fails); the result is only ever saved inside the final
+  checkpoint, so ``after_result_saved`` is never reached. Replay:
+  ``lifecycle-harness replay scenarios/l4/crash_after_tool_returned.toml --impl adapter:langgraph-exit``
+* in every mode no start is recorded before a tool runs (L4.3, L4.6 fail), and a tool call
+  id the model delivers a second time runs a second time (M4 fails in
+  ``scenarios/x/duplicate_delivery_one_record.toml``).
 """
 
 from __future__ import annotations
