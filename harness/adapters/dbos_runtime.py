@@ -149,9 +149,10 @@ class DBOSRuntime:
 
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         turns = self._turns(session_id)
-        history: list[dict[str, Any]] = []
-        if turns and turns[-1].status == "SUCCESS":
-            history = list(turns[-1].output or [])
+        # the conversation so far is the last finished turn's output (a turn whose
+        # workflow failed left no output: DBOS keeps its steps, not a conversation)
+        finished = [turn for turn in turns if turn.status == "SUCCESS"]
+        history: list[dict[str, Any]] = list(finished[-1].output or []) if finished else []
         workflow_id = f"{_turn_prefix(session_id)}{len(turns) + 1:06d}"
         with SetWorkflowID(workflow_id):
             messages = lifecycle_turn(session_id, user_text, history)
