@@ -27,7 +27,8 @@ Not offered by DBOS, declared absent (features: none): a permission layer, a cla
 approval waits, denial counters, a failure table, UI projections, lifecycle events, model
 request records, importing old checkpoints. ``answer_approval`` and ``load_checkpoint``
 raise :class:`NotOffered`; ``update_rules`` is recorded and changes nothing; ``cancel``
-cancels the session's pending workflows (``DBOS.cancel_workflow``).
+cancels the session's pending workflows (``DBOS.cancel_workflow``: the workflow stops at its
+next step and the turn ends ``cancelled``).
 
 Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
 
@@ -50,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from dbos import DBOS, SetWorkflowID
+from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from harness.adapters import session_configs
 from harness.adapters.dbos_adapter import DATABASE
@@ -154,8 +156,11 @@ class DBOSRuntime:
         finished = [turn for turn in turns if turn.status == "SUCCESS"]
         history: list[dict[str, Any]] = list(finished[-1].output or []) if finished else []
         workflow_id = f"{_turn_prefix(session_id)}{len(turns) + 1:06d}"
-        with SetWorkflowID(workflow_id):
-            messages = lifecycle_turn(session_id, user_text, history)
+        try:
+            with SetWorkflowID(workflow_id):
+                messages = lifecycle_turn(session_id, user_text, history)
+        except DBOSAwaitedWorkflowCancelledError:  # ``cancel`` reached it (DBOS's own cancel)
+            return TurnResult(session_id=session_id, status=TurnStatus.CANCELLED)
         return _turn_result(session_id, messages)
 
     def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
