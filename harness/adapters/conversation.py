@@ -52,6 +52,11 @@ from harness.contract import (
     result_digest,
 )
 
+class NotOffered(Exception):
+    """The library has no such concept (an approval, a checkpoint import): the contract's
+    call cannot be honoured. It crosses the wire as itself, so the report names it."""
+
+
 NO_PERMISSION_LAYER = "the library has no permission layer: every call the model makes runs"
 
 

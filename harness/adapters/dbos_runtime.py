@@ -56,6 +56,7 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 from harness.adapters import session_configs
 from harness.adapters.dbos_adapter import DATABASE
 from harness.adapters.conversation import (
+    NotOffered,
     call_model,
     operation_context,
     run_tool,
@@ -76,10 +77,6 @@ APP_NAME = "lifecycle-harness-adapter"
 UNFINISHED = ("PENDING", "ENQUEUED")
 _active: DBOSRuntime | None = None
 """The runtime whose world the steps use (DBOS itself is a process-wide singleton)."""
-
-
-class NotOffered(Exception):
-    """The library has no such concept; the contract's call cannot be honoured."""
 
 
 def _runtime() -> DBOSRuntime:

@@ -60,6 +60,7 @@ from typing import Annotated, Any, TypedDict
 
 from harness.adapters import session_configs
 from harness.adapters.conversation import (
+    NotOffered,
     call_model,
     observation,
     operation_context,
@@ -86,10 +87,6 @@ RECURSION_LIMIT = 1000
 """LangGraph's bound on steps per run (two per tool round); an application's setting. High
 enough for the longest scenario (tens of tool rounds): the scripted model ends every turn,
 and the harness's time limit bounds a runaway."""
-
-
-class NotOffered(Exception):
-    """The library has no such concept; the contract's call cannot be honoured."""
 
 
 class TurnState(TypedDict):
