@@ -19,7 +19,10 @@ Forms (more may be registered, e.g. out-of-process launchers, with :func:`regist
 * ``process:COMMAND`` — run ``COMMAND`` (split with shlex) as a child process speaking the
   wire protocol of ``docs/protocol.md`` (:mod:`harness.remote.launcher`);
 * ``docker:IMAGE`` — run the image with ``docker run`` speaking the same protocol
-  (:mod:`harness.remote.docker`; needs a reachable Docker engine).
+  (:mod:`harness.remote.docker`; needs a reachable Docker engine);
+* ``adapter:NAME`` — a real library under the contract (:mod:`harness.adapters`), i.e. the
+  ``process:`` spec of its wire-protocol server; an adapter whose library is not installed
+  is a load error naming the install command.
 """
 
 from __future__ import annotations
@@ -277,3 +280,18 @@ def _load_profile(name: str) -> Implementation:
 
 
 register("profile", _load_profile, "profile:NAME")
+
+def _load_adapter(name: str) -> Implementation:
+    from harness.adapters import available, find
+
+    adapter = find(name.strip())
+    if adapter is None:
+        known = ", ".join(info.name for info in available())
+        raise ImplementationLoadError(
+            f"--impl adapter:{name}: no such adapter; known adapters: {known}")
+    if not adapter.installed:
+        raise ImplementationLoadError(f"--impl adapter:{name}: {adapter.missing_reason}")
+    return _load_process(adapter.impl_spec.removeprefix("process:"))
+
+
+register("adapter", _load_adapter, "adapter:NAME")
