@@ -550,3 +550,74 @@ def test_an_optional_concurrent_turn_whose_hold_is_never_reached_is_clean():
     assert result.error == "" and result.unfired == ()
     a_call = next(e for e in kinds(result, Kind.DRIVER_CALL) if e.data["method"] == "concurrent_turn")
     assert a_call.data["args"]["optional"] is True
+
+
+def test_a_crash_of_instance_b_in_a_concurrent_turn_is_followed_by_restart_and_recover():
+    # The fault plan promises "restart + recover()" for every crash: B's too. The recovery
+    # runs once A has finished (never while A is held), then A stays the primary.
+    result = run(FakeImpl(), """
+id = "t"
+stage = "l4"
+[[sessions]]
+id = "s1"
+rules = [{ effect = "allow", tool = "send_email" }]
+[[tools]]
+name = "send_email"
+kind = "external"
+[[model]]
+tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
+repeat = 2
+[[faults]]
+failpoint = "before_model_request"
+hits = "2"
+action = "crash"
+[[steps]]
+do = "concurrent_turn"
+text = "announce"
+hold_at = "after_prepare"
+[[steps]]
+do = "turn"
+text = "again"
+""")
+    assert result.error == "", result.error
+    (crash,) = kinds(result, Kind.CRASH)
+    assert crash.instance == 1 and crash.data["failpoint"] == "before_model_request"
+    a_return = next(e for e in kinds(result, Kind.DRIVER_RETURN)
+                    if e.data["method"] == "concurrent_turn" and e.instance == 0)
+    (restart,) = kinds(result, Kind.RESTART)
+    assert crash.index < a_return.index < restart.index and restart.data["instance"] == 2
+    calls = [(e.instance, e.data["method"]) for e in kinds(result, Kind.DRIVER_CALL)
+             if e.index > restart.index]
+    assert calls[:3] == [(2, "open"), (2, "recover"), (2, "close")]
+    assert calls[3] == (0, "run_turn")  # A is still the primary
+    assert "after_restart" in [p.label for p in result.trace.observations]
+
+
+def test_a_crash_of_instance_a_in_a_concurrent_turn_restarts_once():
+    result = run(FakeImpl(), """
+id = "t"
+stage = "l4"
+[[sessions]]
+id = "s1"
+rules = [{ effect = "allow", tool = "send_email" }]
+[[tools]]
+name = "send_email"
+kind = "external"
+[[model]]
+tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
+repeat = 2
+[[faults]]
+failpoint = "after_start_recorded"
+action = "crash"
+[[steps]]
+do = "concurrent_turn"
+text = "announce"
+hold_at = "after_prepare"
+""")
+    assert result.error == "", result.error
+    (crash,) = kinds(result, Kind.CRASH)
+    assert crash.instance == 0
+    (restart,) = kinds(result, Kind.RESTART)
+    assert restart.index > crash.index
+    assert [e.data["method"] for e in kinds(result, Kind.DRIVER_CALL)
+            if e.instance == restart.data["instance"]] == ["open", "recover"]
