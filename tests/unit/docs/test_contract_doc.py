@@ -15,9 +15,9 @@ import pytest
 
 import reference_impl
 from harness import contract as c
-from harness.conformance import OPTIONAL
+from harness.conformance import OPTIONAL, scenario_requirements
 from harness.runner import run_scenario
-from harness.scenarios import DEFAULT_SCENARIO_DIR, load
+from harness.scenarios import DEFAULT_SCENARIO_DIR, discover, load
 from harness.trace import Kind
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -185,6 +185,20 @@ def test_the_feature_table_is_harness_conformance_optional():
                    "" if row[2] == "(none)" else row[2]) for row in rows}
     actual = {(o.feature.value, o.criteria, o.implied_by) for o in OPTIONAL}
     assert documented == actual
+
+
+def test_the_feature_table_names_the_bundled_scenarios_each_feature_skips():
+    documented = {ticked(row[0])[0]: set(ticked(row[3])) for row in
+                  table_rows("| optional feature |")}
+    actual: dict[str, set[str]] = {o.feature.value: set() for o in OPTIONAL}
+    for scenario in discover([DEFAULT_SCENARIO_DIR]):
+        relative = Path(scenario.file).resolve().relative_to(DEFAULT_SCENARIO_DIR.resolve())
+        if relative.parts[0] == "regressions":
+            continue  # recorded from the files below; the page says so
+        for feature in scenario_requirements(scenario):
+            actual[feature.value].add(relative.as_posix())
+    assert documented == actual
+    assert actual["multi_instance"] and actual["checkpoint_import"]  # the scan works
 
 
 # --------------------------------------------------------------------------- events
