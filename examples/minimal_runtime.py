@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """A small lifecycle runtime that speaks the harness's wire protocol, standard library only.
 
-Written from docs/protocol.md, docs/lifecycle.md and docs/contract.md, without importing
-the harness or the reference implementation. Run it under the harness with
+It imports neither the harness nor the reference implementation: everything it relies on is
+specified in docs/protocol.md (the wire), docs/lifecycle.md (the behaviour) and
+docs/contract.md (every checked value; its section "Details an implementation needs" lists
+what writing this file showed the other pages lacked). It takes the same steps as
+reference_impl/, compacted into one file. Run it under the harness with
 
     lifecycle-harness run --impl "process:python examples/minimal_runtime.py"
 
