@@ -203,8 +203,9 @@ EVENT_FIELDS_READ: dict[EventType, tuple[str, ...]] = {
     EventType.TURN_ENDED: ("session_id", "data.status"),
 }
 """The lifecycle events whose fields the criteria read (``data.<key>`` is a key of
-``LifecycleEvent.data``); the others are recorded only. ``docs/contract.md`` lists the same,
-and a test keeps both equal to what ``harness/criteria`` reads."""
+``LifecycleEvent.data``); the others are recorded only. ``docs/contract.md`` lists the same
+table; ``tests/unit/docs`` keeps the page equal to it and fails when a criterion starts
+reading an event type missing here."""
 
 
 class Feature(enum.StrEnum):
