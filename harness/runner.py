@@ -805,11 +805,9 @@ class _Run:
             if first.kind == "hung" or (self.stopped and not held):
                 return
             b, opened = self.open_instance(extra={"concurrent_with": a})
-            b_crashed = opened.kind == "crashed"
             if opened.kind == "returned":
                 second = self.drive(b, "concurrent_turn", {**args, "role": "B", "held": held},
                                     lambda: self.runtime(b).run_turn(session, text))
-                b_crashed = second.kind == "crashed"
                 if second.kind not in ("crashed", "hung"):
                     self.drive(b, "close", {}, lambda: self.runtime(b).close())
             self.drop(b)
@@ -824,26 +822,12 @@ class _Run:
                     return
                 first = self.finish(a, "concurrent_turn", first.call)
             self.after(a, first)
-            if b_crashed and first.kind != "crashed" and not self.stopped:
-                self.replace_crashed()
         finally:
             if self.concurrent is not None and not self.concurrent.released:
                 with self.cond:
                     self.concurrent.released = True
                     self.cond.notify_all()
             self.concurrent = None
-
-    def replace_crashed(self) -> None:
-        """Restart + ``recover()`` for an instance B that crashed in a concurrent turn, as for
-        any crash, once A has finished: a recovery that ran while A was still held would take
-        A's live claim for a dead one. A stays the primary; the replacement closes after its
-        recovery (a crash of A itself already restarts, and that recovery covers B's work)."""
-        primary = self.primary
-        self.restart()
-        replacement, self.primary = self.primary, primary
-        if replacement != primary and replacement in self.runtimes and not self.stopped:
-            self.drive(replacement, "close", {}, lambda: self.runtime(replacement).close())
-            self.drop(replacement)
 
     def load_checkpoint(self, primary: int, session: str, name: str) -> None:
         args: dict[str, Any] = {"session_id": session, "fixture": name}

@@ -16,6 +16,7 @@ import pytest
 import reference_impl
 from harness import contract as c
 from harness.conformance import OPTIONAL, scenario_requirements
+from harness.faults import describe, make_fault
 from harness.runner import run_scenario
 from harness.scenarios import DEFAULT_SCENARIO_DIR, discover, load
 from harness.trace import Kind
@@ -67,7 +68,7 @@ def sha256_prefixed(text: str) -> str:
 
 def test_the_page_has_every_example_and_list_this_test_knows():
     assert set(EXAMPLES) == {"canonical_json", "execution_id", "args_digest", "result_digest",
-                             "projection", "thresholds"}
+                             "projection", "thresholds", "crash_fault"}
     assert set(LISTS) == set(ENUM_LISTS) | {"projection_statuses", "RecoveryAction",
                                             "CORE_FEATURES"}
 
@@ -114,6 +115,12 @@ def test_projection_examples_are_what_expected_projection_says():
             example["reconciliation_required"], example["wait_pending"])
         assert status == example["status"]
         assert {a.value for a in actions} == set(example["recovery_actions"])
+
+
+def test_the_crash_fault_is_described_as_the_runner_handles_it():
+    for example in EXAMPLES["crash_fault"]:
+        fault = make_fault(example["failpoint"], example["hits"], "crash")
+        assert describe(fault) == example["described"]
 
 
 def test_default_thresholds_are_the_contracts():
