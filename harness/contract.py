@@ -193,6 +193,21 @@ class EventType(enum.StrEnum):
     RECOVERED = "recovered"
 
 
+EVENT_FIELDS_READ: dict[EventType, tuple[str, ...]] = {
+    EventType.PERMISSION_DECIDED: ("execution_id", "data.permission"),
+    EventType.EXECUTION_STARTED: ("execution_id",),
+    EventType.RESULT_SAVED: ("execution_id", "data.outcome"),
+    EventType.RUNTIME_FAULT: ("session_id", "execution_id"),
+    EventType.MODEL_REQUEST_STARTED: ("session_id", "request_id"),
+    EventType.MODEL_REQUEST_ENDED: ("session_id", "request_id", "data.status"),
+    EventType.TURN_ENDED: ("session_id", "data.status"),
+}
+"""The lifecycle events whose fields the criteria read (``data.<key>`` is a key of
+``LifecycleEvent.data``); the others are recorded only. ``docs/contract.md`` lists the same
+table; ``tests/unit/docs`` keeps the page equal to it and fails when a criterion starts
+reading an event type missing here."""
+
+
 class Feature(enum.StrEnum):
     """Capabilities an implementation may declare (values are stable: old traces name them).
 

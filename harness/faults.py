@@ -345,7 +345,8 @@ def describe(fault: Fault) -> str:
     """What the fault does, in words."""
     params = fault.params
     if fault.action is Action.CRASH:
-        return "crash (the instance dies there without closing; restart + recover())"
+        return ("crash (the instance dies there without closing; restart + recover(); "
+                "instance B of a concurrent_turn is dropped instead)")
     if fault.action is Action.RAISE:
         return f"raise InjectedFault({params.get('message', DEFAULT_RAISE_MESSAGE)!r})"
     if fault.action is Action.DELAY:

@@ -130,7 +130,7 @@ def test_render_gives_one_readable_line_per_fault():
     ))
     assert render(plan) == (
         "fault 1: after_result_saved, hit #1 -> crash (the instance dies there without closing; "
-        "restart + recover())",
+        "restart + recover(); instance B of a concurrent_turn is dropped instead)",
         "fault 2: during_checkpoint_build, hits 1,3 -> raise InjectedFault('injected checkpoint "
         "build failure')",
         "fault 3: before_model_request, every hit from #3 -> delay 2.5s of virtual time",

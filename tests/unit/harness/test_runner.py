@@ -550,3 +550,70 @@ def test_an_optional_concurrent_turn_whose_hold_is_never_reached_is_clean():
     assert result.error == "" and result.unfired == ()
     a_call = next(e for e in kinds(result, Kind.DRIVER_CALL) if e.data["method"] == "concurrent_turn")
     assert a_call.data["args"]["optional"] is True
+
+
+def test_a_crash_of_instance_b_in_a_concurrent_turn_drops_b_without_a_restart():
+    # As the fault plan and docs/contract.md say: B, the duplicate's instance, is dropped;
+    # A goes on as the primary and later steps drive it; no recover() runs for B.
+    result = run(FakeImpl(), """
+id = "t"
+stage = "l4"
+[[sessions]]
+id = "s1"
+rules = [{ effect = "allow", tool = "send_email" }]
+[[tools]]
+name = "send_email"
+kind = "external"
+[[model]]
+tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
+repeat = 2
+[[faults]]
+failpoint = "before_model_request"
+hits = "2"
+action = "crash"
+[[steps]]
+do = "concurrent_turn"
+text = "announce"
+hold_at = "after_prepare"
+[[steps]]
+do = "turn"
+text = "again"
+""")
+    assert result.error == "", result.error
+    (crash,) = kinds(result, Kind.CRASH)
+    assert crash.instance == 1 and crash.data["failpoint"] == "before_model_request"
+    assert kinds(result, Kind.RESTART) == []
+    assert [e.data["method"] for e in kinds(result, Kind.DRIVER_CALL) if e.instance == 1] == [
+        "open", "concurrent_turn"]
+    last = kinds(result, Kind.DRIVER_CALL)[-1]
+    assert (last.instance, last.data["method"]) == (0, "run_turn")  # A is still the primary
+
+
+def test_a_crash_of_instance_a_in_a_concurrent_turn_restarts_once():
+    result = run(FakeImpl(), """
+id = "t"
+stage = "l4"
+[[sessions]]
+id = "s1"
+rules = [{ effect = "allow", tool = "send_email" }]
+[[tools]]
+name = "send_email"
+kind = "external"
+[[model]]
+tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
+repeat = 2
+[[faults]]
+failpoint = "after_start_recorded"
+action = "crash"
+[[steps]]
+do = "concurrent_turn"
+text = "announce"
+hold_at = "after_prepare"
+""")
+    assert result.error == "", result.error
+    (crash,) = kinds(result, Kind.CRASH)
+    assert crash.instance == 0
+    (restart,) = kinds(result, Kind.RESTART)
+    assert restart.index > crash.index
+    assert [e.data["method"] for e in kinds(result, Kind.DRIVER_CALL)
+            if e.instance == restart.data["instance"]] == ["open", "recover"]
