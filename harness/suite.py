@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import harness
 from harness import conformance
-from harness.contract import Failpoint, Implementation, Thresholds
+from harness.contract import Failpoint, Implementation, ImplementationInfo, Thresholds
 from harness.criteria.base import (
     Criterion,
     Evidence,
@@ -247,7 +247,10 @@ class _Judged:
     result: ScenarioResult
     verdicts: tuple[Verdict, ...]
     trace: Trace | None
-    """None for a skipped scenario (never run)."""
+    """None for a skipped scenario (never run), or one judged in another process."""
+    excerpts: Mapping[str, tuple[str, ...]] | None = None
+    """When ``trace`` is None: criterion id → the excerpt its failing verdict had (see
+    :class:`ScenarioJudgement`)."""
 
 
 def run_suite(
@@ -438,8 +441,7 @@ def _criterion_result(
             seed=seed,
             evidence=_evidence(verdict),
             replay=item.result.replay,
-            excerpt=(trace_excerpt(item.trace, _first_indexes(verdict))
-                     if item.trace is not None else ()),
+            excerpt=_excerpt(item, verdict),
         )
         for item, verdict in zip(judged, verdicts)
         if verdict.status in (Status.FAIL, Status.ERROR)
@@ -461,6 +463,12 @@ def _criterion_result(
     )
 
 
+def _excerpt(item: _Judged, verdict: Verdict) -> tuple[str, ...]:
+    if item.trace is not None:
+        return trace_excerpt(item.trace, _first_indexes(verdict))
+    return tuple((item.excerpts or {}).get(verdict.criterion_id, ()))
+
+
 def _coverage(
     criteria: Sequence[Criterion], judged: Sequence[_Judged]
 ) -> dict[str, tuple[str, ...]]:
@@ -472,3 +480,129 @@ def _coverage(
                 reached.update(item.result.failpoints_reached)
         coverage[criterion.id] = tuple(sorted(reached))
     return coverage
+
+
+# --------------------------------------------------------------------------- one scenario at a time
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictExcerpt:
+    """The trace excerpt around a failing or erroring verdict's evidence."""
+
+    criterion_id: str
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioJudgement:
+    """One scenario run and judged by every criterion, as plain data: what a process that
+    judged a scenario hands to the one that combines the run (pytest-xdist workers, through
+    ``harness.contract.to_json``). :func:`combine_judgements` over the judgements of a set of
+    scenarios gives the RunResult :func:`run_suite` gives for the same set, order aside."""
+
+    result: ScenarioResult
+    excerpts: tuple[VerdictExcerpt, ...] = ()
+    """One per failing or erroring verdict: the trace itself stays where it was judged."""
+
+
+def judge_scenario(
+    implementation: Implementation,
+    scenario: Any,
+    seed: int = DEFAULT_SEED,
+    *,
+    criteria: Sequence[Criterion] | None = None,
+    runner: Runner | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    impl_spec: str = DEFAULT_IMPL_SPEC,
+    data_root: str | None = None,
+    fault_renderer: FaultRenderer | None = None,
+) -> ScenarioJudgement:
+    """Run (or skip, for an undeclared optional feature) one scenario and judge every
+    criterion on its trace, exactly as one step of :func:`run_suite`."""
+    criteria = conformance.core_always_applies(
+        tuple(default_criteria() if criteria is None else criteria)
+    )
+    declared = tuple(str(f) for f in implementation.info.features)
+    runner = default_runner() if runner is None else runner
+    fault_renderer = default_fault_renderer() if fault_renderer is None else fault_renderer
+    faults = render_faults(fault_renderer, scenario)
+    missing = conformance.missing_features(scenario, declared)
+    if missing:
+        item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
+    else:
+        run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root)
+        item = _judge(scenario, run, seed, criteria, faults, impl_spec)
+    excerpts = tuple(
+        VerdictExcerpt(verdict.criterion_id, _excerpt(item, verdict))
+        for verdict in item.verdicts
+        if verdict.status in (Status.FAIL, Status.ERROR)
+    )
+    return ScenarioJudgement(item.result, excerpts)
+
+
+def combine_judgements(
+    implementation: ImplementationInfo,
+    judgements: Sequence[ScenarioJudgement],
+    seed: int = DEFAULT_SEED,
+    *,
+    criteria: Sequence[Criterion] | None = None,
+    expectations: Mapping[str, str] | None = None,
+    impl_spec: str = DEFAULT_IMPL_SPEC,
+    thresholds: Thresholds | None = None,
+    command: str = "",
+    required_features: Sequence[str] = (),
+    started: str = "",
+    duration_s: float = 0.0,
+) -> RunResult:
+    """The RunResult of scenarios judged one at a time (by :func:`judge_scenario`, perhaps in
+    other processes), in the order given, judged by ``criteria`` (default: the catalogue;
+    a subset judges only those). Same rules as :func:`run_suite`: no vacuous pass, an
+    errored scenario's passes do not count, expectations applied."""
+    criteria = conformance.core_always_applies(
+        tuple(default_criteria() if criteria is None else criteria)
+    )
+    declared = tuple(str(f) for f in implementation.features)
+    expected = _check_expectations(expectations, criteria)
+    judged = [_rejudged(judgement, criteria) for judgement in judgements]
+    criterion_results = tuple(
+        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
+        for i, criterion in enumerate(criteria)
+    )
+    reached = {fp for item in judged for fp in item.result.failpoints_reached}
+    return RunResult(
+        schema_version=REPORT_SCHEMA_VERSION,
+        implementation=implementation,
+        run=RunInfo(
+            seed=seed,
+            harness_version=harness.__version__,
+            thresholds=thresholds or Thresholds(),
+            started=started,
+            duration_s=round(duration_s, 6),
+            command=command,
+        ),
+        summary=summarize(criterion_results),
+        criteria=criterion_results,
+        scenarios=tuple(item.result for item in judged),
+        coverage=_coverage(criteria, judged),
+        failpoints_unreached=tuple(fp.value for fp in Failpoint if fp.value not in reached),
+        required_features=tuple(str(f) for f in required_features),
+    )
+
+
+def _rejudged(judgement: ScenarioJudgement, criteria: Sequence[Criterion]) -> _Judged:
+    """A judgement's verdicts back as Verdicts, in ``criteria`` order."""
+    records = {record.criterion_id: record for record in judgement.result.verdicts}
+    missing = [c.id for c in criteria if c.id not in records]
+    if missing:
+        raise ValueError(f"scenario {judgement.result.id} was not judged by {', '.join(missing)}")
+    verdicts = tuple(
+        Verdict(
+            record.criterion_id,
+            Status(record.status),
+            tuple(Evidence(e.note, e.trace_indexes, e.ledger_rows) for e in record.evidence),
+            record.exercised,
+        )
+        for record in (records[c.id] for c in criteria)
+    )
+    excerpts = {e.criterion_id: e.lines for e in judgement.excerpts}
+    return _Judged(None, judgement.result, verdicts, None, excerpts)
