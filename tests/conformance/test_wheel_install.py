@@ -113,13 +113,23 @@ def test_the_venv_imports_the_installed_wheel_and_its_bundled_suite(wheel_env):
 
 
 def test_run_in_the_wheel_gives_the_editable_install_s_verdicts(wheel_env, tmp_path):
-    _, work = wheel_env
-    _in_venv(wheel_env, "lifecycle-harness", "run", "--report-dir", str(work / "wheel-report"))
-    wheel = json.loads((work / "wheel-report" / "report.json").read_text(encoding="utf-8"))
-    code = cli.main(["run", "--report-dir", str(tmp_path / "editable")],
-                    stdout=open(os.devnull, "w"), stderr=open(os.devnull, "w"))
-    editable = json.loads((tmp_path / "editable" / "report.json").read_text(encoding="utf-8"))
+    venv, work = wheel_env
+    # the two runs overlap: one in the wheel's venv, one here on the editable install
+    wheel_run = subprocess.Popen(
+        [str(venv / "bin" / "lifecycle-harness"), "run", "--report-dir", str(work / "wheel-report")],
+        cwd=work, env=_environment(venv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        with open(os.devnull, "w") as sink:
+            code = cli.main(["run", "--report-dir", str(tmp_path / "editable")], stdout=sink, stderr=sink)
+        wheel_out, _ = wheel_run.communicate(timeout=TIMEOUT_S)
+    finally:
+        if wheel_run.poll() is None:
+            wheel_run.kill()
+            wheel_run.wait()
     assert code == 0
+    assert wheel_run.returncode == 0, wheel_out
+    wheel = json.loads((work / "wheel-report" / "report.json").read_text(encoding="utf-8"))
+    editable = json.loads((tmp_path / "editable" / "report.json").read_text(encoding="utf-8"))
 
     def verdicts(report):
         return ({c["id"]: (c["status"], c["exercised"]) for c in report["criteria"]},
