@@ -40,6 +40,7 @@ installing the package does not slow down or change unrelated pytest runs.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import time
 from dataclasses import dataclass, field
@@ -183,7 +184,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"lifecycle-harness: {' '.join(str(exc).split())}") from None
     config.stash[_STATE] = state
     if not _is_worker(config):
-        config.pluginmanager.register(_Gate(state, config), "lifecycle-harness-gate")
+        config.pluginmanager.register(_Gate(state), "lifecycle-harness-gate")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -316,9 +317,11 @@ class _Gate:
     judges the criteria at session finish. Registered in the controller / only process."""
 
     state: _Lifecycle
-    config: pytest.Config
     reported: set[str] = field(default_factory=set)
     judgements: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    # wall-clock for the report's run info only (for humans), as in run_suite
+    started: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds"))
     clock_start: float = field(default_factory=time.monotonic)
     outcome: "GateOutcome | None" = None
 
@@ -342,7 +345,7 @@ class _Gate:
         self.outcome = judge_gate(
             self.state, [j for _, j in sorted(self.judgements.values(), key=lambda p: p[0])],
             missing=sorted(self.reported - set(self.judgements)),
-            duration_s=time.monotonic() - self.clock_start,
+            started=self.started, duration_s=time.monotonic() - self.clock_start,
         )
         if self.state.report_dir:
             from harness.report import write_reports
@@ -370,7 +373,7 @@ class GateOutcome:
 
 def judge_gate(
     state: _Lifecycle, judgements: Sequence[Any], *, missing: Sequence[str] = (),
-    duration_s: float = 0.0,
+    started: str = "", duration_s: float = 0.0,
 ) -> GateOutcome:
     """Combine the scenario judgements into the criterion verdicts and the gate."""
     from harness.keyword_selection import judged_criteria
@@ -388,7 +391,7 @@ def judge_gate(
         expectations={k: v for k, v in state.expectations.items() if k in judged_ids},
         impl_spec=state.spec, command=f"pytest --lifecycle-impl {state.spec}",
         required_features=state.required if full and every_criterion else (),
-        duration_s=duration_s,
+        started=started, duration_s=duration_s,
     )
     lines = [f"{c.id:<7} {c.status.value:<16} exercised {c.exercised}" for c in result.criteria]
     not_selected = [c.id for c in state.criteria if c.id not in judged_ids]

@@ -5,11 +5,14 @@ import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 pytest_plugins = ["pytester"]
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "scenarios"
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = ROOT / "scenarios"
+SCHEMA = json.loads((ROOT / "fixtures" / "report.schema.json").read_text(encoding="utf-8"))
 # Three quick scenarios of three stages: l4 (tagged crash), m (model streams), l1 (fixtures).
 CRASH = SCENARIOS / "l4" / "crash_after_start_recorded.toml"
 EOF = SCENARIOS / "m" / "eof_without_text.toml"
@@ -128,6 +131,7 @@ def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verd
                 [(s["id"], s["status"], s["trace_digest"]) for s in report["scenarios"]])
 
     assert verdicts(spread_report) == verdicts(plain_report)
+    jsonschema.validate(plain_report, SCHEMA)
     assert [s["id"] for s in plain_report["scenarios"]] == [
         "l4-crash-after-start-recorded", "m-eof-without-text", "l1-old-checkpoints"]
 
