@@ -110,3 +110,13 @@ def test_a_scenario_needing_an_undeclared_feature_is_a_skipped_item(monkeypatch)
     (skipped,) = _judged(GOOD)
     kind, text = scenario_outcome(skipped, None, {}, TITLES)
     assert kind == "skip" and "web_projection" in text and "does not declare" in text
+
+
+def test_a_demanded_feature_the_implementation_does_not_declare_fails_a_full_run():
+    demanded = judge_gate(_state([GOOD], required=("web_projection",)), _judged(GOOD))
+    assert not demanded.passed
+    assert any(line.startswith("required: web_projection is required but the implementation "
+                               "does not declare it") for line in demanded.lines)
+    # a partial run judges no level, so demands are not assessed there
+    partial = judge_gate(_state([GOOD, IDLE], required=("web_projection",)), _judged(GOOD))
+    assert partial.passed and not any(line.startswith("required:") for line in partial.lines)
