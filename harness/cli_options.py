@@ -45,9 +45,10 @@ def _default_load_scenario(path: str, variant: str | None = None) -> Any:
 
 
 def _default_scenario_dir() -> str:
-    from harness.scenarios import DEFAULT_SCENARIO_DIR
+    # package data found through importlib.resources: a wheel install finds its own suite
+    from harness.scenarios import bundled_suite_dir
 
-    return os.fspath(DEFAULT_SCENARIO_DIR)
+    return os.fspath(bundled_suite_dir())
 
 
 def _default_criteria() -> tuple[Criterion, ...]:

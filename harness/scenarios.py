@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib.resources
 import math
 import re
 import tomllib
@@ -67,8 +68,24 @@ from harness.world.classifier import DEFAULT_INPUT_CHARS_MAX, ClassifierConfig, 
 from harness.world.model import ScriptedResponse, StreamEnd
 from harness.world.tools import DEFAULT_HANG_S, Behaviour, ToolBehaviour
 
-DEFAULT_SCENARIO_DIR = Path(__file__).resolve().parent.parent / "scenarios"
-"""The repository's top-level ``scenarios/`` folder (the suite)."""
+BUNDLED_SUITE_RESOURCE = "bundled_scenarios"
+"""The bundled suite, as package data of ``harness``. In the repository it is a symbolic
+link to the top-level ``scenarios/`` (the source of truth, never copied), so an editable
+install sees every edit at once; a wheel holds the files themselves."""
+
+
+def bundled_suite_dir() -> Path:
+    """The bundled suite's folder, found through :mod:`importlib.resources` (so a wheel
+    install finds its own scenarios, wherever it lives) and resolved (so in a source checkout
+    paths read ``scenarios/l4/...`` rather than the link's name)."""
+    root = importlib.resources.files("harness").joinpath(BUNDLED_SUITE_RESOURCE)
+    # pip installs packages as files, so the resource is a real folder; a zip import is
+    # not supported (scenario paths end up in replay commands).
+    return Path(str(root)).resolve()
+
+
+DEFAULT_SCENARIO_DIR = bundled_suite_dir()
+"""The bundled suite (see :func:`bundled_suite_dir`)."""
 
 STAGES = ("x", "l1", "l2", "l3", "l4", "l5", "m")
 ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import harness
 from harness import conformance
-from harness.contract import Failpoint, Implementation, Thresholds
+from harness.contract import Failpoint, Implementation, ImplementationInfo, Thresholds
 from harness.criteria.base import (
     Criterion,
     Evidence,
@@ -652,3 +652,122 @@ def _coverage(
                 reached.update(item.result.failpoints_reached)
         coverage[criterion.id] = tuple(sorted(reached))
     return coverage
+
+
+# --------------------------------------------------------------------------- one scenario at a time
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictExcerpt:
+    """The trace excerpt around a failing or erroring verdict's evidence."""
+
+    criterion_id: str
+    lines: tuple[str, ...]
+    ledger_rows: tuple[str, ...] = ()
+    """The ledger rows the verdict cites, rendered."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScenarioJudgement:
+    """One scenario run and judged by every criterion, as plain data: what a process that
+    judged a scenario hands to the one that combines the run (pytest-xdist workers, through
+    ``harness.contract.to_json``). :func:`combine_judgements` over the judgements of a set of
+    scenarios gives the RunResult :func:`run_suite` gives for the same set, order aside."""
+
+    result: ScenarioResult
+    excerpts: tuple[VerdictExcerpt, ...] = ()
+    """One per failing or erroring verdict: the trace itself stays where it was judged."""
+
+
+def judge_scenario(
+    implementation: Implementation,
+    scenario: Any,
+    seed: int = DEFAULT_SEED,
+    *,
+    criteria: Sequence[Criterion] | None = None,
+    runner: Runner | None = None,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    impl_spec: str = DEFAULT_IMPL_SPEC,
+    data_root: str | None = None,
+    fault_renderer: FaultRenderer | None = None,
+) -> ScenarioJudgement:
+    """Run (or skip, for an undeclared optional feature) one scenario and judge every
+    criterion on its trace, exactly as one step of :func:`run_suite`."""
+    criteria = conformance.core_always_applies(
+        tuple(default_criteria() if criteria is None else criteria)
+    )
+    declared = tuple(str(f) for f in implementation.info.features)
+    runner = default_runner() if runner is None else runner
+    fault_renderer = default_fault_renderer() if fault_renderer is None else fault_renderer
+    faults = render_faults(fault_renderer, scenario)
+    missing = conformance.missing_features(scenario, declared)
+    if missing:
+        item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
+    else:
+        run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root)
+        item = _judge(scenario, run, seed, criteria, faults, impl_spec)
+    excerpts = tuple(
+        VerdictExcerpt(verdict.criterion_id, item.excerpts[position],
+                       item.ledger_rows[position] if item.ledger_rows else ())
+        for position, verdict in enumerate(item.verdicts)
+        if verdict.status in (Status.FAIL, Status.ERROR)
+    )
+    return ScenarioJudgement(item.result, excerpts)
+
+
+def combine_judgements(
+    implementation: ImplementationInfo,
+    judgements: Sequence[ScenarioJudgement],
+    seed: int = DEFAULT_SEED,
+    *,
+    criteria: Sequence[Criterion] | None = None,
+    expectations: Mapping[str, str] | None = None,
+    impl_spec: str = DEFAULT_IMPL_SPEC,
+    thresholds: Thresholds | None = None,
+    command: str = "",
+    required_features: Sequence[str] = (),
+    started: str = "",
+    duration_s: float = 0.0,
+    expectations_mode: str = EXPECTATIONS_STRICT,
+) -> RunResult:
+    """The RunResult of scenarios judged one at a time (by :func:`judge_scenario`, perhaps in
+    other processes), in the order given, judged by ``criteria`` (default: the catalogue;
+    a subset judges only those). Same rules as :func:`run_suite`: no vacuous pass, an
+    errored scenario's passes do not count, expectations applied."""
+    criteria = conformance.core_always_applies(
+        tuple(default_criteria() if criteria is None else criteria)
+    )
+    expected = _check_expectations(expectations, criteria)
+    judged = [_rejudged(judgement, criteria) for judgement in judgements]
+    run_info = RunInfo(
+        seed=seed,
+        harness_version=harness.__version__,
+        thresholds=thresholds or Thresholds(),
+        started=started,
+        duration_s=round(duration_s, 6),
+        command=command,
+        expectations_mode=expectations_mode,
+    )
+    return assemble_result(implementation, run_info, criteria, judged, impl_spec, expected,
+                           required_features)
+
+
+def _rejudged(judgement: ScenarioJudgement, criteria: Sequence[Criterion]) -> _Judged:
+    """A judgement's verdicts back as Verdicts, in ``criteria`` order."""
+    records = {record.criterion_id: record for record in judgement.result.verdicts}
+    missing = [c.id for c in criteria if c.id not in records]
+    if missing:
+        raise ValueError(f"scenario {judgement.result.id} was not judged by {', '.join(missing)}")
+    verdicts = tuple(
+        Verdict(
+            record.criterion_id,
+            Status(record.status),
+            tuple(Evidence(e.note, e.trace_indexes, e.ledger_rows) for e in record.evidence),
+            record.exercised,
+        )
+        for record in (records[c.id] for c in criteria)
+    )
+    cut = {e.criterion_id: e for e in judgement.excerpts}
+    return _Judged(None, judgement.result, verdicts,
+                   tuple(cut[c.id].lines if c.id in cut else () for c in criteria),
+                   tuple(cut[c.id].ledger_rows if c.id in cut else () for c in criteria))

@@ -1,65 +1,160 @@
-"""The pytest plugin turns every criterion into one test item, only when asked to."""
+"""The pytest plugin in real pytest runs (pytester, each in a subprocess): usage errors,
+collection, -k selection, a mutant failing its criterion, expectations, pytest-xdist."""
 
+import json
 import re
-
-import pytest
 from pathlib import Path
+
+import jsonschema
+import pytest
 
 pytest_plugins = ["pytester"]
 
-L1_DIR = Path(__file__).resolve().parents[3] / "scenarios" / "l1"
-# Three stage-L1 examples (L1.1, L1.3, L1.5), not the whole folder and its template variants.
-L1 = [str(L1_DIR / name) for name in (
-    "seventeen_distinct_failures.toml", "bash_description_only.toml", "no_shell_equivalence.toml")]
-L1_ARGS = [arg for path in L1 for arg in ("--lifecycle-scenarios", path)]
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = ROOT / "scenarios"
+SCHEMA = json.loads((ROOT / "fixtures" / "report.schema.json").read_text(encoding="utf-8"))
+# Three quick scenarios of three stages: l4 (tagged crash), m (model streams), l1 (fixtures).
+CRASH = SCENARIOS / "l4" / "crash_after_start_recorded.toml"
+EOF = SCENARIOS / "m" / "eof_without_text.toml"
+OLD = SCENARIOS / "l1" / "old_checkpoints.toml"
+
+
+def _scenario_args(*paths):
+    return [arg for path in paths for arg in ("--lifecycle-scenarios", str(path))]
+
+
+ALL3 = _scenario_args(CRASH, EOF, OLD)
+
+
+def _run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def _items(out: str, outcome: str) -> set[str]:
+    return set(re.findall(rf"^{outcome} \S*lifecycle::(\S+)", out, re.M))
+
+
+def _table(out: str) -> dict[str, str]:
+    return dict(re.findall(r"^([XLM][0-9.]+)\s+(\w+)\s+exercised \d+$", out, re.M))
 
 
 def test_the_plugin_stays_out_of_runs_that_do_not_ask_for_it(pytester):
     pytester.makepyfile("def test_nothing():\n    pass\n")
-    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider")
+    result = _run(pytester, "-q")
     result.assert_outcomes(passed=1)
+    assert "lifecycle" not in result.stdout.str()
 
 
-def test_each_criterion_is_an_item_and_a_defect_fails_its_item(pytester):
-    expectations = pytester.makefile(".toml", expect='[[expected_fail]]\ncriterion = "L1.3"\nreason = "known"\n')
-    result = pytester.runpytest_subprocess(
-        "-q", "-p", "no:cacheprovider", "-rA",
-        "--lifecycle-impl", "mutant:failure-table-overflows",
-        *L1_ARGS,
-        "--lifecycle-expectations", str(expectations),
-        "--lifecycle-report-dir", str(pytester.path / "reports"),
-    )
-    out = result.stdout.str()
-    # (node ids are relative to the rootdir pytest derives from the scenario path)
-    assert re.search(r"FAILED \S*lifecycle::L1\.1 ", out) and "L1.1 Failure table capacity: failed" in out
-    assert "replay: lifecycle-harness replay" in out
-    assert re.search(r"PASSED \S*lifecycle::L1\.5", out)
-    # L1.3 passes on this mutant although listed as expected to fail: reported, not hidden
-    assert re.search(r"FAILED \S*lifecycle::L1\.3 ", out) and "remove it from the expectations file" in out
-    assert re.search(r"FAILED \S*lifecycle::L3\.1 ", out) and "no scenario exercised it" in out
-    assert (pytester.path / "reports" / "report.json").is_file()
-    assert result.ret == 1
-
-
-def test_required_features_become_items_and_an_undeclared_one_fails(pytester):
-    result = pytester.runpytest_subprocess(
-        "-q", "-p", "no:cacheprovider", "-rA",
-        "--lifecycle-impl", "mutant:core-declared-away-800-chars",
-        *L1_ARGS,
-        "--lifecycle-require-features", "checkpoint_import",
-    )
-    out = result.stdout.str()
-    assert re.search(r"FAILED \S*lifecycle::requires::checkpoint_import", out)
-    assert "checkpoint_import is required but the implementation does not declare it" in out
-    assert "lifecycle conformance: not conformant" in out
-    assert re.search(r"SKIPPED .*L1\.6", out) or "L1.6 not applicable" in out
-    assert result.ret == 1
-
-
-def test_an_unknown_required_feature_is_a_usage_error(pytester):
-    result = pytester.runpytest_subprocess(
-        "-q", "-p", "no:cacheprovider", "--lifecycle-impl", "reference",
-        *L1_ARGS, "--lifecycle-require-features", "warp",
-    )
+@pytest.mark.parametrize("args, message", [
+    (["--lifecycle-impl", "python:no_such_module_xyz:make"], "no_such_module_xyz"),
+    (["--lifecycle-impl", "reference", "--lifecycle-expectations", "missing.toml"],
+     "expectations file not found"),
+    (["--lifecycle-impl", "reference", "--lifecycle-scenarios", "no/such/dir"],
+     "no such scenario file or directory"),
+    (["--lifecycle-impl", "reference", *ALL3, "--lifecycle-require-features", "warp"],
+     "unknown feature 'warp'"),
+])
+def test_bad_input_is_one_usage_error_line_and_nothing_runs(pytester, args, message):
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = _run(pytester, "-q", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "unknown feature 'warp'" in result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: lifecycle-harness: ")
+    assert message in errors[0]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "passed" not in result.stdout.str()
+
+
+def test_an_unknown_criterion_in_the_expectations_is_a_usage_error(pytester):
+    expectations = pytester.makefile(".toml", expect='[[expected_fail]]\ncriterion = "L9.9"\nreason = "x"\n')
+    result = _run(pytester, "--lifecycle-impl", "reference", *ALL3,
+                  "--lifecycle-expectations", str(expectations))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown criterion id(s) L9.9" in result.stderr.str()
+
+
+def test_collect_only_lists_one_item_per_scenario_and_k_selects_by_stage_criterion_tag(pytester):
+    result = _run(pytester, "--collect-only", "-q", "--lifecycle-impl", "reference", *ALL3)
+    assert result.ret == 0
+    listed = set(re.findall(r"^lifecycle::(\S+)$", result.stdout.str(), re.M))
+    assert listed == {"l4-crash-after-start-recorded", "m-eof-without-text", "l1-old-checkpoints"}
+    assert "3 tests collected" in result.stdout.str()
+
+    def selected(expression):
+        out = _run(pytester, "--collect-only", "-q", "--lifecycle-impl", "reference", *ALL3,
+                   "-k", expression).stdout.str()
+        return set(re.findall(r"^lifecycle::(\S+)$", out, re.M))
+
+    assert selected("L4") == {"l4-crash-after-start-recorded"}       # the stage's criteria
+    assert selected("M2") == {"m-eof-without-text"}                  # a criterion id
+    assert selected("crash") == {"l4-crash-after-start-recorded"}    # a tag
+    assert selected("l1 or m") == {"m-eof-without-text", "l1-old-checkpoints"}
+    assert selected("not lifecycle") == set()
+
+
+def test_k_runs_only_the_selected_scenarios_and_the_rest_of_the_criteria_are_not_selected(pytester):
+    result = _run(pytester, "-rA", "--lifecycle-impl", "reference", *ALL3, "-k", "M2")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert _items(out, "PASSED") == {"m-eof-without-text"}
+    assert "2 deselected" in out
+    assert _table(out) == {"M2": "passed"}
+    assert "not selected (54)" in out and "not exercised" not in out.split("lifecycle conformance")[-1].split("lifecycle gate")[0]
+    assert "lifecycle gate PASSED" in out and "no level claimed by a partial run" in out
+
+
+def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verdicts(pytester):
+    def run(*extra):
+        report_dir = pytester.path / f"reports{len(extra)}"
+        result = _run(pytester, "-rA", "--lifecycle-impl", "mutant:eof-reported-completed", *ALL3,
+                      "--lifecycle-report-dir", str(report_dir), *extra)
+        return result, json.loads((report_dir / "report.json").read_text())
+
+    plain, plain_report = run("-p", "no:xdist")
+    out = plain.stdout.str()
+    assert plain.ret == pytest.ExitCode.TESTS_FAILED
+    assert _items(out, "FAILED") == {"m-eof-without-text"}
+    assert _items(out, "PASSED") == {"l4-crash-after-start-recorded", "l1-old-checkpoints"}
+    assert "M2 End status: failed" in out and "stored as completed" in out
+    assert "replay: lifecycle-harness replay" in out and "--impl mutant:eof-reported-completed" in out
+    table = _table(out)
+    assert table["M2"] == "failed" and table["M5"] == "failed" and table["L1.6"] == "passed"
+    assert "lifecycle gate FAILED: partial run: 3 of 3 scenarios" in out
+
+    spread, spread_report = run("-n", "2")
+    assert "2 workers" in spread.stdout.str() or "gw1" in spread.stdout.str()
+    assert spread.ret == pytest.ExitCode.TESTS_FAILED
+    assert _table(spread.stdout.str()) == table
+
+    def verdicts(report):
+        return ([(c["id"], c["status"], c["exercised"], c["scenarios_exercising"]) for c in report["criteria"]],
+                [(s["id"], s["status"], s["trace_digest"]) for s in report["scenarios"]])
+
+    assert verdicts(spread_report) == verdicts(plain_report)
+    jsonschema.validate(plain_report, SCHEMA)
+    assert [s["id"] for s in plain_report["scenarios"]] == [
+        "l4-crash-after-start-recorded", "m-eof-without-text", "l1-old-checkpoints"]
+
+
+def test_expected_failures_xfail_and_an_unexpected_pass_is_strict_unless_lenient(pytester):
+    expectations = pytester.makefile(".toml", expect=(
+        '[[expected_fail]]\ncriterion = "M2"\nreason = "known"\n'
+        '[[expected_fail]]\ncriterion = "M5"\nreason = "known"\n'))
+    known = _run(pytester, "-rA", "--lifecycle-impl", "mutant:eof-reported-completed",
+                 *_scenario_args(EOF), "--lifecycle-expectations", str(expectations))
+    out = known.stdout.str()
+    assert known.ret == 0, out
+    assert _items(out, "XFAIL") == {"m-eof-without-text"}
+    assert _table(out)["M2"] == "expected_fail"
+
+    strict = _run(pytester, "--lifecycle-impl", "reference", *_scenario_args(EOF),
+                  "--lifecycle-expectations", str(expectations))
+    out = strict.stdout.str()
+    assert strict.ret == pytest.ExitCode.TESTS_FAILED
+    assert _table(out)["M2"] == "unexpected_pass"
+    assert "M2 passed but is listed as expected to fail (known): fails the gate; remove it from the expectations file" in out
+
+    lenient = _run(pytester, "--lifecycle-impl", "reference", *_scenario_args(EOF),
+                   "--lifecycle-expectations", str(expectations), "--lifecycle-lenient-expectations")
+    assert lenient.ret == 0
+    assert "reported (lenient); remove it from the expectations file" in lenient.stdout.str()
