@@ -518,24 +518,7 @@ def _worker_failed(
     error = f"worker process: {cause}"
     verdicts = tuple(not_exercised(c.id, f"not counted: the scenario errored ({error})")
                      for c in criteria)
-    file = display_path(scenario.file)
-    result = ScenarioResult(
-        id=scenario.id,
-        file=file,
-        stage=scenario.stage,
-        seed=seed,
-        status=ScenarioStatus.ERROR,
-        duration_s=0.0,
-        trace_digest="",
-        faults=faults,
-        failpoints_reached=(),
-        verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
-                       for v in verdicts),
-        error=error,
-        replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
-        requires=_requires(scenario),
-    )
-    return _Judged(scenario, result, verdicts, tuple(() for _ in verdicts))
+    return _unrun(scenario, ScenarioStatus.ERROR, error, verdicts, seed, faults, impl_spec)
 
 
 def _cited_indexes(verdicts: Sequence[Verdict]) -> tuple[int, ...]:
@@ -562,20 +545,33 @@ def _skip(
     verdicts = tuple(
         Verdict(c.id, Status.NOT_APPLICABLE, (Evidence(why),)) for c in criteria
     )
+    return _unrun(scenario, ScenarioStatus.SKIPPED, "", verdicts, seed, faults, impl_spec)
+
+
+def _unrun(
+    scenario: Any,
+    status: ScenarioStatus,
+    error: str,
+    verdicts: tuple[Verdict, ...],
+    seed: int,
+    faults: tuple[str, ...],
+    impl_spec: str,
+) -> _Judged:
+    """A scenario with no trace (skipped, or its worker lost): its verdicts as given."""
     file = display_path(scenario.file)
     result = ScenarioResult(
         id=scenario.id,
         file=file,
         stage=scenario.stage,
         seed=seed,
-        status=ScenarioStatus.SKIPPED,
+        status=status,
         duration_s=0.0,
         trace_digest="",
         faults=faults,
         failpoints_reached=(),
         verdicts=tuple(VerdictRecord(v.criterion_id, v.status.value, 0, _evidence(v))
                        for v in verdicts),
-        error="",
+        error=error,
         replay=replay_command(file, seed, impl_spec, getattr(scenario, "variant", "")),
         requires=_requires(scenario),
     )

@@ -21,8 +21,10 @@ so the criteria that need it fail on evidence instead of passing on the adapter'
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from harness.contract import (
     ChunkKind,
@@ -244,3 +246,20 @@ def _operation(config: SessionConfig, call: Mapping[str, Any],
         execution_started=started, failure_kind=kind, reason=NO_PERMISSION_LAYER,
         recovery_actions=(), reconciliation_required=False, classifier_outcome=None,
         result_digest=digest, attempts=0 if result is None else 1)
+
+
+def read_sessions(database: Path, configs: Mapping[str, SessionConfig],
+                  session: Callable[[sqlite3.Connection, SessionConfig], SessionStore],
+                  ) -> Iterator[SessionStore]:
+    """Each configured session as ``session`` reads it from the library's SQLite store
+    (read-only); an empty store for each while the library has not created its file."""
+    if not database.exists():
+        for config in configs.values():
+            yield SessionStore(config, (), (), -1, 0, False)
+        return
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    try:
+        for config in configs.values():
+            yield session(connection, config)
+    finally:
+        connection.close()

@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from harness.adapters import conversation
 from harness.adapters.conversation import SessionStore, user_message
 from harness.contract import SessionConfig
 
@@ -23,16 +24,7 @@ UNFINISHED = ("PENDING", "ENQUEUED")
 
 def read_sessions(database: Path,
                   configs: Mapping[str, SessionConfig]) -> Iterator[SessionStore]:
-    if not database.exists():
-        for config in configs.values():
-            yield SessionStore(config, (), (), -1, 0, False)
-        return
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
-    try:
-        for config in configs.values():
-            yield _session(connection, config)
-    finally:
-        connection.close()
+    return conversation.read_sessions(database, configs, _session)
 
 
 def _session(connection: sqlite3.Connection, config: SessionConfig) -> SessionStore:
