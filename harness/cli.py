@@ -947,6 +947,21 @@ def _bound_load_waits(args: argparse.Namespace) -> None:
         bound_load_waits(float(limit))
 
 
+def _close_children_of(implementations: Sequence[Any]) -> None:
+    """The out-of-process implementations a command resolved keep an inspector and spare
+    children running for its next run; the command is over, so they end now (a host that
+    calls ``main`` again, a test or the pytest plugin, must not collect them)."""
+    launcher = sys.modules.get("harness.remote.launcher")
+    if launcher is None:
+        return
+    for implementation in implementations:
+        if isinstance(implementation, launcher.ProcessImplementation):
+            try:
+                implementation.close()
+            except Exception:  # noqa: BLE001 - cleanup only; the exit code stands
+                pass
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -956,7 +971,16 @@ def main(
 ) -> int:
     """Run the command line; returns the exit code (see the module docstring)."""
     argv = tuple(sys.argv[1:] if argv is None else argv)
-    ctx = Context(deps or Deps(), stdout or sys.stdout, stderr or sys.stderr, argv)
+    deps = deps or Deps()
+    resolved: list[Any] = []
+
+    def resolve_and_remember(spec: str) -> Any:
+        implementation = deps.resolve_impl(spec)
+        resolved.append(implementation)
+        return implementation
+
+    ctx = Context(dataclasses.replace(deps, resolve_impl=resolve_and_remember),
+                  stdout or sys.stdout, stderr or sys.stderr, argv)
     previous = _install_signal_handlers()
     try:
         args = build_parser().parse_args(argv)
@@ -985,6 +1009,7 @@ def main(
             ctx.err("".join(traceback.format_exception(exc)))
         return EXIT_HARNESS_BUG
     finally:
+        _close_children_of(resolved)
         _restore_signal_handlers(previous)
         launcher = sys.modules.get("harness.remote.launcher")
         if launcher is not None:

@@ -1105,9 +1105,14 @@ class ProcessImplementation:
             self._spares.clear()
         for child in children:
             child.kill()
-        for inspector in list(self._inspectors.values()):
+        inspectors = list(self._inspectors.values())
+        for inspector in inspectors:
             inspector.stop()
         self._inspectors.clear()
+        for inspector in inspectors:  # closed means gone: wait for the orderly exits
+            reaper = getattr(inspector, "reaper", None)
+            if reaper is not None:
+                reaper.join(EXIT_WAIT_S + 1.0)
 
     def __enter__(self) -> ProcessImplementation:
         return self
