@@ -63,6 +63,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lifecycle-seed", metavar="N", type=int, default=0, help="run seed")
     group.addoption("--lifecycle-expectations", metavar="FILE", default=None,
                     help="TOML file of criteria expected to fail")
+    group.addoption("--lifecycle-no-freeze-clock", action="store_true", default=False,
+                    help="let a python: implementation read the real clock (default: the "
+                    "process clock is held at the world's virtual time while each scenario "
+                    "runs; see harness.process_clock)")
     group.addoption("--lifecycle-lenient-expectations", action="store_true", default=False,
                     help="a criterion expected to fail that passes is reported, not a failure "
                     "(default: strict, it fails the gate)")
@@ -127,9 +131,13 @@ def _load(config: pytest.Config, spec: str) -> _Lifecycle:
     if not scenarios:
         raise UsageError(f"--lifecycle-scenarios: no scenario files under {', '.join(paths)}; "
                          "give folders holding *.toml scenario files")
+    implementation = resolve(spec)
+    if config.getoption("--lifecycle-no-freeze-clock") and hasattr(
+            implementation, "freeze_process_clock"):
+        implementation.freeze_process_clock = False  # type: ignore[attr-defined]
     return _Lifecycle(
         spec=spec,
-        implementation=resolve(spec),
+        implementation=implementation,
         scenarios=scenarios,
         criteria=tuple(criteria),
         seed=config.getoption("--lifecycle-seed"),

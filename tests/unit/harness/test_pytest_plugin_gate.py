@@ -120,3 +120,25 @@ def test_a_demanded_feature_the_implementation_does_not_declare_fails_a_full_run
     # a partial run judges no level, so demands are not assessed there
     partial = judge_gate(_state([GOOD, IDLE], required=("web_projection",)), _judged(GOOD))
     assert partial.passed and not any(line.startswith("required:") for line in partial.lines)
+
+
+class _Options:
+    """The few options ``_load`` reads, as a pytest config would give them."""
+
+    def __init__(self, **values):
+        self.values = {"--lifecycle-require-features": "", "--lifecycle-report-dir": None,
+                       "--lifecycle-expectations": None, "--lifecycle-scenarios": None,
+                       "--lifecycle-seed": 0, "--lifecycle-lenient-expectations": False,
+                       "--lifecycle-no-freeze-clock": False, "keyword": "", **values}
+
+    def getoption(self, name, default=None):
+        return self.values.get(name, default)
+
+
+def test_a_python_implementation_runs_frozen_unless_the_option_says_no():
+    from harness.pytest_plugin import _load
+
+    spec = "python:reference_impl:implementation"
+    assert _load(_Options(), spec).implementation.freeze_process_clock is True
+    off = _load(_Options(**{"--lifecycle-no-freeze-clock": True}), spec)
+    assert off.implementation.freeze_process_clock is False
