@@ -55,7 +55,7 @@ def _suite(impl: str, report_root: str) -> dict[str, float]:
     wall, cpu, code = _timed(lambda: _cli("run", "--impl", impl, "--report-dir", report_dir))
     if code != 0:
         raise SystemExit(f"bench: the suite against {impl} exited {code}; the figures would "
-                         "measure a failing run (see {report_dir})")
+                         f"measure a failing run (see {report_dir})")
     scenarios = len(json.loads(Path(report_dir, "report.json").read_text())["scenarios"])
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "scenarios": scenarios,
             "scenarios_per_s": round(scenarios / wall, 2)}
