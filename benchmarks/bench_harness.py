@@ -94,7 +94,7 @@ def _chaos(budget: int) -> dict[str, float]:
         wall, cpu, result = _timed(lambda: run_campaign(
             resolve("reference"), bases, seed=7, budget=budget, regressions_dir=regressions))
     ran = [trial for trial in result.trials if not trial.cached]
-    schedules_s = sum(trial.took for trial in ran)
+    schedules_s = sum(trial.duration_s for trial in ran)
     return {"schedules": len(ran), "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
             "bases": len(bases), "learning_bases_s": round(wall - schedules_s, 3),
             "schedules_s": round(schedules_s, 3),
