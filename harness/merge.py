@@ -107,9 +107,9 @@ def _strip_shard_options(command: str) -> str:
 def merge_run_results(results: Sequence[Any], order: Sequence[str]) -> Any:
     """One RunResult from the shards' RunResults (see the module docstring)."""
     from harness.contract import Feature
-    from harness.criteria.base import Criterion, Evidence, Status, Verdict
+    from harness.criteria.base import Criterion
     from harness.result import DeterminismCheck
-    from harness.suite import JudgedCase, assemble_result
+    from harness.suite import JudgedCase, assemble_result, verdict_of
 
     first = results[0]
     for other in results[1:]:
@@ -136,12 +136,7 @@ def merge_run_results(results: Sequence[Any], order: Sequence[str]) -> Any:
     judged = []
     for case_id in order:
         result = scenarios[case_id]
-        verdicts = tuple(
-            Verdict(v.criterion_id, Status(v.status),
-                    tuple(Evidence(e.note, tuple(e.trace_indexes), tuple(e.ledger_rows))
-                          for e in v.evidence), v.exercised)
-            for v in result.verdicts
-        )
+        verdicts = tuple(verdict_of(v) for v in result.verdicts)
         judged.append(JudgedCase(None, result, verdicts, tuple(
             excerpts.get((c.id, case_id), ()) for c in criteria), tuple(
             ledger_rows.get((c.id, case_id), ()) for c in criteria)))

@@ -748,21 +748,21 @@ def combine_judgements(
                            required_features)
 
 
+def verdict_of(record: VerdictRecord) -> Verdict:
+    """A recorded verdict (a report's, a shard's, an xdist worker's) back as a Verdict."""
+    return Verdict(record.criterion_id, Status(record.status),
+                   tuple(Evidence(e.note, tuple(e.trace_indexes), tuple(e.ledger_rows))
+                         for e in record.evidence),
+                   record.exercised)
+
+
 def _rejudged(judgement: ScenarioJudgement, criteria: Sequence[Criterion]) -> _Judged:
     """A judgement's verdicts back as Verdicts, in ``criteria`` order."""
     records = {record.criterion_id: record for record in judgement.result.verdicts}
     missing = [c.id for c in criteria if c.id not in records]
     if missing:
         raise ValueError(f"scenario {judgement.result.id} was not judged by {', '.join(missing)}")
-    verdicts = tuple(
-        Verdict(
-            record.criterion_id,
-            Status(record.status),
-            tuple(Evidence(e.note, e.trace_indexes, e.ledger_rows) for e in record.evidence),
-            record.exercised,
-        )
-        for record in (records[c.id] for c in criteria)
-    )
+    verdicts = tuple(verdict_of(records[c.id]) for c in criteria)
     cut = {e.criterion_id: e for e in judgement.excerpts}
     return _Judged(None, judgement.result, verdicts,
                    tuple(cut[c.id].lines if c.id in cut else () for c in criteria),

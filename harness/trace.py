@@ -246,22 +246,8 @@ def _events_by_kind(trace: Trace) -> dict[str, tuple[TraceEvent, ...]]:
             for kind, positions in _positions_by_kind(trace).items()}
 
 
-@by_identity(2)  # the runner's scrub check and the digest serialize the same trace
 def trace_to_json(trace: Trace) -> dict[str, Any]:
-    """``to_json(trace)``, serializing an observation that several points share once (the
-    runner keeps one object while the store does not change). Callers must not mutate it."""
-    data = {name: to_json(getattr(trace, name)) for name in _TRACE_FIELDS
-            if name != "observations"}
-    done: dict[int, tuple[Observation, Any]] = {}
-    points = []
-    for point in trace.observations:
-        seen = done.get(id(point.observation))
-        if seen is None or seen[0] is not point.observation:
-            seen = done[id(point.observation)] = (point.observation, to_json(point.observation))
-        points.append({name: seen[1] if name == "observation" else to_json(getattr(point, name))
-                       for name in _POINT_FIELDS})
-    data["observations"] = points
-    return data
+    return to_json(trace)
 
 
 def trace_from_json(data: dict[str, Any]) -> Trace:

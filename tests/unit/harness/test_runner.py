@@ -552,33 +552,34 @@ def test_an_optional_concurrent_turn_whose_hold_is_never_reached_is_clean():
     assert a_call.data["args"]["optional"] is True
 
 
-def test_a_crash_of_instance_b_in_a_concurrent_turn_drops_b_without_a_restart():
-    # As the fault plan and docs/contract.md say: B, the duplicate's instance, is dropped;
-    # A goes on as the primary and later steps drive it; no recover() runs for B.
-    result = run(FakeImpl(), """
+CONCURRENT_CRASH = """
 id = "t"
 stage = "l4"
 [[sessions]]
 id = "s1"
-rules = [{ effect = "allow", tool = "send_email" }]
+rules = [{{ effect = "allow", tool = "send_email" }}]
 [[tools]]
 name = "send_email"
 kind = "external"
 [[model]]
-tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
+tool_calls = [{{ id = "c1", tool = "send_email", args = {{ to = "ops@example.com" }} }}]
 repeat = 2
 [[faults]]
-failpoint = "before_model_request"
-hits = "2"
-action = "crash"
+{fault}
 [[steps]]
 do = "concurrent_turn"
 text = "announce"
 hold_at = "after_prepare"
-[[steps]]
-do = "turn"
-text = "again"
-""")
+{more}
+"""
+"""A concurrent turn (A held after prepare, B the duplicate) with one crash fault."""
+
+
+def test_a_crash_of_instance_b_in_a_concurrent_turn_drops_b_without_a_restart():
+    # As the fault plan and docs/contract.md say: B, the duplicate's instance, is dropped;
+    # A goes on as the primary and later steps drive it; no recover() runs for B.
+    result = run(FakeImpl(), CONCURRENT_CRASH.format(fault='failpoint = "before_model_request"\nhits = "2"\naction = "crash"',
+                            more='[[steps]]\ndo = "turn"\ntext = "again"'))
     assert result.error == "", result.error
     (crash,) = kinds(result, Kind.CRASH)
     assert crash.instance == 1 and crash.data["failpoint"] == "before_model_request"
@@ -590,26 +591,8 @@ text = "again"
 
 
 def test_a_crash_of_instance_a_in_a_concurrent_turn_restarts_once():
-    result = run(FakeImpl(), """
-id = "t"
-stage = "l4"
-[[sessions]]
-id = "s1"
-rules = [{ effect = "allow", tool = "send_email" }]
-[[tools]]
-name = "send_email"
-kind = "external"
-[[model]]
-tool_calls = [{ id = "c1", tool = "send_email", args = { to = "ops@example.com" } }]
-repeat = 2
-[[faults]]
-failpoint = "after_start_recorded"
-action = "crash"
-[[steps]]
-do = "concurrent_turn"
-text = "announce"
-hold_at = "after_prepare"
-""")
+    result = run(FakeImpl(), CONCURRENT_CRASH.format(fault='failpoint = "after_start_recorded"\naction = "crash"',
+                            more=""))
     assert result.error == "", result.error
     (crash,) = kinds(result, Kind.CRASH)
     assert crash.instance == 0
