@@ -50,6 +50,14 @@ class ModelReply:
 
 
 OnEnd = Callable[[sqlite3.Connection, ModelReply], None]
+Compose = Callable[[sqlite3.Connection], "tuple[tuple[Message, ...], tuple[str, ...]] | None"]
+"""Reads, inside the transaction that records a request's start, the conversation and the
+visible tools to send; None when the session no longer needs a model request (another
+instance moved it on while this one waited)."""
+
+SUPERSEDED = ModelReply("", ModelRequestStatus.CANCELLED, "")
+"""The reply of a request not made: when its start was to be recorded, the session no longer
+needed it. Nothing was recorded; the caller reads the session again."""
 
 
 class ModelRequester:
@@ -58,19 +66,22 @@ class ModelRequester:
         self._world = world
         self._signals = signals
 
-    def request(
-        self,
-        session_id: str,
-        conversation: tuple[Message, ...],
-        tools: tuple[str, ...],
-        on_end: OnEnd,
-    ) -> ModelReply | None:
-        """One request; None when the session was cancelled before anything was recorded.
-        A cancellation after the start is recorded ends the request ``cancelled`` unsent."""
+    def request(self, session_id: str, compose: Compose, on_end: OnEnd) -> ModelReply | None:
+        """One request; None when the session was cancelled before anything was recorded,
+        :data:`SUPERSEDED` when ``compose`` found nothing to ask. A cancellation after the
+        start is recorded ends the request ``cancelled`` unsent.
+
+        The conversation is read with the start, after ``before_model_request``: an instance
+        that waited there (another instance of the same session ran meanwhile) sends the
+        session as it is now, never the one it saw before waiting (X3)."""
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
         if self._cancelled(session_id):
             return None
         with self._store.transaction() as conn:
+            composed = compose(conn)
+            if composed is None:
+                return SUPERSEDED
+            conversation, tools = composed
             request_id = _record_start(conn, session_id, self._world.now())
         self._signals.emit(EventType.MODEL_REQUEST_STARTED, session_id, request_id=request_id)
         self._signals.failpoint(

@@ -28,8 +28,7 @@ from reference_impl import continuation, records
 from reference_impl.continuation import StepKind
 from reference_impl.events import Signals
 from reference_impl.execution import OperationPipeline, StepResult
-from reference_impl.model_requests import ModelReply, ModelRequester
-from reference_impl.records import SessionState
+from reference_impl.model_requests import SUPERSEDED, ModelReply, ModelRequester
 from reference_impl.store import Store
 from reference_impl.visibility import visible_tools
 
@@ -72,7 +71,6 @@ class TurnLoop:
             # catch up, e.g. with a result whose own checkpoint failed to build
             self._pipeline.fold(session_id, reason="catch_up", project=True)
             current = continuation.state(self._store.connection, session_id)
-            conversation = current.messages if current else ()
             step = continuation.next_step_of(current)
             if step.kind is StepKind.DONE:
                 status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
@@ -89,7 +87,9 @@ class TurnLoop:
             if requests == MAX_MODEL_REQUESTS_PER_DRIVE:
                 break
             requests += 1
-            reply = self._ask_model(session, conversation)
+            reply = self._ask_model(session_id)
+            if reply is SUPERSEDED:
+                continue  # another instance moved the session on while this one waited
             if reply is None or (reply.error is None
                                  and reply.status is ModelRequestStatus.CANCELLED):
                 return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
@@ -114,14 +114,25 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(
-        self, session: SessionState, conversation: tuple[Message, ...]
-    ) -> ModelReply | None:
-        session_id = session.session_id
+    def _ask_model(self, session_id: str) -> ModelReply | None:
+        sent_at_sequence: list[int] = []
+
+        def compose(conn) -> tuple[tuple[Message, ...], tuple[str, ...]] | None:
+            current = continuation.state(conn, session_id)
+            if continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
+                return None
+            sent_at_sequence.append(current.sequence if current else 0)
+            config = records.load_session(conn, session_id).config
+            return (current.messages if current else ()), visible_tools(config)
 
         def on_end(conn, reply: ModelReply) -> None:  # inside the end-record transaction
             now = self._world.now()
             if reply.status is ModelRequestStatus.COMPLETED:
+                current = continuation.state(conn, session_id)
+                if (current.sequence if current else 0) != sent_at_sequence[0]:
+                    # Another instance moved the conversation on while this request ran: the
+                    # answer is to a conversation that is gone; the loop asks from the new one.
+                    return
                 answer = Message("assistant", reply.text, tool_calls=reply.tool_calls)
                 continuation.append(conn, session_id, answer, reason="model_answer", now=now)
                 return
@@ -133,9 +144,7 @@ class TurnLoop:
                 return
             records.set_turn_status(conn, session_id, _STATUS_OF_FAILED_REQUEST[reply.status])
 
-        return self._requester.request(
-            session_id, conversation, visible_tools(session.config), on_end
-        )
+        return self._requester.request(session_id, compose, on_end)
 
     def end(
         self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True

@@ -545,7 +545,7 @@ def check_l4_8(trace: Trace) -> Verdict:
         if cut:
             span = max(cut, key=lambda sp: sp.index)
             session = span.args.get("session_id") or _wait_session(trace, str(span.args.get("wait_id", "")))
-            if session:
+            if session and not _completed_elsewhere(trace, str(session), span, crash_index):
                 interrupted.add(str(session))
         before = s.last_point_before(trace, restart.index if crash_index is None else crash_index)
         if before is not None:
@@ -574,6 +574,19 @@ def check_l4_8(trace: Trace) -> Verdict:
                         violations.append(s.ev(f"recovery left session {session} completed without a completed "
                                                "model answer", restart.index, point.index))
     return judge("L4.8", exercised, violations, "no restart over executed operations or open turns")
+
+
+def _completed_elsewhere(trace: Trace, session: str, span: s.DriverSpan, crash_index: int | None) -> bool:
+    """Did another instance end the session's turn ``completed`` while ``span`` (the crashed
+    instance's turn call) was still running? Then that turn was superseded before the crash:
+    recovery finding the session completed found it so, it did not mark it so."""
+    if crash_index is None:
+        return False
+    return any(
+        span.index < event.index < crash_index and event.instance != span.instance
+        and payload.get("session_id") == session
+        and (payload.get("data") or {}).get("status") == TurnStatus.COMPLETED
+        for event, payload in s.lifecycle_of(trace, "turn_ended"))
 
 
 # --------------------------------------------------------------------------- L4.9

@@ -443,6 +443,44 @@ def test_l4_8_fails_when_recovery_completes_the_turn_after_the_instance_is_reope
     assert_fail_at(verdict, point)
 
 
+def _superseded_turn(tb, b_turn_status):
+    """Instance A of a concurrent turn waits; instance B runs the same session's turn and ends
+    it ``b_turn_status``; then A crashes and the restarted instance recovers."""
+    tb.call("concurrent_turn", session_id="s1", user_text="go", role="A", hold_at="after_prepare")
+    tb.respond("s1", (W,))
+    a = tb.instance
+    tb.instance = a + 100
+    tb.call("concurrent_turn", session_id="s1", user_text="go", role="B", held=True)
+    tb.executed("s1", W)
+    if b_turn_status == "completed":
+        tb.respond("s1", text="sent", messages=(USER, assistant((W,)), tool_msg(W, Outcome.SUCCEEDED)))
+    tb.emit("turn_ended", status=b_turn_status)
+    tb.ret("concurrent_turn")
+    tb.instance = a
+    tb.failpoint("after_permission_decision", "crash")
+    tb.crash("after_permission_decision")
+    tb.restart()
+    tb.call("recover")
+    tb.ret("recover")
+    return tb.observe("after_restart", Observation(
+        sessions=(session_view(status=TurnStatus.COMPLETED),), operations=(op(W),)))
+
+
+def test_l4_8_passes_when_another_instance_completed_the_turn_before_the_crash():
+    # found by the crash sweep: B gave the final answer and ended the turn while A waited;
+    # recovery finding the session completed did not mark it so
+    tb = TB(S1)
+    _superseded_turn(tb, "completed")
+    verdict = check("L4.8", tb.build())
+    assert verdict.status is Status.PASS, verdict
+
+
+def test_l4_8_fails_when_the_other_instance_had_not_completed_the_turn():
+    tb = TB(S1)
+    point = _superseded_turn(tb, "awaiting_approval")
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
 def test_l4_8_not_exercised_without_restarts():
     tb = TB(S1)
     _idle(tb)
