@@ -72,6 +72,45 @@ def test_matrix_command_runs_every_target_and_writes_the_matrix(tmp_path, monkey
     assert "do not edit by hand" in readme.read_text(encoding="utf-8")
 
 
+def test_with_adapters_the_readme_gets_their_block_too_and_without_keeps_it(tmp_path, monkeypatch):
+    installed = [adapter("dbos", True)]
+    monkeypatch.setattr(matrix, "_available_adapters", lambda: tuple(installed))
+    deps = cli.Deps(resolve_impl=lambda spec: FakeImplementation(),
+                    discover=lambda paths: (FakeScenario("good", marks=("A:ok",)),),
+                    default_scenario_dir=lambda: str(tmp_path), criteria=lambda: (criterion("A", "x"),),
+                    runner=lambda: fake_runner(), fault_renderer=lambda: render_faults)
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# t\n{matrix.BEGIN}\n{matrix.END}\nmiddle\n"
+                      f"{matrix.ADAPTERS_BEGIN}\nold\n{matrix.ADAPTERS_END}\n", encoding="utf-8")
+    args = ["matrix", "--report-dir", str(tmp_path / "m"), "--update-readme", str(readme)]
+    cli.main(args, deps=deps, stdout=io.StringIO(), stderr=io.StringIO())
+    text = readme.read_text(encoding="utf-8")
+    block = matrix.readme_block_of(text, matrix.ADAPTERS_BEGIN, matrix.ADAPTERS_END)
+    assert "old" not in block and "| criterion |" in block and "middle" in text
+    header = next(line for line in block.splitlines() if line.startswith("| criterion |"))
+    assert header == "| criterion | fake-impl #1 | fake-impl #2 |"  # the reference and the adapter
+    assert "fake-impl #" in matrix.readme_block_of(text)
+    installed.clear()  # no adapter installed: their block stays as the last run left it
+    cli.main(args, deps=deps, stdout=io.StringIO(), stderr=io.StringIO())
+    assert matrix.readme_block_of(readme.read_text(encoding="utf-8"), matrix.ADAPTERS_BEGIN,
+                                  matrix.ADAPTERS_END) == block
+
+
+def test_matrix_refuses_a_readme_without_the_adapters_block_before_running(tmp_path, monkeypatch):
+    monkeypatch.setattr(matrix, "_available_adapters", lambda: (adapter("dbos", True),))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{matrix.BEGIN}\n{matrix.END}\n", encoding="utf-8")
+    resolved = []
+    deps = cli.Deps(resolve_impl=lambda spec: resolved.append(spec) or FakeImplementation(),
+                    discover=lambda paths: (FakeScenario("good"),),
+                    default_scenario_dir=lambda: str(tmp_path), criteria=lambda: (criterion("A", "x"),),
+                    runner=lambda: fake_runner(), fault_renderer=lambda: render_faults)
+    err = io.StringIO()
+    code = cli.main(["matrix", "--update-readme", str(readme), "--report-dir", str(tmp_path / "m")],
+                    deps=deps, stdout=io.StringIO(), stderr=err)
+    assert code == 2 and "matrix-adapters:begin" in err.getvalue() and resolved == []
+
+
 def test_matrix_refuses_a_missing_readme(tmp_path):
     err = io.StringIO()
     code = cli.main(["matrix", "--update-readme", str(tmp_path / "nope.md")],
