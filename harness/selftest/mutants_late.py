@@ -295,15 +295,13 @@ L5_MUTANTS: tuple[Mutant, ...] = (
         "the tool list of model requests is computed from the session's rules as opened, so "
         "a later revocation never removes a tool",
         ("L5.1", "L5.3"),
-        edits(edit(TU, find="        return self._requester.request(\n"
-                            "            session_id, conversation, visible_tools(session.config), on_end\n",
-                   replace="        import json\n"
-                           "        from harness.contract import SessionConfig, from_json\n"
-                           "        row = self._store.connection.execute(\n"
-                           "            'SELECT config_json FROM sessions WHERE session_id = ?', (session_id,)).fetchone()\n"
-                           "        opened = from_json(SessionConfig, json.loads(row['config_json']))  # set up once\n"
-                           "        return self._requester.request(\n"
-                           "            session_id, conversation, visible_tools(opened), on_end\n")),
+        edits(edit(TU, find="            config = records.load_session(conn, session_id).config\n",
+                   replace="            import json\n"
+                           "            from harness.contract import SessionConfig, from_json\n"
+                           "            row = conn.execute('SELECT config_json FROM sessions"
+                           " WHERE session_id = ?', (session_id,)).fetchone()\n"
+                           "            config = from_json(SessionConfig, json.loads(row['config_json']))"
+                           "  # set up once\n")),
     ),
     Mutant(
         "partial-deny-hides-tool",
@@ -377,10 +375,11 @@ M_MUTANTS: tuple[Mutant, ...] = (
         "extra-model-retry",
         "a failed model request is retried once with the same conversation",
         ("M4",),
-        edits(edit(TU, find="            reply = self._ask_model(session, conversation)\n",
-                   replace="            reply = self._ask_model(session, conversation)\n"
-                           "            if reply.status is ModelRequestStatus.FAILED:  # one retry for flaky transports\n"
-                           "                reply = self._ask_model(session, conversation)\n")),
+        edits(edit(TU, find="            reply = self._ask_model(session_id)\n",
+                   replace="            reply = self._ask_model(session_id)\n"
+                           "            if reply is not None and reply is not SUPERSEDED"
+                           " and reply.status is ModelRequestStatus.FAILED:  # one retry for flaky transports\n"
+                           "                reply = self._ask_model(session_id)\n")),
     ),
     Mutant(
         "partial-text-dropped",
