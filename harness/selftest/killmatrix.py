@@ -10,6 +10,15 @@ Guarantees of :func:`run_selftest`:
   scenario and then to the whole suite only while it is not caught — or on the whole suite
   at once with ``full=True``; every criterion is judged on the traces it ran (``killed_by``
   is complete only with ``full=True``);
+* without ``full``, a mutant's scenarios run one at a time and stop after the one on which
+  every criterion it names has failed (otherwise at the end of the first set that caught
+  it, as before): which of its expected criteria catch it, hence every score, is the same
+  as running the whole set; only criteria it does not name that would fail on the skipped
+  scenarios are left out of ``killed_by`` (the matrix's ``+`` cells; ``full=True`` gives
+  them all). The scenarios of a :data:`FAULT_FIRED` mutant are ordered so that those
+  together planning at every failpoint come first (:func:`new_plans_first`);
+* a mutant whose edits no longer apply to the reference (:class:`MutantError`) is reported
+  not caught, with the reason, without running any scenario;
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
   that fail are recorded too (``killed_by``); a checker error or a scenario error is never
   counted as a criterion's kill (a crash is not a detection by the criterion);
@@ -111,7 +120,8 @@ def run_selftest(
     plans = [
         (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
     ]
-    job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s)
+    job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s,
+               full)
     outcomes = run_mutants(job, jobs, progress, len(mutants))
     return reference_result, selftest_result(reference_result, outcomes, criterion_ids)
 
@@ -222,6 +232,8 @@ class _Job:
     runner: Callable[..., Any] | None
     time_limit_s: float
 
+    full: bool = False
+
     def run(self, position: int) -> MutantResult:
         mutant, stages = self.plans[position]
         unapplied = _does_not_apply(mutant)
@@ -246,7 +258,8 @@ class _Job:
             mutated = run_suite(
                 MutantImplementation(self.reference, mutant), chosen, self.seed,
                 criteria=self.criteria, runner=self.runner, time_limit_s=self.time_limit_s,
-                impl_spec=f"mutant:{mutant.name}", stop_after=every_expected_failed,
+                impl_spec=f"mutant:{mutant.name}",
+                stop_after=None if self.full else every_expected_failed,
             )
             judged = [s for s in mutated.scenarios if s.status is not ScenarioStatus.NOT_RUN]
             ran.extend(chosen[:len(judged)])
