@@ -231,8 +231,8 @@ class _Job:
     criteria: Sequence[Criterion] | None
     runner: Callable[..., Any] | None
     time_limit_s: float
-
     full: bool = False
+    """Run every scenario set whole (no stop once the named criteria failed)."""
 
     def run(self, position: int) -> MutantResult:
         mutant, stages = self.plans[position]
