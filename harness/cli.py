@@ -259,8 +259,9 @@ def _add_selftest(sub: Any) -> None:
     )
     parser.add_argument(
         "--full", action="store_true",
-        help="run every scenario for every mutant (default: the scenarios that exercise the "
-        "mutant's expected criteria on the reference)",
+        help="run every scenario for every mutant, so the matrix lists every criterion that "
+        "kills it (default: the scenarios that exercise the mutant's expected criteria on the "
+        "reference, one at a time, until each of them has failed)",
     )
     add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)

@@ -10,6 +10,15 @@ Guarantees of :func:`run_selftest`:
   scenario and then to the whole suite only while it is not caught — or on the whole suite
   at once with ``full=True``; every criterion is judged on the traces it ran (``killed_by``
   is complete only with ``full=True``);
+* without ``full``, a mutant's scenarios run one at a time and stop after the one on which
+  every criterion it names has failed (otherwise at the end of the first set that caught
+  it, as before): which of its expected criteria catch it, hence every score, is the same
+  as running the whole set; only criteria it does not name that would fail on the skipped
+  scenarios are left out of ``killed_by`` (the matrix's ``+`` cells; ``full=True`` gives
+  them all). The scenarios of a :data:`FAULT_FIRED` mutant are ordered so that those
+  together planning at every failpoint come first (:func:`new_plans_first`);
+* a mutant whose edits no longer apply to the reference (:class:`MutantError`) is reported
+  not caught, with the reason, without running any scenario;
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
   that fail are recorded too (``killed_by``); a checker error or a scenario error is never
   counted as a criterion's kill (a crash is not a detection by the criterion);
@@ -39,10 +48,12 @@ from harness.result import (
     MutantResult,
     MutationScore,
     RunResult,
+    ScenarioResult,
     ScenarioStatus,
     SelftestResult,
 )
 from harness.selftest.mutant import TRUST_CLASSES, Mutant, MutantImplementation
+from harness.selftest.source_patch import MutantError
 from harness.suite import run_suite
 
 
@@ -109,7 +120,8 @@ def run_selftest(
     plans = [
         (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
     ]
-    job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s)
+    job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s,
+               full)
     outcomes = run_mutants(job, jobs, progress, len(mutants))
     return reference_result, selftest_result(reference_result, outcomes, criterion_ids)
 
@@ -219,9 +231,17 @@ class _Job:
     criteria: Sequence[Criterion] | None
     runner: Callable[..., Any] | None
     time_limit_s: float
+    full: bool = False
+    """Run every scenario set whole (no stop once the named criteria failed)."""
 
     def run(self, position: int) -> MutantResult:
         mutant, stages = self.plans[position]
+        unapplied = _does_not_apply(mutant)
+        if unapplied:  # every scenario would only error on it: say so once, run nothing
+            return MutantResult(name=mutant.name, defect=mutant.defect, expected=mutant.expected,
+                                killed_by=(), caught=False, scenario_errors=(unapplied,),
+                                trust_class=mutant.trust_class)
+        expected = set(mutant.expected)
         killed: set[str] = set()
         ran: list[Any] = []
         errors: list[str] = []
@@ -229,21 +249,28 @@ class _Job:
             chosen = tuple(s for s in chosen if s not in ran)
             if not chosen:
                 continue
+            failing_so_far: set[str] = set()
+
+            def every_expected_failed(scenario: ScenarioResult) -> bool:
+                failing_so_far.update(_kills_in(scenario))
+                return expected <= failing_so_far
+
             mutated = run_suite(
                 MutantImplementation(self.reference, mutant), chosen, self.seed,
                 criteria=self.criteria, runner=self.runner, time_limit_s=self.time_limit_s,
                 impl_spec=f"mutant:{mutant.name}",
+                stop_after=None if self.full else every_expected_failed,
             )
-            ran.extend(chosen)
+            judged = [s for s in mutated.scenarios if s.status is not ScenarioStatus.NOT_RUN]
+            ran.extend(chosen[:len(judged)])
             killed |= {c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED}
-            if any(s.status is ScenarioStatus.ERROR and s.faults_unfired
-                   for s in mutated.scenarios):
+            if any(s.status is ScenarioStatus.ERROR and s.faults_unfired for s in judged):
                 killed.add(FAULT_FIRED)
             errors += [
                 f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
-                for s in mutated.scenarios if s.status is ScenarioStatus.ERROR
+                for s in judged if s.status is ScenarioStatus.ERROR
             ]
-            if killed & set(mutant.expected):
+            if killed & expected:
                 break
         order = {cid: i for i, cid in enumerate((*self.criterion_ids, FAULT_FIRED))}
         killed_by = tuple(sorted(killed, key=lambda cid: order.get(cid, len(order))))
@@ -257,6 +284,30 @@ class _Job:
             scenario_errors=tuple(errors),
             trust_class=mutant.trust_class,
         )
+
+
+def _kills_in(scenario: ScenarioResult) -> set[str]:
+    """What one judged scenario of a mutant counts against it: the criteria that failed on
+    its trace, and :data:`FAULT_FIRED` when it errored because a planned fault or hold did
+    not happen (the same readings the whole run's ``killed_by`` is made of)."""
+    failed = {v.criterion_id for v in scenario.verdicts if v.status == "fail"}
+    if scenario.status is ScenarioStatus.ERROR and scenario.faults_unfired:
+        failed.add(FAULT_FIRED)
+    return failed
+
+
+def _does_not_apply(mutant: Mutant) -> str:
+    """Why the mutant's edits cannot be applied to the current reference ("" when they can).
+
+    A stale edit (the reference moved the text it finds) would otherwise surface as the
+    same error in every scenario of every stage, the whole suite run for nothing."""
+    try:
+        with mutant.patches():
+            pass
+    except Exception as exc:  # noqa: BLE001 - a MutantError, or a mutant's own bug
+        kind = "" if isinstance(exc, MutantError) else f"{type(exc).__name__}: "
+        return f"the mutant does not apply: {kind}{exc}"
+    return ""
 
 
 def default_jobs() -> int:
@@ -285,8 +336,42 @@ def _scenarios_for(
     # example staged for them, and a stage's variants outnumber its examples several times.
     own_examples = tuple(s for s in own_stage if not getattr(s, "variant", ""))
     exercising_all = tuple(s for s in scenarios if s.id in wanted)
-    return tuple(chosen for chosen in (own_examples, own_stage, exercising_all, tuple(scenarios))
-                 if chosen)
+    chosen_in_turn = (own_examples, own_stage, exercising_all, tuple(scenarios))
+    if FAULT_FIRED in mutant.expected:
+        chosen_in_turn = tuple(new_plans_first(chosen) for chosen in chosen_in_turn)
+    return tuple(chosen for chosen in chosen_in_turn if chosen)
+
+
+def new_plans_first(scenarios: Sequence[Any]) -> tuple[Any, ...]:
+    """The scenarios reordered so that each next one plans a fault or hold at a failpoint
+    none before it planned at (the one planning the most new failpoints first, the suite's
+    order among equals), then the rest in the suite's order.
+
+    A mutant that skips a failpoint on some path is caught by a scenario planning something
+    there (:data:`FAULT_FIRED`); which failpoint it skips is its secret, so the scenarios
+    that together plan at every planned failpoint come first, one per failpoint."""
+    remaining = list(scenarios)
+    ordered: list[Any] = []
+    covered: set[str] = set()
+    while remaining:
+        gains = [len(_planned_failpoints(s) - covered) for s in remaining]
+        best = max(gains)
+        if best == 0:
+            break
+        chosen = remaining.pop(gains.index(best))
+        ordered.append(chosen)
+        covered |= _planned_failpoints(chosen)
+    return (*ordered, *remaining)
+
+
+def _planned_failpoints(scenario: Any) -> set[str]:
+    """The failpoints where the scenario plans a required fault or a concurrent turn's hold."""
+    faults = {str(f.failpoint) for f in getattr(scenario, "faults", ())
+              if not getattr(f, "optional", False)}
+    holds = {str(step.hold_at) for step in getattr(scenario, "steps", ())
+             if str(getattr(step, "do", "")) == "concurrent_turn"
+             and getattr(step, "hold_at", None) is not None}
+    return faults | holds
 
 
 def _plans_something(scenario: Any) -> bool:

@@ -151,3 +151,91 @@ def test_selftest_shards_merge_into_the_unsharded_kill_matrix(monkeypatch, tmp_p
     whole = json.loads((tmp_path / "all" / "report.json").read_text())
     assert merged["selftest"] == whole["selftest"]
     assert [m["name"] for m in merged["selftest"]["mutants"]] == [m.name for m in mutants]
+
+
+# --------------------------------------------------------------- early stop and ordering
+
+L1_TABLE = ["scenarios/l1/seventeen_distinct_failures.toml",
+            "scenarios/l1/eviction_keeps_repeat_judgement.toml"]
+
+
+def test_a_mutant_stops_at_the_scenario_where_its_criterion_failed_and_full_runs_on():
+    overflow = by_name("failure-table-overflows")
+    chosen = discover(L1_TABLE)
+    reference_result, stopped = run_selftest(reference_impl.implementation(), chosen, [overflow], 0)
+    both_exercise = [s.id for s in reference_result.scenarios
+                     if any(v.criterion_id == "L1.1" and v.exercised for v in s.verdicts)]
+    assert len(both_exercise) == 2  # so stopping after the first one skips a real candidate
+    (mutant,) = stopped.mutants
+    assert mutant.caught and "L1.1" in mutant.killed_by
+    assert mutant.scenarios_run == (both_exercise[0],)
+    _, full = run_selftest(reference_impl.implementation(), chosen, [overflow], 0, full=True)
+    assert full.mutants[0].scenarios_run == tuple(s.id for s in chosen)
+    assert full.mutants[0].caught
+
+
+def _together(*names):
+    def patches():
+        stack = contextlib.ExitStack()
+        for name in names:
+            stack.enter_context(by_name(name).patches())
+        return stack
+
+    return patches
+
+
+def test_a_mutant_naming_two_criteria_runs_on_until_both_failed():
+    # the first scenario catches L1.1 only; L1.3 fails on the second one
+    both = Mutant("overflow-and-description", "both defects", ("L1.1", "L1.3"),
+                  _together("failure-table-overflows", "bash-key-keeps-description"))
+    _, selftest = run_selftest(reference_impl.implementation(), discover(L1), [both], 0)
+    (mutant,) = selftest.mutants
+    assert mutant.scenarios_run == ("l1-seventeen-distinct-failures", "l1-bash-description-only")
+    assert {"L1.1", "L1.3"} <= set(mutant.killed_by)
+    assert selftest.score_per_criterion["L1.3"].caught == 1
+
+
+def test_a_mutant_whose_edit_no_longer_applies_is_reported_once_without_running():
+    from harness.selftest.source_patch import edit, edits
+    from harness.selftest.targets import FP
+
+    stale = Mutant("stale", "edits text the reference no longer has", ("L1.1",),
+                   edits(edit(FP, find="text that is not in the reference", replace="x")))
+    _, selftest = run_selftest(reference_impl.implementation(), discover(L1), [stale], 0)
+    (mutant,) = selftest.mutants
+    assert not mutant.caught and mutant.scenarios_run == ()
+    assert len(mutant.scenario_errors) == 1
+    assert mutant.scenario_errors[0].startswith("the mutant does not apply: mutant edit for "
+                                                "reference_impl.failure_policy")
+
+
+def _planning(name, *failpoints, hold=None):
+    from types import SimpleNamespace
+
+    faults = tuple(SimpleNamespace(failpoint=f, optional=False) for f in failpoints)
+    steps = (SimpleNamespace(do="concurrent_turn", hold_at=hold),) if hold else ()
+    return SimpleNamespace(id=name, faults=faults, steps=steps)
+
+
+def test_fault_fired_candidates_plan_at_every_failpoint_first():
+    from harness.selftest.killmatrix import new_plans_first
+
+    a = _planning("a", "after_prompt")
+    b = _planning("b", "after_prompt")
+    c = _planning("c", "after_result_saved", "after_prompt")
+    d = _planning("d", hold="after_prepare")
+    e = _planning("e")
+    order = [s.id for s in new_plans_first([a, b, c, d, e])]
+    assert order == ["c", "d", "a", "b", "e"]  # c adds two new failpoints, d one; then suite order
+    assert new_plans_first([]) == ()
+
+
+def test_optional_faults_are_not_planned_failpoints():
+    from types import SimpleNamespace
+
+    from harness.selftest.killmatrix import new_plans_first
+
+    optional = SimpleNamespace(id="o", steps=(),
+                               faults=(SimpleNamespace(failpoint="after_prompt", optional=True),))
+    required = _planning("r", "after_prompt")
+    assert [s.id for s in new_plans_first([optional, required])] == ["r", "o"]
