@@ -24,6 +24,9 @@ from harness.matrix import readme_block, readme_block_of  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}
 
+# every test here reads the four runs: one worker makes them once
+pytestmark = pytest.mark.xdist_group("profiles")
+
 
 @pytest.fixture(scope="session")
 def profile_reports(tmp_path_factory):
