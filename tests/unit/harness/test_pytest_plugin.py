@@ -13,12 +13,22 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-# What the plugin imports lazily, imported before pytester snapshots sys.modules (it drops
-# modules first imported during a test): the in-process runs of every test reuse them.
+# What a plugin run imports lazily, imported before pytester snapshots sys.modules: an
+# in-process run drops every module it imported first, so without these each run would
+# import (and compile) the harness again. Hypothesis's pytest plugin imports hypothesis at
+# every session's end (its terminal summary).
+import hypothesis.internal.observability  # noqa: F401
+import harness.criteria.catalogue  # noqa: F401
+import harness.expectations  # noqa: F401
+import harness.fault_coverage  # noqa: F401
 import harness.implementations  # noqa: F401
 import harness.keyword_selection  # noqa: F401
 import harness.report  # noqa: F401
+import harness.runner  # noqa: F401
+import harness.scenarios  # noqa: F401
+import harness.selftest.mutants  # noqa: F401
 import harness.suite  # noqa: F401
+import harness.world  # noqa: F401
 import reference_impl  # noqa: F401
 
 pytest_plugins = ["pytester"]
