@@ -32,10 +32,6 @@ ACCEPTANCE_IDS = (
 )
 
 
-# the tests reading the shared run of the suite (conftest.py) go to the worker that has it
-ON_THE_SHARED_RUN = pytest.mark.xdist_group("reference-suite")
-
-
 def _cli(*argv):
     out, err = io.StringIO(), io.StringIO()
     code = cli.main(list(argv), stdout=out, stderr=err)
@@ -54,7 +50,6 @@ def reference_run(reference_suite_run):
     return run.code, run.out, run.err, _report(run.report_dir), run.report_dir
 
 
-@ON_THE_SHARED_RUN
 def test_reference_passes_every_acceptance_criterion_and_exercises_it(reference_run):
     code, out, err, report, _ = reference_run
     assert code == 0, out + err
@@ -67,14 +62,12 @@ def test_reference_passes_every_acceptance_criterion_and_exercises_it(reference_
     assert report["failpoints_unreached"] == []
 
 
-@ON_THE_SHARED_RUN
 def test_same_seed_gives_identical_traces_for_every_scenario(reference_run):
     _, out, _, report, _ = reference_run
     assert report["determinism"] == {"scenarios": len(report["scenarios"]), "divergences": []}
     assert "all %d scenarios gave identical trace digests" % len(report["scenarios"]) in out
 
 
-@ON_THE_SHARED_RUN
 def test_every_report_format_is_written(reference_run):
     *_, report_dir = reference_run
     for name in ("report.json", "junit.xml", "report.md", "report.html"):

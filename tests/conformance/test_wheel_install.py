@@ -39,12 +39,18 @@ def _setuptools_builds_wheels() -> bool:
     return (major, minor) >= (70, 1)
 
 
-# every test of the module shares the built wheel: one worker builds it once
-pytestmark = [pytest.mark.process, pytest.mark.xdist_group("reference-suite")]
+pytestmark = pytest.mark.process
 
 
 @pytest.fixture(scope="module")
-def wheel_env(tmp_path_factory):
+def wheel_env(tmp_path_factory, run_once):
+    """(venv, work dir): the wheel built and installed once per test run, whichever worker
+    asks first (conftest.py)."""
+    venv, work = run_once("wheel-env", lambda: _build_wheel_env(tmp_path_factory))
+    return Path(venv), Path(work)
+
+
+def _build_wheel_env(tmp_path_factory) -> list[str]:
     if not _setuptools_builds_wheels():
         pytest.skip("needs setuptools>=70.1 in this environment (the test extra installs it) "
                     "to build the wheel offline")
@@ -73,7 +79,7 @@ def wheel_env(tmp_path_factory):
     (purelib / "_outer_dependencies.pth").write_text("\n".join(outer) + "\n", encoding="utf-8")
     work = base / "work"
     work.mkdir()
-    return venv, work
+    return [str(venv), str(work)]
 
 
 def _environment(venv: Path | None = None) -> dict[str, str]:
