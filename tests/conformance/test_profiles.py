@@ -26,18 +26,22 @@ NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}
 
 
 @pytest.fixture(scope="session")
-def profile_reports(tmp_path_factory):
-    """spec -> (exit code, report.json dict), one suite run per profile."""
-    runs = {}
-    for profile in PROFILES:
-        report_dir = tmp_path_factory.mktemp(profile.name)
-        out, err = io.StringIO(), io.StringIO()
-        # a generous time limit: a busy machine must not turn a slow scenario into a hang
-        code = cli.main(["run", "--impl", profile.spec, "--report-dir", str(report_dir),
-                         "--time-limit-s", "60"], stdout=out, stderr=err)
-        assert code in (0, 1), f"{profile.spec}: exit {code}\n{err.getvalue()[-2000:]}"
-        runs[profile.spec] = (code, json.loads((report_dir / "report.json").read_text("utf-8")))
-    return runs
+def profile_reports(tmp_path_factory, run_once):
+    """spec -> (exit code, report.json dict), one suite run per profile, once per test run
+    whichever worker asks first (conftest.py)."""
+    def build():
+        runs = {}
+        for profile in PROFILES:
+            report_dir = tmp_path_factory.mktemp(profile.name)
+            out, err = io.StringIO(), io.StringIO()
+            # a generous time limit: a busy machine must not turn a slow scenario into a hang
+            code = cli.main(["run", "--impl", profile.spec, "--report-dir", str(report_dir),
+                             "--time-limit-s", "60"], stdout=out, stderr=err)
+            assert code in (0, 1), f"{profile.spec}: exit {code}\n{err.getvalue()[-2000:]}"
+            runs[profile.spec] = (code, json.loads((report_dir / "report.json").read_text("utf-8")))
+        return runs
+
+    return run_once("profile-reports", build)
 
 
 @pytest.mark.parametrize("name", [p.name for p in PROFILES])

@@ -45,10 +45,9 @@ def _report(report_dir):
 
 
 @pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
-    report_dir = tmp_path_factory.mktemp("reference")
-    code, out, err = _cli("run", "--check-determinism", "--report-dir", str(report_dir))
-    return code, out, err, _report(report_dir), report_dir
+def reference_run(reference_suite_run):
+    run = reference_suite_run  # `run --check-determinism` on the whole suite (conftest.py)
+    return run.code, run.out, run.err, _report(run.report_dir), run.report_dir
 
 
 def test_reference_passes_every_acceptance_criterion_and_exercises_it(reference_run):

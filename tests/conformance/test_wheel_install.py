@@ -25,10 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-
-pytestmark = pytest.mark.process
-
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("pyproject.toml", "README.md", "harness", "reference_impl", "scenarios")
 TIMEOUT_S = 1200
@@ -43,8 +39,18 @@ def _setuptools_builds_wheels() -> bool:
     return (major, minor) >= (70, 1)
 
 
+pytestmark = pytest.mark.process
+
+
 @pytest.fixture(scope="module")
-def wheel_env(tmp_path_factory):
+def wheel_env(tmp_path_factory, run_once):
+    """(venv, work dir): the wheel built and installed once per test run, whichever worker
+    asks first (conftest.py)."""
+    venv, work = run_once("wheel-env", lambda: _build_wheel_env(tmp_path_factory))
+    return Path(venv), Path(work)
+
+
+def _build_wheel_env(tmp_path_factory) -> list[str]:
     if not _setuptools_builds_wheels():
         pytest.skip("needs setuptools>=70.1 in this environment (the test extra installs it) "
                     "to build the wheel offline")
@@ -73,7 +79,7 @@ def wheel_env(tmp_path_factory):
     (purelib / "_outer_dependencies.pth").write_text("\n".join(outer) + "\n", encoding="utf-8")
     work = base / "work"
     work.mkdir()
-    return venv, work
+    return [str(venv), str(work)]
 
 
 def _environment(venv: Path | None = None) -> dict[str, str]:
@@ -112,30 +118,22 @@ def test_the_venv_imports_the_installed_wheel_and_its_bundled_suite(wheel_env):
         p.relative_to(ROOT / "scenarios") for p in (ROOT / "scenarios").rglob("*.toml"))
 
 
-def test_run_in_the_wheel_gives_the_editable_install_s_verdicts(wheel_env, tmp_path):
+def test_run_in_the_wheel_gives_the_editable_install_s_verdicts(wheel_env, reference_suite_run):
     venv, work = wheel_env
     # A generous hang limit: this compares what the two installs find and judge, and a busy
     # machine must not turn a slow driver call into a "hang" in one of them.
-    limit = ["--time-limit-s", "300"]
-    # the two runs overlap: one in the wheel's venv, one here on the editable install
-    with open(tmp_path / "wheel.log", "w") as wheel_log:
-        wheel_run = subprocess.Popen(
-            [str(venv / "bin" / "lifecycle-harness"), "run", *limit,
+    wheel_log = work / "wheel.log"
+    with open(wheel_log, "w") as log:
+        wheel_run = subprocess.run(
+            [str(venv / "bin" / "lifecycle-harness"), "run", "--time-limit-s", "300",
              "--report-dir", str(work / "wheel-report")],
-            cwd=work, env=_environment(venv), stdout=wheel_log, stderr=subprocess.STDOUT)
-        try:
-            with open(tmp_path / "editable.log", "w") as editable_log:
-                code = cli.main(["run", *limit, "--report-dir", str(tmp_path / "editable")],
-                                stdout=editable_log, stderr=editable_log)
-            wheel_run.wait(timeout=TIMEOUT_S)
-        finally:
-            if wheel_run.poll() is None:
-                wheel_run.kill()
-                wheel_run.wait()
-    assert code == 0, (tmp_path / "editable.log").read_text()[-3000:]
-    assert wheel_run.returncode == 0, (tmp_path / "wheel.log").read_text()[-3000:]
+            cwd=work, env=_environment(venv), stdout=log, stderr=subprocess.STDOUT,
+            timeout=TIMEOUT_S)
+    # the editable install's side is the session's shared run of the suite (conftest.py)
+    assert reference_suite_run.code == 0, reference_suite_run.out[-3000:]
+    assert wheel_run.returncode == 0, wheel_log.read_text()[-3000:]
     wheel = json.loads((work / "wheel-report" / "report.json").read_text(encoding="utf-8"))
-    editable = json.loads((tmp_path / "editable" / "report.json").read_text(encoding="utf-8"))
+    editable = reference_suite_run.report
 
     def verdicts(report):
         return ({c["id"]: (c["status"], c["exercised"]) for c in report["criteria"]},

@@ -1,5 +1,10 @@
-"""The pytest plugin in real pytest runs (pytester, each in a subprocess): usage errors,
-collection, -k selection, a mutant failing its criterion, expectations, pytest-xdist."""
+"""The pytest plugin in real pytest runs (pytester): usage errors, collection, -k selection,
+a mutant failing its criterion, expectations, pytest-xdist.
+
+Runs are in-process (a fresh pytest session that loads the plugin through its ``pytest11``
+entry point, as any run does) except the xdist run, where separate processes are the point.
+A pytest subprocess pays the interpreter start and the assertion rewriting of
+every plugin package (hypothesis, faker, pyfakefs…) again, seconds each on a busy machine."""
 
 import json
 import re
@@ -7,6 +12,24 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+
+# What a plugin run imports lazily, imported before pytester snapshots sys.modules: an
+# in-process run drops every module it imported first, so without these each run would
+# import (and compile) the harness again. Hypothesis's pytest plugin imports hypothesis at
+# every session's end (its terminal summary).
+import hypothesis.internal.observability  # noqa: F401
+import harness.criteria.catalogue  # noqa: F401
+import harness.expectations  # noqa: F401
+import harness.fault_coverage  # noqa: F401
+import harness.implementations  # noqa: F401
+import harness.keyword_selection  # noqa: F401
+import harness.report  # noqa: F401
+import harness.runner  # noqa: F401
+import harness.scenarios  # noqa: F401
+import harness.selftest.mutants  # noqa: F401
+import harness.suite  # noqa: F401
+import harness.world  # noqa: F401
+import reference_impl  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
@@ -27,6 +50,10 @@ ALL3 = _scenario_args(CRASH, EOF, OLD)
 
 
 def _run(pytester, *args):
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", *args)
+
+
+def _run_subprocess(pytester, *args):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
 
 
@@ -104,13 +131,13 @@ def test_k_runs_only_the_selected_scenarios_and_the_rest_of_the_criteria_are_not
 
 
 def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verdicts(pytester):
-    def run(*extra):
+    def run(runner, *extra):
         report_dir = pytester.path / f"reports{len(extra)}"
-        result = _run(pytester, "-rA", "--lifecycle-impl", "mutant:eof-reported-completed", *ALL3,
+        result = runner(pytester, "-rA", "--lifecycle-impl", "mutant:eof-reported-completed", *ALL3,
                       "--lifecycle-report-dir", str(report_dir), *extra)
         return result, json.loads((report_dir / "report.json").read_text())
 
-    plain, plain_report = run("-p", "no:xdist")
+    plain, plain_report = run(_run, "-p", "no:xdist")
     out = plain.stdout.str()
     assert plain.ret == pytest.ExitCode.TESTS_FAILED
     assert _items(out, "FAILED") == {"m-eof-without-text"}
@@ -121,7 +148,7 @@ def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verd
     assert table["M2"] == "failed" and table["M5"] == "failed" and table["L1.6"] == "passed"
     assert "lifecycle gate FAILED: partial run: 3 of 3 scenarios" in out
 
-    spread, spread_report = run("-n", "2")
+    spread, spread_report = run(_run_subprocess, "-n", "2")
     assert "2 workers" in spread.stdout.str() or "gw1" in spread.stdout.str()
     assert spread.ret == pytest.ExitCode.TESTS_FAILED
     assert _table(spread.stdout.str()) == table

@@ -1,0 +1,91 @@
+"""The README's test command: wall and CPU time, the 60 s target, the longest tests.
+
+    python benchmarks/bench_tests.py [--serial] [--top N] [--out FILE]
+
+Runs `python -m pytest -q -p no:cacheprovider --durations=N` from the repository root (the
+README's `python -m pytest -q`, no cache written, the slowest tests listed) as it runs by
+default, over one worker per core (tests/conftest.py); with ``--serial`` also with ``-n 0``
+in the same invocation, and prints the ratio of the two. Wall and CPU seconds (children
+included, from the kernel's rusage) per run, the ratio of wall to the 60 s target, the
+load average before each run (a busy machine inflates wall time, not CPU time), and the
+top durations. Writes JSON (default ``benchmarks/results/tests.json``). Exit 1 if a run
+fails: a fast red run is no figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_WALL_S = 60.0
+DURATION_LINE = re.compile(r"^(\d+\.\d+)s (call|setup|teardown)\s+(\S+)$", re.M)
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(extra: list[str], top: int) -> dict:
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            f"--durations={top}", *extra]
+    load_before = os.getloadavg()[0]
+    cpu_before = _children_cpu_s()
+    started = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
+    wall_s = time.monotonic() - started
+    cpu_s = _children_cpu_s() - cpu_before
+    summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    durations = [{"seconds": float(s), "phase": phase, "test": test}
+                 for s, phase, test in DURATION_LINE.findall(done.stdout)]
+    return {"argv": argv[1:], "exit_code": done.returncode, "wall_s": round(wall_s, 1),
+            "cpu_s": round(cpu_s, 1), "load_average_before": round(load_before, 2),
+            "summary": summary, "top_durations": durations,
+            "tail": "" if done.returncode == 0 else (done.stdout + done.stderr)[-3000:]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serial", action="store_true",
+                        help="also run with -n 0 (one process) and print the ratio")
+    parser.add_argument("--top", type=int, default=30, help="how many durations to keep")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "tests.json"))
+    args = parser.parse_args()
+
+    runs = {"default": _run([], args.top)}
+    if args.serial:
+        runs["serial"] = _run(["-n", "0"], args.top)
+    failed = False
+    for name, run in runs.items():
+        print(f"{name}: {run['summary']}")
+        print(f"  wall {run['wall_s']:.1f} s ({run['wall_s'] / TARGET_WALL_S:.2f} x the "
+              f"{TARGET_WALL_S:.0f} s target), CPU {run['cpu_s']:.1f} s, load average "
+              f"before {run['load_average_before']:.2f} on {os.cpu_count()} core(s)")
+        if run["exit_code"] != 0:
+            failed = True
+            print(f"  exit {run['exit_code']}:\n{run['tail']}")
+    if args.serial:
+        ratio = runs["serial"]["wall_s"] / runs["default"]["wall_s"]
+        print(f"serial / default wall: {ratio:.2f}")
+    print("longest (default run):")
+    for entry in runs["default"]["top_durations"][:args.top]:
+        print(f"  {entry['seconds']:7.2f}s {entry['phase']:<8} {entry['test']}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"cores": os.cpu_count(), "target_wall_s": TARGET_WALL_S,
+                               "runs": runs}, indent=2, sort_keys=True) + "\n",
+                   encoding="utf-8")
+    print(f"written: {out}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
