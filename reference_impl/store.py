@@ -270,7 +270,7 @@ class Store:
                     conn.execute(statement)
             if row is None:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            else:
+            elif current != SCHEMA_VERSION:  # up to date: opening writes nothing (no commit)
                 conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
 
