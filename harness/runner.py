@@ -189,6 +189,15 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
     return result
 
 
+def warm_up(scenario: Scenario) -> None:
+    """Build (and drop) the world of ``scenario`` without running anything, so that the
+    imports a world does lazily (pyfakefs' pathlib layer) are done in this process: a worker
+    forked per case afterwards starts with them instead of paying them again per case."""
+    SimWorld(rng=random.Random(0), sessions=scenario.sessions, tools=scenario.tools,
+             files=scenario.files, classifier=scenario.classifier, model=scenario.model,
+             behaviours=scenario.tool_behaviours, faults=scenario.faults)
+
+
 def _process_clock(implementation: Implementation, run: "_Run") -> ContextManager[Any]:
     """The process clock frozen to the world's for this run, when the implementation asked
     for it (see :mod:`harness.process_clock`); otherwise nothing."""
