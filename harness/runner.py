@@ -500,8 +500,9 @@ class _Run:
         self.abandoned: list[tuple[str, _Call]] = []
         self._last_observation: Observation | None = None
         """The latest checked observation (see :meth:`_inspect`)."""
-        self._checked_parts = _CheckedParts()
         """Driver calls given up on (hangs): (method, call), for :func:`_stop_abandoned`."""
+        self._checked_parts = _CheckedParts()
+        """The rows of the latest checked observation (see :class:`_CheckedParts`)."""
 
     # -- recording -------------------------------------------------------------------------
 

@@ -493,11 +493,14 @@ def warm_up_workers(scenario: Any, criteria: Sequence[Criterion]) -> None:
 
     if not isinstance(scenario, Scenario):  # a caller's own case type: nothing known to warm
         return
-    warm_up(scenario)
+    try:
+        warm_up(scenario)
+    except Exception:  # noqa: BLE001 - only a speed-up: the case itself reports the problem
+        return
     meta = TraceMeta(scenario_id="warm-up", stage=str(getattr(scenario, "stage", "")), seed=0,
                      implementation="", features=(), thresholds=Thresholds(),
                      sessions=tuple(scenario.sessions), tools=tuple(scenario.tools), faults=())
-    evaluate(criteria, Trace(meta, (), ()))
+    evaluate(criteria, Trace(meta, (), ()))  # a checker's error is a verdict, never raised
 
 
 def judge_cases(
