@@ -63,25 +63,48 @@ def _suite(impl: str, report_root: str) -> dict[str, float]:
 
 
 def _split() -> dict[str, float]:
-    """Running scenarios vs judging criteria, in-process, without the reports."""
+    """Running scenarios vs judging criteria, in-process, without the reports (CPU s)."""
     from harness.cli_options import Context, Deps, discover_scenarios
     from harness.implementations import resolve
     from harness.runner import run_scenario
     from harness.suite import default_criteria, evaluate
+    from harness.trace import Kind
 
     ctx = Context(Deps(), io.StringIO(), io.StringIO(), ())
     scenarios = discover_scenarios(ctx, None)
     reference = resolve("reference")
-    run_s, _, runs = _timed(lambda: [run_scenario(reference, s, 0) for s in scenarios])
+    # CPU seconds: on a shared machine the wall clock measures the neighbours
+    _, run_s, runs = _timed(lambda: [run_scenario(reference, s, 0) for s in scenarios])
     criteria = default_criteria()
-    judge_s, _, _ = _timed(lambda: [evaluate(criteria, run.trace) for run in runs])
+    _, judge_s, _ = _timed(lambda: [evaluate(criteria, run.trace) for run in runs])
+    opens = sum(1 for run in runs for event in run.trace.of_kind(Kind.DRIVER_CALL)
+                if event.data.get("method") == "open")
     events = sum(len(run.trace.events) for run in runs)
     readings = sum(len(run.trace.observations) for run in runs)
     distinct = sum(len({id(p.observation) for p in run.trace.observations}) for run in runs)
     return {"run_s": round(run_s, 3), "judge_s": round(judge_s, 3),
+            "run_ms_per_scenario": round(1000 * run_s / len(runs), 1),
+            "judge_ms_per_scenario": round(1000 * judge_s / len(runs), 1),
             "judge_share": round(judge_s / (run_s + judge_s), 3),
             "store_readings_per_event": round(readings / max(events, 1), 3),
-            "distinct_readings_share": round(distinct / max(readings, 1), 3)}
+            "distinct_readings_share": round(distinct / max(readings, 1), 3),
+            "instances_opened": opens}
+
+
+def _child_start(samples: int = 5) -> dict[str, float]:
+    """What one process-mode child costs before its first call: interpreter start and the
+    reference's imports (CPU seconds, children's rusage), against a bare interpreter."""
+    import subprocess
+
+    def cpu_of(code: str) -> float:
+        _, cpu, _ = _timed(lambda: [subprocess.run([sys.executable, "-c", code], check=True)
+                                    for _ in range(samples)])
+        return cpu / samples
+
+    bare, loaded = cpu_of("pass"), cpu_of("import reference_impl.remote")
+    return {"bare_cpu_s": round(bare, 4), "with_imports_cpu_s": round(loaded, 4),
+            "imports_cpu_s": round(loaded - bare, 4),
+            "bytecode_cache": not sys.flags.dont_write_bytecode}
 
 
 def _chaos(budget: int) -> dict[str, float]:
@@ -130,11 +153,18 @@ def main(argv: list[str] | None = None) -> int:
               f"wall, {suite['cpu_s']:.2f} s CPU ({suite['scenarios_per_s']:.1f}/s; "
               f"target ≤ 3 s)")
         figures["split"] = split = _split()
-        print(f"  running scenarios {split['run_s']:.2f} s, judging {split['judge_s']:.2f} s "
-              f"({split['judge_share']:.0%} of both); {split['store_readings_per_event']:.2f} "
+        print(f"  running scenarios {split['run_s']:.2f} s CPU, judging {split['judge_s']:.2f} s "
+              f"({split['judge_share']:.0%} of both; per scenario {split['run_ms_per_scenario']:.0f} "
+              f"+ {split['judge_ms_per_scenario']:.0f} ms, which is also a chaos schedule's cost); "
+              f"{split['store_readings_per_event']:.2f} "
               f"store readings per trace event, {split['distinct_readings_share']:.0%} of them "
               "distinct")
         if not args.no_process:
+            figures["child_start"] = child = _child_start()
+            print(f"process-mode child start: {child['with_imports_cpu_s'] * 1000:.0f} ms CPU "
+                  f"({child['imports_cpu_s'] * 1000:.0f} ms of it the imports); the suite opens "
+                  f"{split['instances_opened']} instances = "
+                  f"{child['with_imports_cpu_s'] * split['instances_opened']:.1f} s CPU of starts")
             figures["suite_process"] = process = _suite(PROCESS_SPEC, root)
             process["wall_ratio"] = round(process["wall_s"] / suite["wall_s"], 2)
             process["cpu_ratio"] = round(process["cpu_s"] / suite["cpu_s"], 2)

@@ -262,16 +262,42 @@ def trace_canonical_json(trace: Trace) -> str:
     members = {name: canonical_json(to_json(getattr(trace, name))) for name in _TRACE_FIELDS
                if name != "observations"}
     encoded: dict[int, tuple[Observation, str]] = {}
+    rows: dict[int, tuple[Any, str]] = {}
     points = []
     for point in trace.observations:
         seen = encoded.get(id(point.observation))
         if seen is None or seen[0] is not point.observation:
             seen = encoded[id(point.observation)] = (
-                point.observation, canonical_json(to_json(point.observation)))
+                point.observation, _canonical_observation(point.observation, rows))
         points.append(_canonical_object({
             name: seen[1] if name == "observation" else canonical_json(to_json(getattr(point, name)))
             for name in _POINT_FIELDS}))
     members["observations"] = "[" + ",".join(points) + "]"
+    return _canonical_object(members)
+
+
+_OBSERVATION_FIELDS = tuple(f.name for f in fields(Observation))
+
+
+def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, str]]) -> str:
+    """``canonical_json(to_json(observation))``, each row (view) object encoded once per
+    trace: successive readings of a store share most of their rows (an implementation that
+    reads incrementally hands back the same objects)."""
+    if type(observation) is not Observation:
+        return canonical_json(to_json(observation))
+    members = {}
+    for name in _OBSERVATION_FIELDS:
+        value = getattr(observation, name)
+        if type(value) is not tuple:
+            members[name] = canonical_json(to_json(value))
+            continue
+        texts = []
+        for row in value:
+            seen = rows.get(id(row))
+            if seen is None or seen[0] is not row:
+                seen = rows[id(row)] = (row, canonical_json(to_json(row)))
+            texts.append(seen[1])
+        members[name] = "[" + ",".join(texts) + "]"
     return _canonical_object(members)
 
 

@@ -10,6 +10,10 @@ failpoint, mostly between writes, so it keeps one connection per data dir (no sc
 per read) and hands back the very same :class:`Observation` while SQLite's
 ``PRAGMA data_version`` says no other connection committed since (and the file is the same
 file); it keeps at most a few data dirs and closes one on :meth:`StoreReader.release`.
+A kept connection also remembers the views it decoded in its previous reading, keyed by the
+very column values they were decoded from, and reuses a view only for a row whose values
+are unchanged (:class:`_Decoded`): decoding is pure, so the observation is the same value,
+and the unchanged parts are the same objects as in the previous one.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import os
 import sqlite3
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable, Hashable, TypeVar
 
 from harness.contract import (
     ApprovalWaitView,
@@ -115,9 +120,46 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
+_V = TypeVar("_V")
+
+
+class _Decoded:
+    """The views decoded from rows in the previous reading of one connection, by the row's
+    column values: a row read again unchanged gets the view decoded before (decoding is a
+    pure function of those values); only the current reading's rows are kept."""
+
+    def __init__(self) -> None:
+        self._previous: dict[Hashable, Any] = {}
+        self._current: dict[Hashable, Any] = {}
+
+    def view(self, key: Hashable, decode: Callable[[], _V]) -> _V:
+        found = self._current.get(key, self)
+        if found is self:
+            found = self._previous.get(key, self)
+            if found is self:
+                found = decode()
+            self._current[key] = found
+        return found  # type: ignore[return-value]
+
+    def next_reading(self) -> None:
+        self._previous, self._current = self._current, {}
+
+
+def _decoded(conn: sqlite3.Connection) -> _Decoded:
+    """This connection's memo of decoded views (a fresh one for a plain connection)."""
+    memo = getattr(conn, "memo", None)
+    if memo is None:
+        return _Decoded()
+    decoded = memo.get("inspection")
+    if decoded is None:
+        decoded = memo["inspection"] = _Decoded()
+    return decoded  # type: ignore[return-value]
+
+
 def _read(conn: sqlite3.Connection) -> Observation:
     conn.execute("BEGIN")  # one snapshot for every table
     try:
+        _decoded(conn).next_reading()
         if not _has_schema(conn):
             return Observation()
         observation = Observation(
@@ -144,12 +186,17 @@ def _has_schema(conn: sqlite3.Connection) -> bool:
 
 
 def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
+    decoded = _decoded(conn)
     views = []
     for row in conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall():
-        state = records.session_from_row(row)
-        views.append(SessionView(state.session_id, state.turn_status, state.permission_version,
-                                 Mode(state.config.mode), state.config.interactive))
+        views.append(decoded.view(("session", tuple(row)), lambda: _session_view(row)))
     return tuple(views)
+
+
+def _session_view(row: sqlite3.Row) -> SessionView:
+    state = records.session_from_row(row)
+    return SessionView(state.session_id, state.turn_status, state.permission_version,
+                       Mode(state.config.mode), state.config.interactive)
 
 
 def _operations(conn: sqlite3.Connection) -> tuple[OperationView, ...]:
@@ -159,33 +206,45 @@ def _operations(conn: sqlite3.Connection) -> tuple[OperationView, ...]:
             "SELECT execution_id FROM approval_waits WHERE status = ?", (WaitStatus.PENDING.value,)
         ).fetchall()
     }
+    # One query for every result record (not one per operation).
+    result_rows = {row["execution_id"]: row
+                   for row in conn.execute("SELECT * FROM result_records").fetchall()}
+    decoded = _decoded(conn)
     views = []
     for row in conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall():
-        op = records.operation_from_row(row)
-        record = results.load(conn, op.execution_id)
-        wait_pending = op.execution_id in pending_waits
-        permission, outcome, _, reason, actions = operation_status(op, record, wait_pending)
-        views.append(OperationView(
-            session_id=op.session_id,
-            identity=op.identity,
-            tool=op.tool,
-            args=op.args,
-            dedup_key=op.dedup_key,
-            permission=permission,
-            decided_by=op.decided_by,
-            outcome=outcome,
-            delivery=op.delivery,
-            # The result record is the last word; before it, the host's start record.
-            execution_started=record.execution_started if record else op.execution_started,
-            failure_kind=record.failure_kind if record else None,
-            reason=reason,
-            recovery_actions=actions,
-            reconciliation_required=record.reconciliation_required if record else False,
-            classifier_outcome=op.classifier_outcome,
-            result_digest=record.result_digest if record else None,
-            attempts=record.attempts if record else int(op.stage is Stage.STARTED),
-        ))
+        result_row = result_rows.get(row["execution_id"])
+        wait_pending = row["execution_id"] in pending_waits
+        key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
+               wait_pending)
+        views.append(decoded.view(key, lambda: _operation_view(row, result_row, wait_pending)))
     return tuple(views)
+
+
+def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
+                    wait_pending: bool) -> OperationView:
+    op = records.operation_from_row(row)
+    record = None if result_row is None else results.record_from_row(result_row)
+    permission, outcome, _, reason, actions = operation_status(op, record, wait_pending)
+    return OperationView(
+        session_id=op.session_id,
+        identity=op.identity,
+        tool=op.tool,
+        args=op.args,
+        dedup_key=op.dedup_key,
+        permission=permission,
+        decided_by=op.decided_by,
+        outcome=outcome,
+        delivery=op.delivery,
+        # The result record is the last word; before it, the host's start record.
+        execution_started=record.execution_started if record else op.execution_started,
+        failure_kind=record.failure_kind if record else None,
+        reason=reason,
+        recovery_actions=actions,
+        reconciliation_required=record.reconciliation_required if record else False,
+        classifier_outcome=op.classifier_outcome,
+        result_digest=record.result_digest if record else None,
+        attempts=record.attempts if record else int(op.stage is Stage.STARTED),
+    )
 
 
 def _waits(conn: sqlite3.Connection) -> tuple[ApprovalWaitView, ...]:
@@ -244,22 +303,29 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
 
 def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
     rows = conn.execute("SELECT projection_json FROM projections ORDER BY rowid").fetchall()
-    return tuple(from_json(Projection, json.loads(row["projection_json"])) for row in rows)
+    decoded = _decoded(conn)
+    return tuple(
+        decoded.view(("projection", row["projection_json"]),
+                     lambda: from_json(Projection, json.loads(row["projection_json"])))
+        for row in rows)
 
 
 def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
     rows = conn.execute("SELECT * FROM model_requests ORDER BY rowid").fetchall()
-    return tuple(
-        ModelRequestView(
-            request_id=row["request_id"],
-            session_id=row["session_id"],
-            start_events=row["start_events"],
-            end_events=row["end_events"],
-            status=ModelRequestStatus(row["status"]) if row["status"] else None,
-            partial_text=row["partial_text"],
-            incomplete=row["status"] == ModelRequestStatus.INCOMPLETE.value,
-        )
-        for row in rows
+    decoded = _decoded(conn)
+    return tuple(decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
+                 for row in rows)
+
+
+def _model_request_view(row: sqlite3.Row) -> ModelRequestView:
+    return ModelRequestView(
+        request_id=row["request_id"],
+        session_id=row["session_id"],
+        start_events=row["start_events"],
+        end_events=row["end_events"],
+        status=ModelRequestStatus(row["status"]) if row["status"] else None,
+        partial_text=row["partial_text"],
+        incomplete=row["status"] == ModelRequestStatus.INCOMPLETE.value,
     )
 
 

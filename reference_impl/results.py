@@ -109,6 +109,10 @@ def load(conn: sqlite3.Connection, execution_id: str) -> ResultRecord | None:
     ).fetchone()
     if row is None:
         return None
+    return record_from_row(row)
+
+
+def record_from_row(row: sqlite3.Row) -> ResultRecord:
     return ResultRecord(
         execution_id=row["execution_id"],
         tool_call_id=row["tool_call_id"],

@@ -270,7 +270,7 @@ class Store:
                     conn.execute(statement)
             if row is None:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            else:
+            elif current != SCHEMA_VERSION:  # up to date: opening writes nothing (no commit)
                 conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
 
 
@@ -292,7 +292,7 @@ def open_read_only(data_dir: str, *, any_thread: bool = False) -> sqlite3.Connec
     if not os.path.exists(path):
         return None
     connection = sqlite3.connect(f"file:{quote(os.path.abspath(path))}?mode=ro", uri=True,
-                                 check_same_thread=not any_thread)
+                                 check_same_thread=not any_thread, factory=StoreConnection)
     connection.row_factory = sqlite3.Row
     connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return connection

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -166,11 +166,32 @@ def is_bash(trace: Trace, tool: str, session_id: str | None = None) -> bool:
     return tool == "Bash" or tool_kind(trace, tool, session_id) == ToolKind.BASH.value
 
 
+@by_identity(2)
+def _answers(trace: Trace) -> dict[Any, Any]:
+    """A per-trace memo for questions the checks ask of one trace many times over (the
+    repeat checks compare every pair of operations): filled by the functions below, each
+    under its own key, with answers that are pure functions of the trace and the key."""
+    return {}
+
+
 def expected_dedup_key(trace: Trace, session_id: str, tool: str, args: dict[str, Any]) -> str:
     """The repeat/dedup key the failure policy defines (L1.3–L1.5), as canonical text.
 
     Bash: the complete args without ``description`` and nothing else removed; every other
     tool: all args. No normalisation of any text."""
+    # Keyed by the args object (kept alive in the entry, so its id stays its own): the
+    # operations' args are shared, read-only values of the trace's readings.
+    memo = _answers(trace)
+    key = ("dedup_key", session_id, tool, id(args))
+    found = memo.get(key)
+    if found is not None and found[0] is args:
+        return found[1]
+    answer = _expected_dedup_key(trace, session_id, tool, args)
+    memo[key] = (args, answer)
+    return answer
+
+
+def _expected_dedup_key(trace: Trace, session_id: str, tool: str, args: dict[str, Any]) -> str:
     kept = dict(args)
     if is_bash(trace, tool, session_id):
         kept.pop("description", None)
@@ -236,6 +257,15 @@ def _rules_or(data: Any, previous: tuple[Rule, ...]) -> tuple[Rule, ...]:
 
 def rule_timeline(trace: Trace, session_id: str) -> tuple[RuleState, ...]:
     """Config rules, then every ``update_rules`` driver call and ``change_rules`` fault."""
+    memo = _answers(trace)
+    key = ("rule_timeline", session_id)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _rule_timeline(trace, session_id)
+    return found
+
+
+def _rule_timeline(trace: Trace, session_id: str) -> tuple[RuleState, ...]:
     cfg = config(trace, session_id)
     states = [RuleState(-1, tuple(cfg.rules), cfg.permission_version, "config")]
     first = default_session(trace)
@@ -479,17 +509,19 @@ class Op:
     unavailable: tuple[TraceEvent, ...]
     prompts: tuple[TraceEvent, ...]
     views: tuple[tuple[ObservationPoint, OperationView], ...]
+    first_seen: int = field(init=False, repr=False)
+    """The trace index of its first sighting (-1: none); computed once, since the repeat
+    checks compare it for every pair of operations."""
+
+    def __post_init__(self) -> None:
+        candidates = [s.end_index for s in self.served]
+        candidates += [r.index for r in self.rows] + [u.index for u in self.unavailable]
+        candidates += [point.index for point, _ in self.views]
+        object.__setattr__(self, "first_seen", min(candidates) if candidates else -1)
 
     @property
     def key(self) -> OpKey:
         return (self.session_id, self.tool_call_id)
-
-    @property
-    def first_seen(self) -> int:
-        candidates = [s.end_index for s in self.served]
-        candidates += [r.index for r in self.rows] + [u.index for u in self.unavailable]
-        candidates += [point.index for point, _ in self.views]
-        return min(candidates) if candidates else -1
 
     @property
     def latest(self) -> OperationView | None:

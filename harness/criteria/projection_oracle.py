@@ -285,9 +285,30 @@ def _execution_ids(op: F.Op) -> frozenset[str]:
 
 def publications_of(pubs: tuple[Publication, ...], op: F.Op, before: int | None = None) -> tuple[Publication, ...]:
     """Publications of ``op`` (matched by session and call id, or by its execution id)."""
+    mine = _all_publications_of(pubs, op)
+    if before is None:
+        return mine
+    return tuple(p for p in mine if p.event.index < before)
+
+
+_PUBLICATIONS_OF: dict[tuple[int, int], tuple[Any, Any, tuple[Publication, ...]]] = {}
+_PUBLICATIONS_OF_MAX = 256
+
+
+def _all_publications_of(pubs: tuple[Publication, ...], op: F.Op) -> tuple[Publication, ...]:
+    """Every publication of ``op``, remembered by the identity of both (the checks ask for
+    one operation's publications before each of its readings); an entry holds ``pubs`` and
+    ``op`` themselves, so an id is never mistaken for a newer object's."""
+    key = (id(pubs), id(op))
+    found = _PUBLICATIONS_OF.get(key)
+    if found is not None and found[0] is pubs and found[1] is op:
+        return found[2]
     exec_ids = _execution_ids(op)
-    return tuple(p for p in pubs if (p.key == op.key or p.execution_id in exec_ids)
-                 and (before is None or p.event.index < before))
+    mine = tuple(p for p in pubs if p.key == op.key or p.execution_id in exec_ids)
+    if len(_PUBLICATIONS_OF) >= _PUBLICATIONS_OF_MAX:
+        _PUBLICATIONS_OF.clear()
+    _PUBLICATIONS_OF[key] = (pubs, op, mine)
+    return mine
 
 
 def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:

@@ -77,9 +77,18 @@ class Templates:
     """Expands placeholders for one run; keep one instance per run (expansion order matters)."""
 
     def __init__(self, seed: int, files: Mapping[str, str] | None = None) -> None:
-        self._faker = Faker()
-        self._faker.seed_instance(seed)
+        # Faker is built at the first {{faker:...}} (building one costs ~10 ms, and most
+        # scenarios have none); it is seeded then, before any draw, so the texts are the same.
+        self._seed = seed
+        self._faker_instance: Faker | None = None
         self._files = dict(files or {})
+
+    @property
+    def _faker(self) -> Faker:
+        if self._faker_instance is None:
+            self._faker_instance = Faker()
+            self._faker_instance.seed_instance(self._seed)
+        return self._faker_instance
 
     def set_files(self, files: Mapping[str, str]) -> None:
         """The initial files ``{{sha256:...}}`` refers to (already expanded)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.identity_memo import by_identity
 from harness.trace import Trace, TraceEvent, TraceMeta
 
@@ -60,3 +62,27 @@ def test_the_spliced_canonical_text_equals_the_plain_one_on_a_real_trace():
     assert shared < len(trace.observations)  # the hard case: points share observations
     assert trace_canonical_json(trace) == canonical_json(to_json(trace))
     assert canonical_json(trace_to_json(trace)) == canonical_json(to_json(trace))
+
+
+def test_the_canonical_text_encodes_shared_rows_once_and_equals_the_plain_one():
+    from harness.contract import Observation, canonical_json, to_json
+    from harness.implementations import resolve
+    from harness.runner import run_scenario
+    from harness.scenarios import load
+    from harness.trace import ObservationPoint, trace_canonical_json
+    from pathlib import Path
+
+    scenario = load(Path(__file__).parents[3] / "scenarios" / "l4" / "crash_after_result_saved.toml")
+    trace = run_scenario(resolve("reference"), scenario, 0).trace
+    distinct = list({id(p.observation): p.observation for p in trace.observations}.values())
+    rows = [id(op) for obs in distinct for op in obs.operations]
+    assert len(set(rows)) < len(rows)  # the hard case: distinct readings share row objects
+    assert trace_canonical_json(trace) == canonical_json(to_json(trace))
+
+    class Subclassed(Observation):  # not the plain type: encoded the plain way
+        __slots__ = ()
+
+    odd = Subclassed(operations=distinct[-1].operations)
+    points = trace.observations + (ObservationPoint(10**6, "probe:odd", odd),)
+    mixed = dataclasses.replace(trace, observations=points)
+    assert trace_canonical_json(mixed) == canonical_json(to_json(mixed))

@@ -600,3 +600,22 @@ def test_a_crash_of_instance_a_in_a_concurrent_turn_restarts_once():
     assert restart.index > crash.index
     assert [e.data["method"] for e in kinds(result, Kind.DRIVER_CALL)
             if e.instance == restart.data["instance"]] == ["open", "recover"]
+
+
+def test_checked_parts_skip_rows_already_checked_and_refuse_anything_off_contract():
+    from harness.contract_check import value_problem
+    from harness.runner import _CheckedParts
+
+    session = c.SessionView("s1", c.TurnStatus.COMPLETED, 1, c.Mode.DEFAULT, True)
+    other = c.SessionView("s2", c.TurnStatus.COMPLETED, 1, c.Mode.DEFAULT, True)
+    parts = _CheckedParts()
+    assert parts.fit(c.Observation(sessions=(session,), result_records=2))
+    assert parts.fit(c.Observation(sessions=(session, other)))  # one row checked anew
+    bad = c.SessionView("s3", c.TurnStatus.COMPLETED, "1", c.Mode.DEFAULT, True)  # type: ignore[arg-type]
+    with_bad = c.Observation(sessions=(session, bad))
+    assert not parts.fit(with_bad)  # a new row off the contract: left to the full check
+    assert "sessions[1].permission_version" in value_problem(c.Observation, with_bad, "inspect returned")
+    assert not parts.fit(c.Observation(sessions=[session]))  # type: ignore[arg-type]
+    assert not parts.fit(c.Observation(result_records=True))
+    assert not parts.fit(object())
+    assert parts.fit(c.Observation(sessions=(session,)))  # the earlier good rows still known

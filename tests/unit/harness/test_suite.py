@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -231,3 +232,28 @@ def test_unfired_faults_of_the_run_reach_the_scenario_result():
     result = run_suite(FakeImplementation(), (FakeScenario("u", error="planned but not ..."),), 7,
                        criteria=(criterion("A"),), runner=runner, fault_renderer=render_faults)
     assert result.scenarios[0].faults_unfired == ("fault 1: ... did not fire",)
+
+
+_SCENARIOS = Path(__file__).parents[3] / "scenarios"
+
+
+def test_warming_up_before_forking_does_the_lazy_imports_and_runs_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from harness.scenarios import load\n"
+        "from harness.suite import default_criteria, warm_up_workers\n"
+        "before = 'pyfakefs.fake_pathlib' in sys.modules\n"
+        "warm_up_workers(object(), default_criteria())  # not a Scenario: nothing to warm\n"
+        "assert 'pyfakefs.fake_pathlib' not in sys.modules\n"
+        f"warm_up_workers(load(Path({str(_SCENARIOS / 'l4' / 'crash_after_result_saved.toml')!r})),"
+        " default_criteria())\n"
+        "assert not before and 'pyfakefs.fake_pathlib' in sys.modules\n"
+        "assert not any(m.startswith('reference_impl') for m in sys.modules)  # nothing ran\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr

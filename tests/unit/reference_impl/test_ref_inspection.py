@@ -128,3 +128,37 @@ def test_the_reader_keeps_a_bounded_number_of_data_dirs(start, tmp_path):
         runtime.close()
         assert len(reader.observe(path).sessions) == 1
     assert len(reader._kept) == 2 and set(reader._kept) == set(dirs[2:])
+
+
+def test_a_later_reading_reuses_the_views_of_unchanged_rows_and_equals_a_fresh_read(
+        start, impl, data_dir):
+    from reference_impl.inspection import observe
+
+    calls = (call("a", "read_file", path="/a"),)
+    world = FakeWorld(replies={"s1": [Reply("", calls), Reply("done"), Reply("more")]})
+    runtime = start(world, config(rules=(allow("read_file"),)))
+    runtime.run_turn("s1", "go")
+    first = impl.inspect(data_dir)
+    runtime.run_turn("s1", "again")  # new model requests; the operation's rows unchanged
+    second = impl.inspect(data_dir)
+    assert second is not first and second == observe(data_dir)  # same value as a fresh read
+    assert second.operations[0] is first.operations[0]  # unchanged rows: the same views
+    assert second.sessions[0] is first.sessions[0]
+    assert second.model_requests[0] is first.model_requests[0]
+    assert len(second.model_requests) > len(first.model_requests)
+    fresh = observe(data_dir)  # a plain connection decodes everything anew
+    assert fresh == second and fresh.operations[0] is not second.operations[0]
+
+
+def test_a_changed_row_is_decoded_again(start, impl, data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (call("c", "delete_branch", branch="x"),))]})
+    runtime = start(world, config(rules=(ask("delete_branch"),)))
+    runtime.run_turn("s1", "go")
+    waiting = impl.inspect(data_dir)
+    (wait,) = waiting.approval_waits
+    runtime.answer_approval(wait.wait_id, False)
+    answered = impl.inspect(data_dir)
+    assert answered.operations[0] is not waiting.operations[0]
+    assert answered.operations[0] != waiting.operations[0]
+    assert answered.operations[0].recovery_actions != waiting.operations[0].recovery_actions \
+        or answered.operations[0].outcome != waiting.operations[0].outcome

@@ -77,3 +77,12 @@ def test_read_only_connection_cannot_write(tmp_path):
 def test_inspect_of_a_dir_without_a_store_is_empty_and_creates_nothing(impl, tmp_path):
     assert impl.inspect(str(tmp_path / "nothing")) == Observation()
     assert not os.path.exists(tmp_path / "nothing")
+
+
+def test_reopening_an_up_to_date_store_commits_nothing(tmp_path):
+    Store.open(str(tmp_path)).close()
+    reader = open_read_only(str(tmp_path))
+    before = reader.execute("PRAGMA data_version").fetchone()[0]
+    Store.open(str(tmp_path)).close()
+    assert reader.execute("PRAGMA data_version").fetchone()[0] == before  # no commit
+    reader.close()
