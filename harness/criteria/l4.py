@@ -510,7 +510,9 @@ def check_l4_8(trace: Trace) -> Verdict:
     the interruption. Fails when an executed operation is recorded as not started or not
     executed (whatever its output says); when an in-flight operation is recorded as not
     executed without a trusted denial of that exact call (never another call's); and when
-    recovery marks an interrupted turn completed without a completed model answer."""
+    recovery marks an interrupted turn completed without a completed model answer. A turn
+    call cut by the crash does not count as interrupted when another instance ended that
+    session's turn ``completed`` while the call ran: recovery found it completed."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
     sessions = s.request_sessions(trace)
