@@ -323,12 +323,8 @@ def run_suite(
     after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
     whether an unexpected pass fails the gate (recorded in the run info).
     """
-    criteria = conformance.core_always_applies(
-        tuple(default_criteria() if criteria is None else criteria)
-    )
-    declared = tuple(str(f) for f in implementation.info.features)
-    runner = default_runner() if runner is None else runner
-    fault_renderer = default_fault_renderer() if fault_renderer is None else fault_renderer
+    criteria, declared, runner, fault_renderer = _resolve_defaults(
+        implementation, criteria, runner, fault_renderer)
     expected = _check_expectations(expectations, criteria)
 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -711,12 +707,8 @@ def judge_scenario(
 ) -> ScenarioJudgement:
     """Run (or skip, for an undeclared optional feature) one scenario and judge every
     criterion on its trace, exactly as one step of :func:`run_suite`."""
-    criteria = conformance.core_always_applies(
-        tuple(default_criteria() if criteria is None else criteria)
-    )
-    declared = tuple(str(f) for f in implementation.info.features)
-    runner = default_runner() if runner is None else runner
-    fault_renderer = default_fault_renderer() if fault_renderer is None else fault_renderer
+    criteria, declared, runner, fault_renderer = _resolve_defaults(
+        implementation, criteria, runner, fault_renderer)
     faults = render_faults(fault_renderer, scenario)
     missing = conformance.missing_features(scenario, declared)
     if missing:
@@ -789,3 +781,20 @@ def _rejudged(judgement: ScenarioJudgement, criteria: Sequence[Criterion]) -> _J
     return _Judged(None, judgement.result, verdicts,
                    tuple(cut[c.id].lines if c.id in cut else () for c in criteria),
                    tuple(cut[c.id].ledger_rows if c.id in cut else () for c in criteria))
+
+
+def _resolve_defaults(
+    implementation: Implementation,
+    criteria: Sequence[Criterion] | None,
+    runner: Runner | None,
+    fault_renderer: FaultRenderer | None,
+) -> tuple[tuple[Criterion, ...], tuple[str, ...], Runner, FaultRenderer]:
+    """The criteria (core always applying), the declared features, the runner and the fault
+    renderer one run uses: the same for a whole suite and for one judged scenario."""
+    return (
+        conformance.core_always_applies(
+            tuple(default_criteria() if criteria is None else criteria)),
+        tuple(str(f) for f in implementation.info.features),
+        default_runner() if runner is None else runner,
+        default_fault_renderer() if fault_renderer is None else fault_renderer,
+    )
