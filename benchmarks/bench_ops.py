@@ -16,9 +16,10 @@ mean of samples taken right before and after the session and interleaved with it
 from inside tool calls, where the reference holds no transaction; their time is left out of
 the session's), how flat the curve is (median cost of an op in
 the last tenth of the session over the first tenth, from the world's clock of tool calls),
-transactions and writing transactions per op (counted on the reference's own connection),
-peak traced memory (``tracemalloc``, in a second run of the same session, because tracing
-slows every allocation) and database bytes per op (the file after a WAL truncate, minus the
+transactions, writing transactions and *synced* commits (``synchronous=FULL``: an fsync)
+per op (counted on the reference's own connection), peak traced memory (``tracemalloc``);
+both in a second run of the same session, because tracing statements and allocations slows
+the session down, and database bytes per op (the file after a WAL truncate, minus the
 empty store). Ratios measured in one run compare across machines; absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. Writes a JSON result.
 """
@@ -147,22 +148,30 @@ class _BenchWorld:
 
 
 class _TransactionCounter:
-    """Counts the transactions on one connection, and those that changed a row."""
+    """Counts the transactions on one connection, those that changed a row, and those of
+    them committed with ``synchronous=FULL`` (an fsync of the WAL: a synced commit)."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.transactions = 0
         self.writing = 0
+        self.synced = 0
         self._connection = connection
         self._changes_at_begin = 0
+        self._full = connection.execute("PRAGMA synchronous").fetchone()[0] >= 2
         connection.set_trace_callback(self._statement)
 
     def _statement(self, sql: str) -> None:
-        head = sql.lstrip()[:6].upper()
-        if head == "BEGIN ":
+        words = sql.split()
+        head = words[0].upper() if words else ""
+        if head == "BEGIN":
             self.transactions += 1
             self._changes_at_begin = self._connection.total_changes
         elif head == "COMMIT" and self._connection.total_changes > self._changes_at_begin:
             self.writing += 1
+            self.synced += self._full
+        elif head == "PRAGMA" and "".join(words[1:]).lower().startswith("synchronous="):
+            self._full = "".join(words[1:]).split("=", 1)[1].upper() in ("FULL", "2",
+                                                                         "EXTRA", "3")
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +186,7 @@ class Row:
     last_over_first_tenth: float | None
     transactions_per_op: float
     writing_transactions_per_op: float
+    synced_commits_per_op: float
     peak_memory_bytes: int | None
     database_bytes_per_op: float
 
@@ -198,13 +208,16 @@ def _store_bytes(data_dir: str) -> int:
 
 
 def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
-             floor: _Floor | None = None) -> dict[str, Any]:
+             floor: _Floor | None = None, counted: bool = False) -> dict[str, Any]:
+    """One session; ``counted`` traces every statement (transaction counts) and ``traced``
+    every allocation: both slow the session down, so the timed run does neither."""
     floor_every = max(1, size // FLOOR_SAMPLES_PER_SESSION)
     world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every)
     runtime = implementation().open(data_dir, world)
     runtime.open_session(_config())
     empty_bytes = _store_bytes(data_dir)
-    counter = _TransactionCounter(runtime._store.connection)  # the reference's own connection
+    counter = (_TransactionCounter(runtime._store.connection)  # the reference's own connection
+               if counted else None)
     if traced:
         tracemalloc.start()
     started = time.perf_counter()
@@ -221,8 +234,10 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
     runtime.close()
     ops = len(world.tool_times)
     return {"elapsed_s": elapsed_s, "ops": ops, "stopped": stopped, "peak": peak,
-            "tool_times": world.tool_times, "floor_s": world.floor_s, "transactions": counter.transactions,
-            "writing": counter.writing,
+            "tool_times": world.tool_times, "floor_s": world.floor_s,
+            "transactions": counter.transactions if counter else None,
+            "writing": counter.writing if counter else None,
+            "synced": counter.synced if counter else None,
             "bytes": _store_bytes(data_dir) - empty_bytes}
 
 
@@ -282,11 +297,13 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
     floor.close()
     floor_us = statistics.fmean(floor.samples_s) * 1e6  # a mean, like the per-op cost
     shutil.rmtree(data_dir)
-    peak = None
-    if memory and not timed["stopped"]:
-        data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-mem-", dir=directory)
-        peak = _session(shape, size, data_dir, budget_s * 4, traced=True)["peak"]
-        shutil.rmtree(data_dir)
+    # A second run counts the transactions (and, with ``memory``, traces allocations).
+    data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-counted-", dir=directory)
+    counted = _session(shape, size, data_dir, budget_s * 4, counted=True,
+                       traced=memory and not timed["stopped"])
+    shutil.rmtree(data_dir)
+    peak = counted["peak"]
+    counted_ops = max(counted["ops"], 1)
     ops = max(timed["ops"], 1)
     per_op_us = timed["elapsed_s"] / ops * 1e6
     return Row(
@@ -295,8 +312,9 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         ratio_to_floor=round(per_op_us / floor_us, 2),
         last_over_first_tenth=(None if (f := _flatness(timed["tool_times"], timed["floor_s"])) is None
                                else round(f, 2)),
-        transactions_per_op=round(timed["transactions"] / ops, 2),
-        writing_transactions_per_op=round(timed["writing"] / ops, 2),
+        transactions_per_op=round(counted["transactions"] / counted_ops, 2),
+        writing_transactions_per_op=round(counted["writing"] / counted_ops, 2),
+        synced_commits_per_op=round(counted["synced"] / counted_ops, 2),
         peak_memory_bytes=peak,
         database_bytes_per_op=round(timed["bytes"] / ops, 1),
     )
@@ -304,7 +322,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
 
 def _print(rows: list[Row]) -> None:
     header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'floor':>8} {'x floor':>7} "
-              f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'peak MB':>8} {'DB B/op':>8}")
+              f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} {'peak MB':>8} "
+              f"{'DB B/op':>8}")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -313,7 +332,7 @@ def _print(rows: list[Row]) -> None:
         peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
         print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms {row.floor_us:>6.0f}us "
               f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
-              f"{row.writing_transactions_per_op:>6.2f} {peak:>8} "
+              f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
               f"{row.database_bytes_per_op:>8.0f}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")

@@ -29,12 +29,15 @@ Guarantees:
   prepared with its decision (every layer but the classifier decides inside the prepare
   transaction; the classifier's review is a world call, so it gets a commit of its own),
   started, result, checkpoint with the diagnostics (in a savepoint: their failure undoes only
-  their row), projected.
+  their row), projected. Three of them are synced (an fsync: start, result, checkpoint);
+  prepared and projected are ordered (:class:`~reference_impl.store.Durability`): a power
+  cut that loses them is a crash one step earlier, which recovery already handles.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import enum
 import sqlite3
 from dataclasses import dataclass
@@ -84,7 +87,7 @@ from reference_impl.permissions import (
     rule_layer_decision,
 )
 from reference_impl.records import OperationRecord, SessionState, Stage
-from reference_impl.store import Store
+from reference_impl.store import Durability, Store
 from reference_impl.visibility import projection_for
 
 
@@ -136,7 +139,10 @@ class OperationPipeline:
 
     def _prepare(self, session_id: str, call: ToolCall) -> str:
         execution_id = execution_id_for(session_id, call.tool_call_id)
-        with self._store.transaction() as conn:
+        # ORDERED, like the decision below: nothing outside relies on them before the start
+        # record (synced, before the tool), a wait (synced, before its prompt) or a result
+        # (synced); a power cut that loses them is a crash before the call was prepared.
+        with self._store.transaction(Durability.ORDERED) as conn:
             session = records.load_session(conn, session_id)
             kind = session.tool_kind(call.tool)
             prepared = conn.execute(
@@ -185,7 +191,8 @@ class OperationPipeline:
     ) -> bool:
         """Save ``decision`` (in ``conn``'s transaction, or a transaction of its own);
         False when ``op`` was no longer waiting for one."""
-        with self._store.transaction() if conn is None else contextlib.nullcontext(conn) as conn:
+        with (self._store.transaction(Durability.ORDERED) if conn is None
+              else contextlib.nullcontext(conn)) as conn:
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
                 " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
@@ -302,7 +309,7 @@ class OperationPipeline:
                 self.announce_result(op.session_id, op.execution_id)  # now final
             return
         self._world.prompt_approval(approvals.prompt_for(wait, op))
-        with self._store.transaction() as conn:
+        with self._store.transaction(Durability.ORDERED) as conn:  # the prompt was shown
             approvals.mark_prompted(conn, wait.wait_id)
             still_pending = approvals.load(conn, wait.wait_id).status is WaitStatus.PENDING
         if still_pending:  # the owner may already have answered from inside the prompt
@@ -345,14 +352,18 @@ class OperationPipeline:
         self._signals.failpoint(Failpoint.AFTER_START_RECORDED, op.session_id, op.execution_id,
                                 op.tool_call_id)
         started = self._operation(op.execution_id)
-        with self._store.transaction() as conn:
-            # Last look before the tool: a change at the failpoint above still stops it, and
-            # the host knows for certain that the tool was not called.
-            refusal = self._bind_to_current_rules(conn, started)
+        # Last look before the tool: a change at the failpoint above still stops it, and
+        # the host knows for certain that the tool was not called. Reading is enough unless
+        # the rules changed: re-binding writes, so it is decided again inside a transaction.
+        current = self._session(op.session_id)
+        refusal = self._revalidation_refusal(self._store.connection, current, started)
+        if refusal is None and current.permission_version != started.identity.permission_version:
+            with self._store.transaction() as conn:
+                refusal = self._bind_to_current_rules(conn, started)
+            started = self._operation(op.execution_id)
         if refusal is not None:
             self._refuse(started, refusal)
             return False
-        started = self._operation(op.execution_id)
         # Only an approved escalation runs outside the sandbox, and only once.
         sandboxed = op.stage is not Stage.ESCALATING
         outcome, output, digest, attempts = self._invoke(started, sandboxed)
@@ -488,7 +499,10 @@ class OperationPipeline:
         """Call the tool, retrying only where failure_policy allows; (outcome, output,
         result digest, attempts)."""
         session = self._session(op.session_id)
-        invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed)
+        # A copy: the record may be a remembered view (records.remembered_view) that later
+        # steps read again, and the tool must not be able to change what they read.
+        invocation = ToolInvocation(op.identity, op.session_id, op.tool, copy.deepcopy(op.args),
+                                    sandboxed)
         retries_max = session.config.thresholds.auto_retries_max
         idempotent = session.tool_is_idempotent(op.tool)
         attempts = 0
@@ -628,7 +642,9 @@ class OperationPipeline:
         except Exception as exc:  # the UI is display state: the record stands
             self._signals.runtime_fault(op.session_id, execution_id, "projection", exc)
             return
-        with self._store.transaction() as conn:
+        # ORDERED: the publication already happened; losing this mark on a power cut is a
+        # crash right after publishing, which recovery answers by publishing again.
+        with self._store.transaction(Durability.ORDERED) as conn:
             conn.execute(
                 "INSERT INTO projections (execution_id, session_id, projection_json, published_at)"
                 " VALUES (?, ?, ?, ?) ON CONFLICT (execution_id) DO UPDATE SET"

@@ -37,7 +37,7 @@ from harness.contract import (
 )
 from reference_impl import records
 from reference_impl.events import Signals
-from reference_impl.store import Store
+from reference_impl.store import Durability, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,9 @@ class ModelRequester:
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
         if self._cancelled(session_id):
             return None
-        with self._store.transaction() as conn:
+        # ORDERED: the model relies on nothing we store; a start lost on a power cut is a
+        # crash before the request, and asking again is what recovery does then.
+        with self._store.transaction(Durability.ORDERED) as conn:
             composed = compose(conn)
             if composed is None:
                 return SUPERSEDED
@@ -94,7 +96,11 @@ class ModelRequester:
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_STREAM_ENDED, session_id, request_id=request_id
         )
-        with self._store.transaction() as conn:
+        # A completed answer is only a step: its tool calls' start (or the turn's end) is the
+        # next synced commit. Any other end returns to the caller with it: synced.
+        durability = (Durability.ORDERED if reply.status is ModelRequestStatus.COMPLETED
+                      and reply.error is None else Durability.SYNCED)
+        with self._store.transaction(durability) as conn:
             ended = _record_end(conn, request_id, reply.status, _kept_text(reply),
                                 self._world.now())
             if ended:

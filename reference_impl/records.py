@@ -12,7 +12,7 @@ import enum
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from harness.contract import (
     ClassifierOutcome,
@@ -130,7 +130,25 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
     row = conn.execute(
         "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
     ).fetchone()
-    return operation_from_row(row) if row else None
+    return remembered_view(conn, "operation", row, operation_from_row) if row else None
+
+
+def remembered_view(conn: sqlite3.Connection, kind: str, row: sqlite3.Row,
+                    decode: Callable[[sqlite3.Row], Any]) -> Any:
+    """``decode(row)``, or the view decoded last time for a row of ``kind`` with the very
+    same column values (one slot per kind: a step reads the same operation over and over).
+    A cache checked against the row just read, never state of its own (see
+    store.StoreConnection)."""
+    memo = getattr(conn, "memo", None)
+    if memo is None:
+        return decode(row)
+    values = tuple(row)
+    remembered = memo.get(kind)
+    if remembered is not None and remembered[0] == values:
+        return remembered[1]
+    view = decode(row)
+    memo[kind] = (values, view)
+    return view
 
 
 def operation_from_row(row: sqlite3.Row) -> OperationRecord:

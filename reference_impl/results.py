@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from harness.contract import FAILURE_TABLE_CAPACITY, DecisionSource, FailureKind, Message, Outcome
-from reference_impl import failure_policy
+from reference_impl import failure_policy, records
 from reference_impl.failure_policy import ToolOutcome
 from reference_impl.records import OperationRecord, SessionState, Stage
 
@@ -109,7 +109,7 @@ def load(conn: sqlite3.Connection, execution_id: str) -> ResultRecord | None:
     ).fetchone()
     if row is None:
         return None
-    return record_from_row(row)
+    return records.remembered_view(conn, "result", row, record_from_row)
 
 
 def record_from_row(row: sqlite3.Row) -> ResultRecord:

@@ -39,7 +39,7 @@ from reference_impl.events import Signals
 from reference_impl.execution import OperationPipeline, StepResult
 from reference_impl.model_requests import ModelRequester
 from reference_impl.policy import REFERENCE, RuntimePolicy
-from reference_impl.store import Store
+from reference_impl.store import Durability, Store
 from reference_impl.turns import TurnLoop
 
 
@@ -69,7 +69,8 @@ class ReferenceRuntime:
         # are settled first, so their results reach the model before the new message.
         if self._turns.settle_pending_calls(session_id) is StepResult.DEFERRED:
             return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
-        with self._store.transaction() as conn:
+        # ORDERED: nobody relies on the message before the turn's next synced commit
+        with self._store.transaction(Durability.ORDERED) as conn:
             continuation.append(conn, session_id, Message("user", user_text),
                                 reason="user_message", now=self._world.now())
             _start_running(conn, session_id)

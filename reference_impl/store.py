@@ -2,8 +2,16 @@
 
 Guarantees:
 
-* one file, ``<data_dir>/lifecycle.sqlite3``, in WAL mode with ``synchronous=FULL`` so a
-  commit that returned survives a crash (of the process or the machine);
+* one file, ``<data_dir>/lifecycle.sqlite3``, in WAL mode;
+* every commit survives a crash of the process the moment it returns; a
+  :attr:`Durability.SYNCED` commit (``synchronous=FULL``, the default) also survives a crash
+  of the machine the moment it returns. A :attr:`Durability.ORDERED` commit
+  (``synchronous=NORMAL``) is not flushed by itself: it reaches the disk with the next synced
+  commit, and never without what was committed before it (WAL frames are replayed in order
+  and checksummed as a chain, so a power loss keeps a prefix of the commits). Callers use
+  ORDERED only for a state whose loss on a power cut is the same as a crash one step
+  earlier: nothing outside the store has relied on it before the next synced commit (see
+  "What is flushed before what" in ``docs/lifecycle.md``);
 * every write happens inside :meth:`Store.transaction` (``BEGIN IMMEDIATE`` ... ``COMMIT``),
   which takes the write lock up front so two instances on one data dir serialize instead of
   failing half way; an ``Exception`` rolls it back. Nothing else is caught: a
@@ -23,6 +31,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from contextlib import contextmanager
+from enum import Enum
 from typing import Iterator
 from urllib.parse import quote
 
@@ -195,6 +204,19 @@ _MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 
+class Durability(Enum):
+    """How far a commit is durable when ``COMMIT`` returns (the value: SQLite's
+    ``synchronous`` setting that gives it in WAL mode)."""
+
+    SYNCED = "FULL"
+    """On disk: survives a power cut. For what the world cannot give back (a tool's result)
+    and what something outside is about to rely on (the start record before the tool runs,
+    a wait before its prompt, the turn's end before the caller reads it)."""
+    ORDERED = "NORMAL"
+    """Visible to every reader and to a restarted process at once; on disk with the next
+    SYNCED commit. For a step whose loss on a power cut equals a crash one step earlier."""
+
+
 def store_path(data_dir: str) -> str:
     return os.path.join(data_dir, STORE_FILE_NAME)
 
@@ -214,6 +236,7 @@ class Store:
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+        self._durability = Durability.SYNCED  # what open_file set
 
     @classmethod
     def open(cls, data_dir: str) -> "Store":
@@ -243,7 +266,13 @@ class Store:
         return self._connection
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(
+        self, durability: Durability = Durability.SYNCED
+    ) -> Iterator[sqlite3.Connection]:
+        """A write transaction whose commit is as durable as ``durability`` says."""
+        if durability is not self._durability:  # a pragma only when it changes
+            self._connection.execute(f"PRAGMA synchronous = {durability.value}")
+            self._durability = durability
         self._connection.execute("BEGIN IMMEDIATE")
         try:
             yield self._connection

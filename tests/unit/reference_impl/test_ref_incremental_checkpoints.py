@@ -1,6 +1,6 @@
 """Incremental checkpoints (continuation + store v2): snapshots and deltas rebuild exactly the
 conversation a full write would hold, the per-connection memo is never fooled (rollback,
-another instance), the store grows linearly, and an allowed write takes five commits."""
+another instance), the store grows linearly, and an allowed write takes three synced commits of five."""
 
 from __future__ import annotations
 
@@ -170,27 +170,34 @@ def test_a_store_of_schema_version_1_opens_and_continues(tmp_path):
     store.close()
 
 
-def test_an_allowed_write_takes_five_commits(start, data_dir):
-    """prepare with its decision, start, result, checkpoint with diagnostics, projection."""
+def test_an_allowed_write_takes_three_synced_commits_of_five(start, data_dir):
+    """Five commits (prepare with its decision, start, result, checkpoint with diagnostics,
+    projection), of which three are synced (start, result, checkpoint); the other two are
+    ordered: committed without an fsync of their own."""
     calls = tuple(call(f"c{i}", "write_file", path=f"/repo/{i}.txt", content="x")
                   for i in range(1, 11))
     runtime = start(FakeWorld(replies={"s1": [Reply("writing", calls)]}),
                     config(rules=(allow("write_file"),)))
-    writing = []
+    writing, synced = [], []
     connection = runtime._store.connection
     changes_at_begin = [0]
+    full = [connection.execute("PRAGMA synchronous").fetchone()[0] == 2]
 
     def trace(sql: str) -> None:
-        if sql.startswith("BEGIN"):
+        if sql.startswith("PRAGMA synchronous"):
+            full[0] = sql.rstrip().endswith("FULL")
+        elif sql.startswith("BEGIN"):
             changes_at_begin[0] = connection.total_changes
         elif sql == "COMMIT" and connection.total_changes > changes_at_begin[0]:
             writing.append(sql)
+            synced.extend([sql] if full[0] else [])
 
     connection.set_trace_callback(trace)
     assert runtime.run_turn("s1", "write ten files").status is TurnStatus.COMPLETED
     # ten operations at five each, plus the turn: user message, two model requests' start
-    # and end records, the turn's end
+    # and end records, the turn's end; of which synced: three per operation, the turn's end
     assert len(writing) == 10 * 5 + 6
+    assert len(synced) == 10 * 3 + 1
 
 
 def test_a_response_of_more_calls_than_the_request_guard_runs_them_all(start, monkeypatch):
