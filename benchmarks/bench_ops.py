@@ -10,7 +10,8 @@ process) through N allowed write operations against a minimal world whose ports 
 * ``batch``: one user message, one model response carrying N tool calls, then a final answer;
 * ``turns``: N turns, each a user message, a response with one call, then a final answer.
 
-Per row it prints: time per op, the ratio to the **floor** (three ``synchronous=FULL`` WAL
+Per row it prints: time per op, the CPU time per op (what the op costs besides waiting
+for the disk), the ratio to the **floor** (three ``synchronous=FULL`` WAL
 commits of a comparable row, each in its own transaction, in the same directory: the
 mean of samples taken right before and after the session and interleaved with its operations,
 from inside tool calls, where the reference holds no transaction; their time is left out of
@@ -181,6 +182,8 @@ class Row:
     ops_done: int
     stopped: bool
     per_op_us: float
+    cpu_per_op_us: float
+    """CPU time of this process per op: what the op costs besides waiting for the disk."""
     floor_us: float
     ratio_to_floor: float
     last_over_first_tenth: float | None
@@ -221,6 +224,7 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
     if traced:
         tracemalloc.start()
     started = time.perf_counter()
+    cpu_started = time.process_time()
     stopped = False
     try:
         for _ in range(1 if shape == "batch" else size):
@@ -228,12 +232,13 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
     except _OverBudget:
         stopped = True
     elapsed_s = time.perf_counter() - started - sum(world.floor_s)
+    cpu_s = time.process_time() - cpu_started  # the floor samples' CPU is a few µs each
     peak = tracemalloc.get_traced_memory()[1] if traced else None
     if traced:
         tracemalloc.stop()
     runtime.close()
     ops = len(world.tool_times)
-    return {"elapsed_s": elapsed_s, "ops": ops, "stopped": stopped, "peak": peak,
+    return {"elapsed_s": elapsed_s, "cpu_s": cpu_s, "ops": ops, "stopped": stopped, "peak": peak,
             "tool_times": world.tool_times, "floor_s": world.floor_s,
             "transactions": counter.transactions if counter else None,
             "writing": counter.writing if counter else None,
@@ -308,7 +313,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
     per_op_us = timed["elapsed_s"] / ops * 1e6
     return Row(
         shape=shape, size=size, ops_done=timed["ops"], stopped=timed["stopped"],
-        per_op_us=round(per_op_us, 1), floor_us=round(floor_us, 1),
+        per_op_us=round(per_op_us, 1), cpu_per_op_us=round(timed["cpu_s"] / ops * 1e6, 1),
+        floor_us=round(floor_us, 1),
         ratio_to_floor=round(per_op_us / floor_us, 2),
         last_over_first_tenth=(None if (f := _flatness(timed["tool_times"], timed["floor_s"])) is None
                                else round(f, 2)),
@@ -321,7 +327,7 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
 
 
 def _print(rows: list[Row]) -> None:
-    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'floor':>8} {'x floor':>7} "
+    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'x floor':>7} "
               f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} {'peak MB':>8} "
               f"{'DB B/op':>8}")
     print(header)
@@ -330,7 +336,8 @@ def _print(rows: list[Row]) -> None:
         ops = f"{row.ops_done}" + ("!" if row.stopped else "")
         flat = "-" if row.last_over_first_tenth is None else f"{row.last_over_first_tenth:.2f}"
         peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
-        print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms {row.floor_us:>6.0f}us "
+        print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms "
+              f"{row.cpu_per_op_us / 1000:>6.2f}ms {row.floor_us:>6.0f}us "
               f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
               f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
               f"{row.database_bytes_per_op:>8.0f}")
