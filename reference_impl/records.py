@@ -112,7 +112,8 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     if remembered is None or remembered[0] != texts:
         remembered = (texts, _config_from_row(row))
         memo[("session", session_id)] = remembered
-    return SessionState(remembered[1], TurnStatus(row["turn_status"]), bool(row["cancelled"]))
+    return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
+                        bool(row["cancelled"]))
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
@@ -163,14 +164,14 @@ def operation_from_row(row: sqlite3.Row) -> OperationRecord:
         tool=row["tool"],
         args=json.loads(row["args_json"]),
         dedup_key=row["dedup_key"],
-        stage=Stage(row["stage"]),
-        permission=Permission(row["permission"]),
-        decided_by=DecisionSource(row["decided_by"]),
+        stage=member(Stage, row["stage"]),
+        permission=member(Permission, row["permission"]),
+        decided_by=member(DecisionSource, row["decided_by"]),
         classifier_outcome=_optional(ClassifierOutcome, row["classifier_outcome"]),
         wait_trigger=row["wait_trigger"],
         reason=row["reason"],
         execution_started=bool(row["execution_started"]),
-        delivery=Delivery(row["delivery"]),
+        delivery=member(Delivery, row["delivery"]),
         checkpoint_sequence=row["checkpoint_sequence"],
         start_mark=row["start_mark"],
     )
@@ -183,4 +184,17 @@ def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatu
 
 
 def _optional(enum_type: type[enum.StrEnum], value: str | None) -> Any:
-    return enum_type(value) if value is not None else None
+    return member(enum_type, value) if value is not None else None
+
+
+_MEMBERS: dict[type[enum.Enum], dict[Any, enum.Enum]] = {}
+
+
+def member(enum_type: type[enum.Enum], value: Any) -> Any:
+    """``enum_type(value)`` through a dict (calling an enum class is slow, and every row a
+    step reads holds several); a value that names no member raises the same ValueError."""
+    members = _MEMBERS.get(enum_type)
+    if members is None:
+        members = _MEMBERS[enum_type] = {m.value: m for m in enum_type}
+    found = members.get(value)
+    return found if found is not None else enum_type(value)

@@ -116,8 +116,9 @@ def record_from_row(row: sqlite3.Row) -> ResultRecord:
     return ResultRecord(
         execution_id=row["execution_id"],
         tool_call_id=row["tool_call_id"],
-        outcome=Outcome(row["outcome"]),
-        failure_kind=FailureKind(row["failure_kind"]) if row["failure_kind"] else None,
+        outcome=records.member(Outcome, row["outcome"]),
+        failure_kind=(records.member(FailureKind, row["failure_kind"]) if row["failure_kind"]
+                      else None),
         execution_started=bool(row["execution_started"]),
         reconciliation_required=bool(row["reconciliation_required"]),
         result_digest=row["result_digest"],

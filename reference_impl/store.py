@@ -30,9 +30,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from contextlib import contextmanager
 from enum import Enum
-from typing import Iterator
 from urllib.parse import quote
 
 from reference_impl.errors import StoreError
@@ -265,21 +263,12 @@ class Store:
         """For reads outside a transaction (each read sees the latest committed state)."""
         return self._connection
 
-    @contextmanager
-    def transaction(
-        self, durability: Durability = Durability.SYNCED
-    ) -> Iterator[sqlite3.Connection]:
+    def transaction(self, durability: Durability = Durability.SYNCED) -> "_Transaction":
         """A write transaction whose commit is as durable as ``durability`` says."""
         if durability is not self._durability:  # a pragma only when it changes
             self._connection.execute(f"PRAGMA synchronous = {durability.value}")
             self._durability = durability
-        self._connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._connection
-        except Exception:
-            self._connection.execute("ROLLBACK")
-            raise
-        self._connection.execute("COMMIT")
+        return _Transaction(self._connection)
 
     def close(self) -> None:
         self._connection.close()
@@ -301,6 +290,28 @@ class Store:
                 conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             elif current != SCHEMA_VERSION:  # up to date: opening writes nothing (no commit)
                 conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+
+
+class _Transaction:
+    """``with``: ``BEGIN IMMEDIATE``, then ``COMMIT`` on success and ``ROLLBACK`` on an
+    ``Exception``; any other ``BaseException`` (a ``SimulatedCrash``) leaves it uncommitted,
+    as a killed process would. A class, not a generator: a step opens several."""
+
+    __slots__ = ("_connection",)
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._connection.execute("BEGIN IMMEDIATE")
+        return self._connection
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+        if exc_type is None:
+            self._connection.execute("COMMIT")
+        elif issubclass(exc_type, Exception):
+            self._connection.execute("ROLLBACK")
+        return False
 
 
 def _statements(script: str) -> list[str]:
