@@ -18,6 +18,7 @@ Traces serialize to JSON exactly (``to_json``/``from_json`` of :mod:`harness.con
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
@@ -259,7 +260,7 @@ def trace_canonical_json(trace: Trace) -> str:
     """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes), with an
     observation that several points share encoded once and spliced in (canonical JSON is
     sorted keys without whitespace, so an object's text is its members' texts joined)."""
-    members = {name: canonical_json(to_json(getattr(trace, name))) for name in _TRACE_FIELDS
+    members = {name: _canonical(getattr(trace, name)) for name in _TRACE_FIELDS
                if name != "observations"}
     encoded: dict[int, tuple[Observation, str]] = {}
     rows: dict[int, tuple[Any, str]] = {}
@@ -270,7 +271,7 @@ def trace_canonical_json(trace: Trace) -> str:
             seen = encoded[id(point.observation)] = (
                 point.observation, _canonical_observation(point.observation, rows))
         points.append(_canonical_object({
-            name: seen[1] if name == "observation" else canonical_json(to_json(getattr(point, name)))
+            name: seen[1] if name == "observation" else _canonical(getattr(point, name))
             for name in _POINT_FIELDS}))
     members["observations"] = "[" + ",".join(points) + "]"
     return _canonical_object(members)
@@ -284,26 +285,48 @@ def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, 
     trace: successive readings of a store share most of their rows (an implementation that
     reads incrementally hands back the same objects)."""
     if type(observation) is not Observation:
-        return canonical_json(to_json(observation))
+        return _canonical(observation)
     members = {}
     for name in _OBSERVATION_FIELDS:
         value = getattr(observation, name)
         if type(value) is not tuple:
-            members[name] = canonical_json(to_json(value))
+            members[name] = _canonical(value)
             continue
         texts = []
         for row in value:
             seen = rows.get(id(row))
             if seen is None or seen[0] is not row:
-                seen = rows[id(row)] = (row, canonical_json(to_json(row)))
+                seen = rows[id(row)] = (row, _canonical(row))
             texts.append(seen[1])
         members[name] = "[" + ",".join(texts) + "]"
     return _canonical_object(members)
 
 
 def _canonical_object(members: dict[str, str]) -> str:
-    return "{" + ",".join(f"{canonical_json(name)}:{members[name]}"
+    return "{" + ",".join(f"{_key_text(name)}:{members[name]}"
                           for name in sorted(members)) + "}"
+
+
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+"""``canonical_json``'s encoding with one encoder for every call (``json.dumps`` with these
+settings builds one per call, which cost as much as encoding a small value); same text."""
+
+
+def _canonical(value: Any) -> str:
+    """``canonical_json(to_json(value))``."""
+    return _ENCODE(to_json(value))
+
+
+_KEY_TEXTS: dict[str, str] = {}
+"""The canonical text of each member name seen (a few dozen field names, asked for once per
+member of every object of every trace)."""
+
+
+def _key_text(name: str) -> str:
+    text = _KEY_TEXTS.get(name)
+    if text is None:
+        text = _KEY_TEXTS[name] = canonical_json(name)
+    return text
 
 
 def trace_digest(trace: Trace) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from enum import Enum
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -75,6 +76,8 @@ def value(data: Any) -> str:
     """The plain value of an enum member or a string (``None`` stays ``None``)."""
     if data is None:
         return None  # type: ignore[return-value]
+    if isinstance(data, Enum):  # what ``.value`` returns, without the descriptor's cost
+        return data._value_
     return getattr(data, "value", data)
 
 

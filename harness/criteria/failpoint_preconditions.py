@@ -53,6 +53,7 @@ required only of an implementation that declares ``model_events``.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -180,6 +181,47 @@ class _Index:
             key = _context_key(event)
             if key is not None:
                 self.op_hits.setdefault(key, []).append(event)
+        self._model_request_readings: tuple[Any, Any, Any] | None = None
+
+    def model_request_readings(self) -> tuple[dict[tuple[int, str], int],
+                                              dict[tuple[int, str, str], list[int]],
+                                              dict[tuple[int, str], list[TraceEvent]]]:
+        """What :func:`_before_model_request` asks of every hit, answered by lookup instead
+        of a scan of the trace per hit (built at the first question):
+
+        * (instance, request id) -> the lowest index at which the instance had the request
+          (its ``MODEL_REQUEST``, or its ``after_model_request_started`` hit naming it);
+        * (instance, failpoint name, session) -> the indexes of its hits, ascending;
+        * (instance, session) -> its ``MODEL_REQUEST`` events, ascending.
+
+        Only string names and sessions are keyed: a hit's own are strings, and nothing else
+        equals one."""
+        if self._model_request_readings is not None:
+            return self._model_request_readings
+        started = Failpoint.AFTER_MODEL_REQUEST_STARTED.value
+        owned: dict[tuple[int, str], int] = {}
+        hits_of: dict[tuple[int, str, str], list[int]] = {}
+        requests_of: dict[tuple[int, str], list[TraceEvent]] = {}
+        for request in self.requests:
+            key = (request.instance, str(request.data.get("request_id", "")))
+            owned[key] = min(owned.get(key, request.index), request.index)
+            session = request.data.get("session_id")
+            if isinstance(session, str):
+                requests_of.setdefault((request.instance, session), []).append(request)
+        for hit in self.hits:
+            name = hit.data.get("name")
+            if name == started:
+                key = (hit.instance, str(_context(hit).get("request_id", "")))
+                owned[key] = min(owned.get(key, hit.index), hit.index)
+            session = _context(hit).get("session_id")
+            if isinstance(name, str) and isinstance(session, str):
+                hits_of.setdefault((hit.instance, name, session), []).append(hit.index)
+        for indexes in hits_of.values():
+            indexes.sort()
+        for events in requests_of.values():
+            events.sort(key=lambda e: e.index)
+        self._model_request_readings = (owned, hits_of, requests_of)
+        return self._model_request_readings
 
 
 def _context(event: TraceEvent) -> dict[str, Any]:
@@ -654,27 +696,26 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
     problems: list[Problem] = []
     if hit.probe is None:
         return problems
-    mine = {str(r.data.get("request_id", "")) for r in hit.index.requests
-            if r.index < hit.at and r.instance == hit.instance}
-    mine |= {str(_context(h).get("request_id", "")) for h in hit.index.hits
-             if h.index < hit.at and h.instance == hit.instance
-             and h.data.get("name") == Failpoint.AFTER_MODEL_REQUEST_STARTED.value}
+    owned, hits_of, requests_of = hit.index.model_request_readings()
+    # a request is this instance's when it had it before this hit
     open_ = [r.request_id for r in hit.probe.model_requests
-             if r.session_id == hit.session_id and r.request_id in mine and not _ended(r)]
+             if r.session_id == hit.session_id
+             and owned.get((hit.instance, r.request_id), hit.at) < hit.at and not _ended(r)]
     if open_:
         problems.append(_late(f"model request {open_[-1]} of this instance is started and not "
                               "ended yet"))
-    later_hits = [h.index for h in hit.index.hits if h.index > hit.at
-                  and h.instance == hit.instance and h.data.get("name") == hit.name
-                  and _context(h).get("session_id") == hit.session_id]
-    stop = later_hits[0] if later_hits else None
-    following = [r for r in hit.index.requests if r.index > hit.at and r.instance == hit.instance
-                 and r.data.get("session_id") == hit.session_id and (stop is None or r.index < stop)]
-    if following:
-        request_id = str(following[0].data.get("request_id", ""))
+    # the same instance's next hit of this failpoint for the session bounds what follows
+    later_hits = hits_of.get((hit.instance, hit.name, hit.session_id), [])
+    at = bisect.bisect_right(later_hits, hit.at)
+    stop = later_hits[at] if at < len(later_hits) else None
+    requests = requests_of.get((hit.instance, hit.session_id), [])
+    at = bisect.bisect_right([r.index for r in requests], hit.at)
+    following = requests[at] if at < len(requests) else None
+    if following is not None and (stop is None or following.index < stop):
+        request_id = str(following.data.get("request_id", ""))
         if any(r.request_id == request_id for r in hit.probe.model_requests):
             problems.append(_late(f"the start of the request it precedes ({request_id}) is "
-                                  "already recorded", (following[0].index,)))
+                                  "already recorded", (following.index,)))
     return problems
 
 

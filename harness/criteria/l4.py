@@ -15,6 +15,9 @@ Violations are judged whether or not the hard case happened.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+from typing import Any, Mapping
+
 from harness.contract import (
     CheckpointView,
     DecisionSource,
@@ -30,17 +33,35 @@ from harness.contract import (
 from harness.criteria import trace_readings as s
 from harness.criteria import races, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
 # --------------------------------------------------------------------------- shared
 
 
 def _fresh_checkpoints(trace: Trace, point: ObservationPoint, session_id: str) -> list[CheckpointView]:
-    """Checkpoints of the session first seen at ``point`` (none when it shows no new one)."""
-    earlier = {(c.session_id, c.sequence) for p in trace.observations if p.index < point.index
-               for c in p.observation.checkpoints}
+    """Checkpoints of the session first seen at ``point`` (none when it shows no new one):
+    no observation at an earlier index showed the same (session, sequence)."""
+    first_seen = _checkpoint_first_seen(trace)
     return [c for c in point.observation.checkpoints
-            if c.session_id == session_id and (c.session_id, c.sequence) not in earlier]
+            if c.session_id == session_id and first_seen[(c.session_id, c.sequence)] >= point.index]
+
+
+@by_identity(2)
+def _checkpoint_first_seen(trace: Trace) -> Mapping[tuple[str, int], int]:
+    """(session, sequence) -> the lowest index of an observation showing that checkpoint."""
+    lowest: dict[int, tuple[Any, int]] = {}  # one pass per distinct observation object
+    for p in trace.observations:
+        held = lowest.get(id(p.observation))
+        if held is None or p.index < held[1]:
+            lowest[id(p.observation)] = (p.observation, p.index)
+    first: dict[tuple[str, int], int] = {}
+    for observation, index in lowest.values():
+        for c in observation.checkpoints:
+            key = (c.session_id, c.sequence)
+            if index < first.get(key, index + 1):
+                first[key] = index
+    return MappingProxyType(first)
 
 
 def _started_op(trace: Trace, crash: s.CrashAt) -> s.OpKey | None:

@@ -27,6 +27,7 @@ The vocabulary is documented in ``docs/lifecycle.md`` ("What the UI shows").
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,8 +113,29 @@ class ExpectedView:
 
 
 def _attempts(op: F.Op, before: int) -> list[TraceEvent]:
-    events = [e for e in (*op.rows, *op.unavailable) if e.index < before]
-    return sorted(events, key=lambda e: e.index)
+    """The operation's ledger rows and refused starts before ``before``, by index (a
+    prefix of them all: sorting is stable, so filtering first or last gives one order)."""
+    events, indexes = _all_attempts(op)
+    return list(events[:bisect.bisect_left(indexes, before)])
+
+
+_ALL_ATTEMPTS: dict[int, tuple[F.Op, tuple[TraceEvent, ...], tuple[int, ...]]] = {}
+_ALL_ATTEMPTS_MAX = 256
+
+
+def _all_attempts(op: F.Op) -> tuple[tuple[TraceEvent, ...], tuple[int, ...]]:
+    """Every attempt of ``op`` by index, and their indexes, remembered by the operation's
+    identity (X1 asks before each of its readings); an entry holds ``op`` itself, so an id
+    is never mistaken for a newer object's."""
+    found = _ALL_ATTEMPTS.get(id(op))
+    if found is not None and found[0] is op:
+        return found[1], found[2]
+    events = tuple(sorted((*op.rows, *op.unavailable), key=lambda e: e.index))
+    indexes = tuple(e.index for e in events)
+    if len(_ALL_ATTEMPTS) >= _ALL_ATTEMPTS_MAX:
+        _ALL_ATTEMPTS.clear()
+    _ALL_ATTEMPTS[id(op)] = (op, events, indexes)
+    return events, indexes
 
 
 def _mid_execution_crash(trace: Trace, op: F.Op, before: int) -> TraceEvent | None:

@@ -510,3 +510,33 @@ def test_a_concurrent_instance_may_do_the_later_steps_while_this_one_is_held():
     assert set(names(build(other_instance=True))) == {"after_checkpoint_saved"}
     assert set(names(build(other_instance=False))) == {
         "during_diagnostics_write", "during_checkpoint_build", "after_checkpoint_saved"}
+
+
+def test_before_model_request_judges_this_instances_requests_up_to_its_next_hit():
+    def before_hits(b: TraceBuilder) -> list[str]:
+        return [n for n in names(b.build()) if n == "before_model_request"]
+
+    # another instance's open request is not this instance's
+    b = TraceBuilder(S)
+    b.instance = 2
+    b.model_request(S, request_id="r1")
+    b.instance = 1
+    index = b.failpoint("before_model_request", context={"session_id": S})
+    b.probe("failpoint:before_model_request", at=index, model_requests=[_request()])
+    assert before_hits(b) == []
+    # a request this instance started (its after_model_request_started hit) counts as its own
+    b = TraceBuilder(S)
+    b.failpoint("after_model_request_started", context={"session_id": S, "request_id": "r1"})
+    index = b.failpoint("before_model_request", context={"session_id": S})
+    b.probe("failpoint:before_model_request", at=index, model_requests=[_request()])
+    assert before_hits(b) == ["before_model_request"]
+    # a request recorded after the next hit of the same failpoint is that hit's, not this one's
+    for next_hit in (True, False):
+        b = TraceBuilder(S)
+        first = b.failpoint("before_model_request", context={"session_id": S})
+        b.probe("failpoint:before_model_request", at=first,
+                model_requests=[_request(ModelRequestStatus.COMPLETED)])
+        if next_hit:
+            b.failpoint("before_model_request", context={"session_id": S})
+        b.model_request(S, request_id="r1")
+        assert before_hits(b) == ([] if next_hit else ["before_model_request"])

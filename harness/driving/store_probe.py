@@ -1,0 +1,159 @@
+"""Readings of the durable store: probes at failpoints and observations between steps.
+
+Guarantees:
+
+* every reading is ``Implementation.inspect(data_dir)``, checked against the contract's
+  :class:`~harness.contract.Observation` before it is recorded; a value off the contract, or
+  an exception, is a ``DRIVER_RAISED`` of ``inspect`` (``expected: false``) and a run error
+  naming the point, never a recorded observation;
+* a reading equal to the previous checked one is recorded as that same object (most
+  failpoints sit between writes), so the trace holds and serializes it once;
+* :meth:`StoreProbe.observe` (the main thread, between steps) reads in a thread of its own
+  under the run's time limit: a hang is ``HANG``, the run hung; :meth:`StoreProbe.probe` (the
+  implementation's thread, from the world) reads in the caller's thread and does nothing
+  once the run is finished;
+* each recorded reading is an :class:`~harness.trace.ObservationPoint` at the log's latest
+  index plus an ``OBSERVED`` event naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from harness.contract import Observation
+from harness.contract_check import ContractViolation, value_problem
+from harness.driving.calls import Call, forget
+from harness.driving.state import RunState
+from harness.trace import Kind, ObservationPoint
+
+
+class CheckedParts:
+    """The rows (views) of the last observation that passed the contract check, so the next
+    one checks only its new rows: an implementation that reads the store incrementally hands
+    back the very same view objects for unchanged rows, and most probes change one row.
+
+    :meth:`fit` says True only when every field has its exact contract type and every row is
+    one already checked (the same object, held here so its id cannot be reused) or passes
+    its own check; anything else (a subclass, a wrong field) is left to the full check,
+    which names the problem. A row object mutated after its check is no more checked than
+    the earlier observation that already held it."""
+
+    _ROW_TYPES: dict[str, Any] | None = None
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Any] = {}
+
+    @classmethod
+    def _row_types(cls) -> dict[str, Any]:
+        if cls._ROW_TYPES is None:
+            import typing
+
+            hints = typing.get_type_hints(Observation)
+            cls._ROW_TYPES = {f.name: (typing.get_args(hints[f.name])[0]
+                                       if typing.get_origin(hints[f.name]) is tuple
+                                       else hints[f.name])
+                              for f in dataclasses.fields(Observation)}
+        return cls._ROW_TYPES
+
+    def fit(self, observation: Any) -> bool:
+        if type(observation) is not Observation:
+            return False
+        rows: dict[int, Any] = {}
+        for name, row_type in self._row_types().items():
+            value = getattr(observation, name)
+            if row_type is int:
+                if type(value) is not int:
+                    return False
+                continue
+            if type(value) is not tuple:
+                return False
+            for row in value:
+                if self._rows.get(id(row)) is not row and value_problem(row_type, row, ""):
+                    return False
+                rows[id(row)] = row
+        self._rows = rows
+        return True
+
+
+class StoreProbe:
+    """Reads, checks and records the durable store for one run."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+        self._last_observation: Observation | None = None
+        """The latest checked observation (see :meth:`_inspect`)."""
+        self._checked_parts = CheckedParts()
+        """The rows of the latest checked observation (see :class:`CheckedParts`)."""
+
+    def _inspect(self) -> Observation:
+        observation = self.state.impl.inspect(self.state.data_dir)
+        last = self._last_observation
+        if observation is last:  # checked when it was first returned
+            return observation
+        try:
+            unchanged = last is not None and type(observation) is Observation \
+                and bool(observation == last)
+        except Exception:  # noqa: BLE001 - a hostile value's __eq__; the check says more
+            unchanged = False
+        if unchanged:
+            # The store did not change between probes (most failpoints sit between writes):
+            # keep one object, so the trace holds and serializes it once.
+            return last  # type: ignore[return-value]
+        if not self._checked_parts.fit(observation):
+            problem = value_problem(Observation, observation, "inspect returned")
+            if problem:
+                raise ContractViolation(problem)
+        self._last_observation = observation
+        return observation
+
+    def _record(self, instance: int, label: str, observation: Observation) -> None:
+        state = self.state
+        with state.obs_lock:
+            point = ObservationPoint(state.log.last_index(), label, observation)
+            state.observations.append(point)
+            number = len(state.observations) - 1
+        state.event(Kind.OBSERVED, instance, {"label": label, "observation_index": number})
+
+    def _failed(self, instance: int, label: str, exc: BaseException) -> None:
+        state = self.state
+        state.event(Kind.DRIVER_RAISED, instance, {
+            "method": "inspect", "exception": type(exc).__name__, "message": str(exc),
+            "expected": False, "label": label})
+        if isinstance(exc, ContractViolation):
+            state.fail(f"at {label}, {exc}")
+        else:
+            state.fail(f"inspect raised {type(exc).__name__} at {label}: {exc}")
+
+    def observe(self, instance: int, label: str) -> None:
+        """Read the durable store from the main thread, under the time limit."""
+        state = self.state
+        if state.hung:
+            return
+        call = Call(self._inspect, state.cond, "lh-inspect")
+        call.thread.start()
+        with state.cond:
+            state.cond.wait_for(lambda: call.done, timeout=state.limit)
+        if not call.done:
+            state.abandoned.append(("inspect", call))
+            state.event(Kind.HANG, instance, {"method": "inspect", "limit_s": state.limit})
+            state.fail(f"inspect did not return within {state.limit:g}s at {label} (hang)")
+            state.hung = True
+            return
+        value, exc = call.take()
+        if exc is not None:
+            self._failed(instance, label, exc)
+            forget(exc)
+            return
+        self._record(instance, label, value)
+
+    def probe(self, instance: int, label: str) -> None:
+        """Read the durable store from the implementation's thread (a world hook)."""
+        if self.state.finished:
+            return
+        try:
+            observation = self._inspect()
+        except Exception as exc:
+            self._failed(instance, label, exc)
+            return
+        self._record(instance, label, observation)
