@@ -323,9 +323,13 @@ class SimulatedCrash(BaseException):
 # --------------------------------------------------------------------------- canonical JSON
 
 
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""One encoder: ``json.dumps`` with these options builds a new one per call."""
+
+
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text: sorted keys, no whitespace, UTF-8 kept as is."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL_ENCODER.encode(value)
 
 
 def args_digest(tool: str, args: dict[str, Any]) -> str:

@@ -105,6 +105,10 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     memo = getattr(conn, "memo", None)
     if memo is None:
         return session_from_row(row)
+    values = tuple(row)
+    same = memo.get(("session row", session_id))
+    if same is not None and same[0] == values:  # the very row read last time
+        return same[1]
     # Parsing the config is most of the cost of a step; it is reused only while the
     # very texts it was parsed from are the ones stored (see store.StoreConnection).
     texts = (row["config_json"], row["rules_json"], row["permission_version"])
@@ -112,8 +116,10 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     if remembered is None or remembered[0] != texts:
         remembered = (texts, _config_from_row(row))
         memo[("session", session_id)] = remembered
-    return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
-                        bool(row["cancelled"]))
+    state = SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
+                         bool(row["cancelled"]))
+    memo[("session row", session_id)] = (values, state)
+    return state
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
