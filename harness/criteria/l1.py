@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import shlex
+from types import MappingProxyType
+from typing import Mapping
 
 from dataclasses import dataclass
 
@@ -20,6 +22,7 @@ from harness.contract import DecisionSource, EventType, Feature, Permission, exe
 from harness.criteria import facts as F
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.identity_memo import by_identity
 from harness.trace import Kind, Trace, TraceEvent
 
 STAGE = "l1"
@@ -498,6 +501,14 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
     return {k: (v[0], v[1]) for k, v in result.items()}
 
 
+@by_identity(2)  # L1.3, L1.4 and L1.5 each take their share of one computation per trace
+def _repeat_findings_of(trace: Trace) -> Mapping[str, tuple[int, tuple[Evidence, ...]]]:
+    """:func:`_repeat_findings` of the trace's operations (read-only: shared by three checks)."""
+    found = _repeat_findings(trace, F.operations(trace))
+    return MappingProxyType({criterion_id: (count, tuple(evidence))
+                             for criterion_id, (count, evidence) in found.items()})
+
+
 def check_l1_3(trace: Trace) -> Verdict:
     """Bash: ``description`` is left out of the key, and only it.
 
@@ -508,7 +519,7 @@ def check_l1_3(trace: Trace) -> Verdict:
     only in description from a call that failed or was denied up to the repeat limit under
     its permission version is not executed; the guard refuses no call whose key never
     failed."""
-    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.3"]
+    exercised, violations = _repeat_findings_of(trace)["L1.3"]
     return judge("L1.3", exercised, violations,
                  "no pair of Bash calls differing in description or execution fields")
 
@@ -519,7 +530,7 @@ def check_l1_4(trace: Trace) -> Verdict:
     Exercised: two calls of one non-Bash tool that differ only in a ``description`` field
     (a pair, or a call whose only earlier failures of the tool differ from it there).
     Judged: their stored keys differ, and the call is not refused as their repeat."""
-    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.4"]
+    exercised, violations = _repeat_findings_of(trace)["L1.4"]
     return judge("L1.4", exercised, violations,
                  "no pair of non-Bash calls differing only in a 'description' field")
 
@@ -530,7 +541,7 @@ def check_l1_5(trace: Trace) -> Verdict:
     Exercised: two calls of one tool whose texts differ only in ways a shell might ignore
     (spacing, flag order, case). Judged: they have different stored keys and neither is
     refused as a repeat of the other's failures."""
-    exercised, violations = _repeat_findings(trace, F.operations(trace))["L1.5"]
+    exercised, violations = _repeat_findings_of(trace)["L1.5"]
     return judge("L1.5", exercised, violations,
                  "no pair of calls differing only by whitespace, order or case")
 

@@ -849,3 +849,40 @@ def test_l4_1_fails_when_a_clean_restart_runs_a_saved_read_again():
     verdict = check("L4.1", tb.build())
     assert_fail_at(verdict, row)
     assert restart in verdict.evidence[0].trace_indexes
+
+
+def test_fresh_checkpoints_are_those_no_earlier_observation_showed():
+    """The first-sighting map gives what a scan of every earlier observation gives, with
+    observations recorded out of index order and one observation object at several points."""
+    try:
+        from .tracebuilder import TraceBuilder
+    except ImportError:  # collected without a package
+        from tracebuilder import TraceBuilder
+
+    def cp(session, sequence):
+        return CheckpointView(session, 2, sequence, 0, 100, xid(f"c{sequence}"))
+
+    b = TraceBuilder("s1", "s2")
+    for _ in range(6):
+        b.add("MARK")
+    b.observe(label="quiescent", at=3, checkpoints=[cp("s1", 1), cp("s1", 2), cp("s2", 1)])
+    b.observe(label="quiescent", at=1, checkpoints=[cp("s1", 1)])
+    b.observe(label="quiescent", at=5, checkpoints=[cp("s1", 1), cp("s1", 3)])
+    trace = b.build()
+    shared = trace.observations[2].observation
+    trace = trace.__class__(trace.meta, trace.events,
+                            (*trace.observations, trace.observations[2].__class__(2, "probe:x", shared)),
+                            trace.completed, trace.error)
+
+    def naive(point, session):
+        earlier = {(c.session_id, c.sequence) for p in trace.observations if p.index < point.index
+                   for c in p.observation.checkpoints}
+        return [c for c in point.observation.checkpoints
+                if c.session_id == session and (c.session_id, c.sequence) not in earlier]
+
+    answers = {(point.index, session): [c.sequence for c in l4._fresh_checkpoints(trace, point, session)]
+               for point in trace.observations for session in ("s1", "s2")}
+    assert answers == {(point.index, session): [c.sequence for c in naive(point, session)]
+                       for point in trace.observations for session in ("s1", "s2")}
+    assert answers[(1, "s1")] == [1] and answers[(3, "s1")] == [2] and answers[(3, "s2")] == [1]
+    assert answers[(2, "s1")] == [3] and answers[(5, "s1")] == []  # shown at 2 already
