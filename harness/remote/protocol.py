@@ -219,6 +219,10 @@ class InitializeResult:
     fixture_root: str = ""
     """Obsolete and ignored: the harness never reads a path an implementation names; it asks
     for a fixture's content with ``checkpoint_fixture``. Accepted so older servers still load."""
+    fork_server: bool = False
+    """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
+    serves fork requests on that socket, see "Fork server" below); it answers nothing on
+    stdin but ``shutdown`` from now on. Servers that leave it out are spawned per instance."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -628,19 +632,24 @@ class Endpoint:
             line = self.transport.read_line(None)
             if not line:
                 return "eof"
-            if not line.strip():
-                continue
-            try:
-                message = parse_message(line, self.max_depth)
-            except BadMessage as bad:
-                self._rejected(bad)
-                continue
-            if isinstance(message, Response):
-                self._rejected(BadMessage(INVALID_REQUEST, f"response id {message.id!r} "
-                                          "answers no pending request", message.id))
-                continue
-            self._answer(message)
+            self.serve_line(line)
         return "shutdown"
+
+    def serve_line(self, line: bytes) -> None:
+        """Answer one line read outside :meth:`serve` (a server that waits on more than its
+        stdin, e.g. a fork template); malformed lines and stray responses get errors."""
+        if not line.strip():
+            return
+        try:
+            message = parse_message(line, self.max_depth)
+        except BadMessage as bad:
+            self._rejected(bad)
+            return
+        if isinstance(message, Response):
+            self._rejected(BadMessage(INVALID_REQUEST, f"response id {message.id!r} "
+                                      "answers no pending request", message.id))
+            return
+        self._answer(message)
 
     def _answer(self, request: Request) -> None:
         spec = self.incoming.get(request.method)
@@ -675,3 +684,59 @@ class Endpoint:
 
     def _send(self, message: Mapping[str, Any]) -> None:
         self.transport.write_line(dumps(message))
+
+
+# --------------------------------------------------------------------------- fork server
+
+
+CHILD_MARK_ENV = "LIFECYCLE_HARNESS_CHILD"
+"""Set in every child's environment to a token of its own (a forked instance sets it to the
+``mark`` of its fork request); whatever it starts inherits it, so the harness's sweep finds
+descendants that left its session and lost their parent."""
+FORK_FD_ENV = "LIFECYCLE_HARNESS_FORK_FD"
+"""Set only in a fork template's environment: the number of an inherited ``AF_UNIX``
+``SOCK_SEQPACKET`` socket on which fork requests arrive (``docs/protocol.md``, "Fork
+server")."""
+FORK_REQUEST_FDS = 4
+"""A fork request carries exactly these descriptors (``SCM_RIGHTS``), in this order: the new
+instance's stdin (read end), stdout (write end), stderr (write end), and its *reply* socket
+(one end of a fresh ``SOCK_SEQPACKET`` pair)."""
+FORK_MESSAGE_BYTES_MAX = 4096
+"""Longest fork request or reply datagram (JSON)."""
+
+
+def fork_datagram(**fields: Any) -> bytes:
+    """One fork-server message: a JSON object in one datagram."""
+    data = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+    if len(data) > FORK_MESSAGE_BYTES_MAX:
+        raise ProtocolError(f"a fork message is at most {FORK_MESSAGE_BYTES_MAX} bytes, "
+                            f"this one {len(data)}")
+    return data
+
+
+def read_fork_datagram(data: bytes, kind: str) -> dict[str, Any]:
+    """The fields of a fork-server message ``kind`` (``"request"``: ``{"mark": str}``;
+    ``"reply"``: ``{"pid": int}``, ``{"pid": int, "exit_status": int}`` or
+    ``{"error": str}``); raises :class:`ProtocolError` saying what is wrong."""
+    try:
+        fields = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"fork {kind}: not UTF-8 JSON ({exc}): "
+                            f"{_excerpt(data[:EXCERPT_CHARS])}") from None
+    if not isinstance(fields, dict):
+        raise ProtocolError(f"fork {kind}: a JSON object is expected, got {_excerpt(fields)}")
+    if kind == "request":
+        if set(fields) != {"mark"} or not isinstance(fields["mark"], str) \
+                or not fields["mark"] or "\0" in fields["mark"] or "=" in fields["mark"]:
+            raise ProtocolError(f'fork request: expected {{"mark": non-empty text}}, got '
+                                f"{_excerpt(fields)}")
+        return fields
+    shapes = ({"pid"}, {"pid", "exit_status"}, {"error"})
+    if set(fields) not in shapes or not all(
+            isinstance(fields[name], int) and not isinstance(fields[name], bool)
+            for name in ("pid", "exit_status") if name in fields) \
+            or not isinstance(fields.get("error", ""), str) \
+            or ("pid" in fields and fields["pid"] <= 0):
+        raise ProtocolError(f'fork reply: expected {{"pid": int}}, {{"pid": int, '
+                            f'"exit_status": int}} or {{"error": text}}, got {_excerpt(fields)}')
+    return fields
