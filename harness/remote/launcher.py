@@ -39,7 +39,17 @@
   still holding its pipes). Those strays are killed and :meth:`release` returns them by
   pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
   runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
-  parent's children.
+  parent's children;
+* fork server (``docs/protocol.md``; :mod:`harness.remote.forkserver`): the first child
+  needed is a *template* candidate started with the fork socket. If it answers
+  ``initialize`` with ``fork_server: true``, every instance and inspector is forked from it
+  (also by ``run --jobs`` workers, which inherit the socket) and then handled exactly as
+  above: its own session, pipes, mark, SIGKILL crashes, sweep, release; liveness and kill
+  through a pidfd, the exit status as the template reports it. If it does not, it becomes
+  the shared inspector and every instance is spawned. A template that dies, hangs (bounded
+  by the startup timeout) or lies is reported once in :attr:`ProcessImplementation.fork_off`
+  and the launcher spawns from then on; :meth:`ProcessImplementation.close` (or the
+  interpreter's exit) ends the template and whatever of its instances is left.
 """
 
 from __future__ import annotations
