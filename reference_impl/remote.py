@@ -64,6 +64,7 @@ from harness.contract import (
     ToolInvocation,
     ToolResult,
     TurnResult,
+    to_json,
 )
 from harness.remote.protocol import (
     CHILD_MARK_ENV,
@@ -135,6 +136,39 @@ class RemoteWorld:
                             context=dict(context))
 
 
+class ReadingEncoder:
+    """The JSON of ``inspect`` answers, re-encoding only what changed: the reference hands
+    back the same Observation while its store is unchanged and the same row views for
+    unchanged rows, so the previous reading's encodings are reused by object identity (the
+    objects are held, so an id is never reused; only the latest reading is kept)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Observation | None, Any] = (None, None)
+        self._rows: dict[int, tuple[Any, Any]] = {}
+
+    def encode(self, observation: Observation) -> Any:
+        if type(observation) is not Observation:
+            return to_json(observation)  # a subclass may have more fields
+        if observation is self._last[0]:
+            return self._last[1]
+        rows: dict[int, tuple[Any, Any]] = {}
+        data: dict[str, Any] = {}
+        for name in Observation.__dataclass_fields__:
+            value = getattr(observation, name)
+            if not isinstance(value, tuple):
+                data[name] = to_json(value)
+                continue
+            items = []
+            for row in value:
+                known = self._rows.get(id(row))
+                encoded = known[1] if known is not None and known[0] is row else to_json(row)
+                rows[id(row)] = (row, encoded)
+                items.append(encoded)
+            data[name] = items
+        self._last, self._rows = (observation, data), rows
+        return data
+
+
 class Server:
     """Answers the harness's driver requests for one implementation, one runtime at a time."""
 
@@ -144,6 +178,7 @@ class Server:
         self.initialized = False
         self.runtime: Runtime | None = None
         endpoint.handlers = {name: getattr(self, "do_" + name) for name in DRIVER_METHODS}
+        endpoint.encoders["inspect"] = ReadingEncoder().encode
 
     def _ready(self, method: str) -> None:
         if not self.initialized:

@@ -93,6 +93,7 @@ from harness.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits
 from harness.remote import forkserver
 from harness.remote.errors import RemoteError
 from harness.remote.forkserver import ForkChannel, ForkRefused
+from harness.remote.observation_reuse import ObservationReuse
 from harness.remote.protocol import (
     DRIVER_METHODS,
     INVALID_PARAMS,
@@ -920,6 +921,8 @@ class ProcessImplementation:
         self._inspect_failures: dict[str, str] = {}
         self._by_dir: dict[str, weakref.WeakSet[_Child]] = {}
         self._spares: list[_Child] = []
+        self._readings: dict[str, ObservationReuse] = {}
+        """Per data dir, the latest reading's objects, reused for what did not change."""
         self._template: _Child | None = None
         self._channel: ForkChannel | None = None
         self._declined: _Child | None = None
@@ -1156,6 +1159,10 @@ class ProcessImplementation:
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
+                reuse = self._readings.get(data_dir)
+                if reuse is None:
+                    reuse = self._readings[data_dir] = ObservationReuse()
+                child.endpoint.decoders["inspect"] = reuse.decode
                 return child.call("inspect", data_dir=data_dir)
             except RemoteError as exc:
                 self._inspectors.pop(key, None)
@@ -1211,6 +1218,7 @@ class ProcessImplementation:
         with self._lock:
             strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
         self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
+        self._readings.pop(data_dir, None)
         return "; ".join(strays)
 
     def close(self) -> None:

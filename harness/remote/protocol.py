@@ -555,6 +555,12 @@ class Endpoint:
         self.strict = strict
         self.reply_timeout_s = reply_timeout_s
         self.on_eof_in_call = on_eof_in_call
+        self.encoders: dict[str, Callable[[Any], Any]] = {}
+        """Per incoming method, an encoder of its handler's result used instead of
+        :func:`encode_value` (same JSON; e.g. reusing the encoding of unchanged objects)."""
+        self.decoders: dict[str, Callable[[Any, str], Any]] = {}
+        """Per outgoing method, a decoder of its result used instead of
+        :func:`decode_value` (same value and errors; e.g. reusing earlier objects)."""
         self.stopping = False
         """Set once a ``shutdown`` request has been answered."""
         self._next_id = 1
@@ -592,7 +598,10 @@ class Endpoint:
                 if message.error is not None:
                     error = message.error
                     raise exception_for_error(error["code"], error["message"], error.get("data"))
+                decoder = self.decoders.get(method)
                 try:
+                    if decoder is not None:
+                        return decoder(message.result, f"{method}.result")
                     return decode_value(spec.result, message.result, f"{method}.result")
                 except ContractError as exc:
                     raise BadMessage(INVALID_REQUEST, f"bad result for {method!r}: {exc}",
@@ -671,8 +680,9 @@ class Endpoint:
             code, message, data = error_for_exception(exc)
             self._send(error_message(request.id, code, message, data))
             return
+        encoder = self.encoders.get(request.method)
         try:
-            result = encode_value(spec.result, value)
+            result = encode_value(spec.result, value) if encoder is None else encoder(value)
         except ContractError as exc:
             self._send(error_message(request.id, INTERNAL_ERROR,
                                      f"{request.method}: the handler's result does not encode "
