@@ -449,7 +449,10 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     except RecursionError:
         raise BadMessage(PARSE_ERROR, f"JSON nested deeper than the decoder can follow, past "
                          f"the limit json_depth={max_depth}") from None
-    too_deep = json_depth_over(data, max_depth)
+    # Nesting cannot exceed the number of opening brackets (those inside strings only
+    # overcount): most lines are shallow and skip the walk.
+    brackets = line.count("[") + line.count("{")
+    too_deep = json_depth_over(data, max_depth) if brackets > max_depth else 0
     if too_deep:
         raise BadMessage(INVALID_REQUEST, f"JSON nested at least {too_deep} deep, past the "
                          f"limit json_depth={max_depth}", _id_of(data))
