@@ -46,7 +46,9 @@
   (also by ``run --jobs`` workers, which inherit the socket) and then handled exactly as
   above: its own session, pipes, mark, SIGKILL crashes, sweep, release; liveness and kill
   through a pidfd, the exit status as the template reports it. If it does not, it becomes
-  the shared inspector and every instance is spawned. A template that dies, hangs (bounded
+  the shared inspector and every instance is spawned. A candidate that fails its handshake
+  fails the open (or load) that started it, as that child would have. A template that dies,
+  hangs (bounded
   by the startup timeout) or lies is reported once in :attr:`ProcessImplementation.fork_off`
   and the launcher spawns from then on; :meth:`ProcessImplementation.close` (or the
   interpreter's exit) ends the template and whatever of its instances is left.
@@ -1024,9 +1026,11 @@ class ProcessImplementation:
         try:
             offered = self._handshake(template).fork_server
         except RemoteError as exc:
+            # The same command as an instance, failing at the same handshake: reported as
+            # the failure of the child being started (one wait, not two), spawned after.
             channel.close()
             self.fork_off = f"its template failed: {exc}"
-            return None
+            raise
         if not offered:
             channel.close()
             self.fork_off = "the implementation offers no fork server"
