@@ -887,6 +887,9 @@ class ProcessImplementation:
     """Children kept starting in the background, so that ``open`` (and the restart right
     after a crash) does not wait for a process start. 0 for commands that depend on the
     data dir. Not used while instances are forked from a template (a fork is quick)."""
+    fork_timeout_s: float | None = None
+    """Bound on one fork request (sending it, then the new process's report); None: the
+    startup timeout."""
     fork_server = True
     """Ask the command for a fork server (``docs/protocol.md``, "Fork server") and, when it
     offers one, fork every instance and inspector from that one pre-started *template*;
@@ -1044,8 +1047,9 @@ class ProcessImplementation:
         assert channel is not None
 
         def fork(mark: str, stdin_r: int, stdout_w: int, stderr_w: int) -> Any:
-            return channel.fork(template.pid, mark, stdin_r, stdout_w, stderr_w,
-                                self.startup_timeout_s)
+            timeout_s = self.startup_timeout_s if self.fork_timeout_s is None \
+                else min(self.fork_timeout_s, self.startup_timeout_s)
+            return channel.fork(template.pid, mark, stdin_r, stdout_w, stderr_w, timeout_s)
         return fork
 
     def _fork_failed(self, template: _Child, detail: str) -> None:

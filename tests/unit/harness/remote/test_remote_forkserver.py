@@ -200,7 +200,8 @@ def test_a_template_that_died_makes_the_launcher_spawn(tmp_path):
 
 
 def test_a_hung_template_is_bounded_then_the_launcher_spawns(tmp_path):
-    implementation = Recording(SERVER, startup_timeout_s=4.0)
+    implementation = Recording(SERVER)
+    implementation.fork_timeout_s = 1.0  # the spawn after it keeps the full startup bound
     try:
         implementation.info  # noqa: B018
         template = implementation._template
@@ -208,7 +209,7 @@ def test_a_hung_template_is_bounded_then_the_launcher_spawns(tmp_path):
         started = time.monotonic()
         runtime = implementation.open(str(tmp_path), world=None)
         assert time.monotonic() - started < 10
-        assert "no fork answer within 4s (hung?)" in implementation.fork_off
+        assert "no fork answer within 1s (hung?)" in implementation.fork_off
         assert f"(pid {template.pid})" in implementation.fork_off
         assert not runtime._child.forked
         runtime.close()
@@ -221,14 +222,14 @@ def test_a_hung_template_is_bounded_then_the_launcher_spawns(tmp_path):
 @pytest.mark.parametrize("lie, says", [
     ("own-harness", "which is not its live child"),
     ("1", "which is not its live child"),
-    ("", "no fork answer within 4s"),
+    ("", "no fork answer within 1s"),
 ])
 def test_a_lying_template_is_refused_and_nothing_it_named_is_signalled(tmp_path, lie, says):
     path = tmp_path / "lh_liar.py"
     path.write_text(LIAR, encoding="utf-8")
     pid = str(os.getpid()) if lie == "own-harness" else lie
-    implementation = Recording([sys.executable, str(path)], {"LH_TEST_LIE": pid},
-                               startup_timeout_s=4.0)
+    implementation = Recording([sys.executable, str(path)], {"LH_TEST_LIE": pid})
+    implementation.fork_timeout_s = 1.0
     with implementation:
         run = run_scenario(implementation, CRASH, 0)
         assert run.error == "" and run.trace.completed  # spawned instead
