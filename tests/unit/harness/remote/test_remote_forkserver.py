@@ -64,6 +64,32 @@ sys.exit(Liar(implementation, fork_socket_from_environment(), 0, out).run())
 '''
 
 
+# A fork-capable server whose runtime starts two helpers at open: one in its session, one
+# that leaves it (found by the instance's own mark once its parent is gone).
+STARTER = '''
+import os, subprocess, sys
+from reference_impl import implementation
+from reference_impl.remote import ForkTemplate, fork_socket_from_environment, serve
+
+class Impl:
+    def __init__(self):
+        self._impl = implementation()
+        self.info = self._impl.info
+    def open(self, data_dir, world):
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        subprocess.Popen(sleeper)
+        subprocess.Popen(sleeper, start_new_session=True)
+        return self._impl.open(data_dir, world)
+    def inspect(self, data_dir):
+        return self._impl.inspect(data_dir)
+
+out = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+sock = fork_socket_from_environment()
+sys.exit(ForkTemplate(Impl, sock, 0, out).run() if sock else serve(Impl(), sys.stdin.buffer, out))
+'''
+
+
 class Recording(ProcessImplementation):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -180,6 +206,23 @@ def test_release_and_close_leave_no_process_behind(tmp_path):
     implementation.close()
     assert _gone_within([second._child.pid, template.pid, *_marked(template.mark)])
     assert _marked(template.mark) == []
+
+
+def test_what_a_forked_instance_started_is_swept_and_reported_by_release(tmp_path):
+    path = tmp_path / "lh_starter.py"
+    path.write_text(STARTER, encoding="utf-8")
+    with ProcessImplementation([sys.executable, str(path)]) as implementation:
+        runtime = implementation.open(str(tmp_path / "data"), world=None)
+        child = runtime._child
+        assert child.forked
+        helpers = [int(entry) for entry in os.listdir("/proc")
+                   if entry.isdigit() and _alive(int(entry)) and _stat(int(entry))[0] == child.pid]
+        assert len(helpers) == 2
+        text = implementation.release(str(tmp_path / "data"))
+        assert "left 2 process(es) behind that the harness killed" in text
+        assert all(f"pid {pid} " in text for pid in helpers)
+        assert _gone_within([child.pid, *helpers])
+        assert implementation._template.alive
 
 
 # --------------------------------------------------------------------------- fallbacks
