@@ -80,6 +80,7 @@ from harness.remote.protocol import (
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
+    InspectSinceResult,
     ProtocolError,
     RpcFault,
     StreamTransport,
@@ -87,6 +88,8 @@ from harness.remote.protocol import (
     read_fork_datagram,
 )
 
+READINGS_KEPT = 16
+"""Data dirs whose latest reading ``inspect_since`` remembers (the oldest is dropped)."""
 EXIT_HARNESS_GONE = 70
 """Exit status when stdin ends while a port request awaits its answer."""
 
@@ -178,7 +181,14 @@ class Server:
         self.initialized = False
         self.runtime: Runtime | None = None
         endpoint.handlers = {name: getattr(self, "do_" + name) for name in DRIVER_METHODS}
-        endpoint.encoders["inspect"] = ReadingEncoder().encode
+        readings = ReadingEncoder()
+        endpoint.encoders["inspect"] = readings.encode
+        endpoint.encoders["inspect_since"] = lambda answer: {
+            "reading": answer.reading,
+            "observation": None if answer.observation is None
+            else readings.encode(answer.observation)}
+        self._readings: dict[str, tuple[Observation, str]] = {}
+        self._reading_count = 0
 
     def _ready(self, method: str) -> None:
         if not self.initialized:
@@ -198,7 +208,7 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info)
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True)
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -236,6 +246,22 @@ class Server:
     def do_inspect(self, data_dir: str) -> Observation:
         self._ready("inspect")
         return self.implementation.inspect(data_dir)
+
+    def do_inspect_since(self, data_dir: str, since: str) -> InspectSinceResult:
+        """The reference's ``inspect`` hands back the same Observation object while the store
+        is unchanged (``PRAGMA data_version``): that identity is what "unchanged" means."""
+        self._ready("inspect_since")
+        observation = self.implementation.inspect(data_dir)
+        last = self._readings.get(data_dir)
+        if last is not None and last[0] is observation:
+            return InspectSinceResult(last[1], None if since == last[1] else observation)
+        self._reading_count += 1
+        token = str(self._reading_count)
+        self._readings.pop(data_dir, None)
+        self._readings[data_dir] = (observation, token)
+        while len(self._readings) > READINGS_KEPT:
+            del self._readings[next(iter(self._readings))]
+        return InspectSinceResult(token, observation)
 
     def do_checkpoint_fixture(self, name: str) -> CheckpointFixtureResult:
         self._ready("checkpoint_fixture")
@@ -327,6 +353,7 @@ class ForkTemplate:
         result = self.server.do_initialize(protocol_version, contract_version)
         # Forking a process with other threads would copy their locks mid-use.
         return InitializeResult(result.protocol_version, result.info,
+                                inspect_since=result.inspect_since,
                                 fork_server=threading.active_count() == 1)
 
     def run(self) -> int:

@@ -57,6 +57,7 @@
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import select
@@ -539,6 +540,8 @@ class _Child:
         self.stopping = False
         """Set once asked to shut down: its reaper ends it, :meth:`release` leaves it be."""
         self.strays: list[tuple[int, str]] = []
+        self.inspect_since = False
+        """Its ``initialize`` offered ``inspect_since``."""
         self.reaper: threading.Thread | None = None
         self.mark = f"{os.getpid()}-{next(_SEQUENCE)}-{os.urandom(4).hex()}"
         self.limits = limits
@@ -616,7 +619,7 @@ class _Child:
         if self.killed:
             raise self.error(method, "its process is already gone (killed after an earlier "
                              "crash or failure); open a new instance")
-        if method == "inspect":
+        if method in ("inspect", "inspect_since"):
             self.transport.line_bytes = self.limits.inspect_bytes
         try:
             return self.endpoint.call(method, **params)
@@ -1103,6 +1106,7 @@ class ProcessImplementation:
         except BaseException:
             child.kill()
             raise
+        child.inspect_since = result.inspect_since
         with self._lock:
             if self._info is None:
                 self._info = result.info
@@ -1170,8 +1174,13 @@ class ProcessImplementation:
                 reuse = self._readings.get(data_dir)
                 if reuse is None:
                     reuse = self._readings[data_dir] = ObservationReuse()
-                child.endpoint.decoders["inspect"] = reuse.decode
-                return child.call("inspect", data_dir=data_dir)
+                if not child.inspect_since:
+                    child.endpoint.decoders["inspect"] = reuse.decode
+                    return child.call("inspect", data_dir=data_dir)
+                since = reuse.since(child)
+                child.endpoint.decoders["inspect_since"] = functools.partial(
+                    reuse.decode_since, child, since)
+                return child.call("inspect_since", data_dir=data_dir, since=since)
             except RemoteError as exc:
                 self._inspectors.pop(key, None)
                 self._inspect_failures[data_dir] = str(exc)

@@ -44,9 +44,38 @@ class ObservationReuse:
         self._text: str | None = None
         self._observation: Observation | None = None
         self._rows: dict[tuple[str, str], list[Any]] = {}
+        self.token = ""
+        """The server's token for the latest reading (``inspect_since``), "" for none."""
+        self.issuer: object = None
+        """Who issued :attr:`token` (an inspector process): a token is only sent back to it."""
 
     def forget(self) -> None:
         self._text, self._observation, self._rows = None, None, {}
+        self.token, self.issuer = "", None
+
+    def since(self, issuer: object) -> str:
+        """The token to send ``issuer`` with ``inspect_since`` ("" if it did not issue it)."""
+        return self.token if issuer is self.issuer and self._observation is not None else ""
+
+    def decode_since(self, issuer: object, since: str, data: Any, where: str) -> Observation:
+        """The Observation an ``inspect_since`` answer stands for (``since`` was sent to
+        ``issuer``): the latest reading again when it says "unchanged" for that token; a
+        :class:`ContractError` when it says so for any other, or has another shape."""
+        if not isinstance(data, dict) or not set(data) <= {"reading", "observation"} \
+                or not isinstance(data.get("reading"), str) or not data["reading"]:
+            raise ContractError(f"{where}: expected {{\"reading\": non-empty text, "
+                                f"\"observation\": Observation or null}}")
+        raw = data.get("observation")
+        if raw is None:
+            if not since or data["reading"] != since or self._observation is None:
+                raise ContractError(f"{where}: \"unchanged\" (observation null) for reading "
+                                    f"{data['reading']!r}, but the reading named was "
+                                    f"{since!r}: a server may only say unchanged for the "
+                                    "token it answered last for this data dir")
+            return self._observation
+        observation = self.decode(raw, f"{where}.observation")
+        self.token, self.issuer = data["reading"], issuer
+        return observation
 
     def decode(self, data: Any, where: str) -> Observation:
         try:

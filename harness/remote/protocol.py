@@ -219,10 +219,25 @@ class InitializeResult:
     fixture_root: str = ""
     """Obsolete and ignored: the harness never reads a path an implementation names; it asks
     for a fixture's content with ``checkpoint_fixture``. Accepted so older servers still load."""
+    inspect_since: bool = False
+    """True: the server answers ``inspect_since`` (a reading, or "unchanged since the reading
+    you name"); the harness then uses it instead of ``inspect``."""
     fork_server: bool = False
     """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
     serves fork requests on that socket, see "Fork server" below); it answers nothing on
     stdin but ``shutdown`` from now on. Servers that leave it out are spawned per instance."""
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSinceResult:
+    """What a server answers to ``inspect_since``."""
+
+    reading: str
+    """The server's token for the reading it answers (non-empty; opaque to the harness)."""
+    observation: Observation | None = None
+    """The reading; null means "identical to the reading ``since`` named", which a server may
+    only answer when it answered that very token for the same data dir and the store did not
+    change since (the harness fails an "unchanged" for any other token)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +290,10 @@ DRIVER_METHODS: dict[str, Method] = _methods(
     Method("close", (), None, "Runtime.close; the process stays up for inspect/shutdown."),
     Method("inspect", (Param("data_dir", str),), Observation,
            "Implementation.inspect: read the durable store alone (no open runtime needed)."),
+    Method("inspect_since", (Param("data_dir", str), Param("since", str)), InspectSinceResult,
+           "Like inspect, but answers observation null when the store is unchanged since the "
+           "reading `since` (a token from an earlier answer on this connection; \"\" for none). "
+           "Only sent to servers whose initialize said inspect_since."),
     Method("checkpoint_fixture", (Param("name", str),), CheckpointFixtureResult,
            "The content of the declared checkpoint fixture `name` (an entry of "
            "info.checkpoint_fixtures); the harness never reads fixture paths itself."),

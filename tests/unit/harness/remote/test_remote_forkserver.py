@@ -361,3 +361,50 @@ def test_fork_datagrams_that_are_well_formed(data, kind):
 def test_fork_datagrams_that_are_not(data, kind):
     with pytest.raises(ProtocolError):
         read_fork_datagram(data, kind)
+
+
+# --------------------------------------------------------------------------- inspect_since
+
+
+def test_an_unchanged_store_is_answered_unchanged_and_read_as_the_same_object(tmp_path,
+                                                                            monkeypatch):
+    lines = []
+    read = launcher._PipeTransport.read_line
+
+    def reading(self, timeout):
+        line = read(self, timeout)
+        lines.append(line)
+        return line
+
+    with ProcessImplementation(SERVER) as implementation:
+        runtime = implementation.open(str(tmp_path), world=None)  # creates the store
+        monkeypatch.setattr(launcher._PipeTransport, "read_line", reading)
+        first = implementation.inspect(str(tmp_path))
+        second = implementation.inspect(str(tmp_path))
+        assert second is first
+        answers = [line for line in lines if b'"reading"' in line]
+        assert len(answers) == 2
+        assert b'"observation":null' not in answers[0]
+        assert b'"observation":null' in answers[1]
+        runtime.close()
+
+
+LIES_UNCHANGED = '''
+import os, sys
+from reference_impl import implementation
+from reference_impl.remote import InspectSinceResult, Server, serve
+
+Server.do_inspect_since = lambda self, data_dir, since: InspectSinceResult("1", None)
+os.environ.pop("LIFECYCLE_HARNESS_FORK_FD", None)
+out = os.fdopen(os.dup(1), "wb")
+os.dup2(2, 1)
+sys.exit(serve(implementation(), sys.stdin.buffer, out))
+'''
+
+
+def test_an_unchanged_for_a_reading_never_named_is_a_remote_error(tmp_path):
+    path = tmp_path / "lh_lies_unchanged.py"
+    path.write_text(LIES_UNCHANGED, encoding="utf-8")
+    with ProcessImplementation([sys.executable, str(path)]) as implementation:
+        with pytest.raises(launcher.RemoteError, match="but the reading named was ''"):
+            implementation.inspect(str(tmp_path))

@@ -107,3 +107,37 @@ def test_the_reference_encodes_a_reading_as_to_json_and_reuses_unchanged_rows(re
     again = encoder.encode(grown)
     assert again == to_json(grown)
     assert again["sessions"][0] is data["sessions"][0]  # the unchanged row's encoding
+
+
+# --------------------------------------------------------------------------- inspect_since
+
+
+def test_unchanged_for_the_token_sent_is_the_latest_reading(reading):
+    reuse, issuer = ObservationReuse(), object()
+    assert reuse.since(issuer) == ""
+    first = reuse.decode_since(issuer, "", {"reading": "7", "observation": reading}, "r")
+    assert first == from_json(Observation, reading)
+    assert reuse.since(issuer) == "7" and reuse.since(object()) == ""
+    assert reuse.decode_since(issuer, "7", {"reading": "7", "observation": None}, "r") is first
+    assert reuse.decode_since(issuer, "7", {"reading": "7"}, "r") is first
+
+
+@pytest.mark.parametrize("since, answer", [
+    ("", {"reading": "7", "observation": None}),      # unchanged, but nothing was named
+    ("7", {"reading": "8", "observation": None}),     # unchanged since another reading
+    ("7", {"reading": "", "observation": None}),
+    ("7", {"reading": 7, "observation": None}),
+    ("7", {"observation": None}),
+    ("7", {"reading": "7", "observation": None, "extra": 1}),
+    ("7", ["7", None]),
+])
+def test_an_unchanged_it_cannot_stand_behind_is_a_contract_error(reading, since, answer):
+    reuse, issuer = ObservationReuse(), object()
+    reuse.decode_since(issuer, "", {"reading": "7", "observation": reading}, "r")
+    with pytest.raises(ContractError):
+        reuse.decode_since(issuer, since, answer, "r")
+
+
+def test_unchanged_before_any_reading_is_a_contract_error():
+    with pytest.raises(ContractError, match="unchanged"):
+        ObservationReuse().decode_since(object(), "7", {"reading": "7"}, "r")
