@@ -48,10 +48,14 @@
   through a pidfd, the exit status as the template reports it. If it does not, it becomes
   the shared inspector and every instance is spawned. A candidate that fails its handshake
   fails the open (or load) that started it, as that child would have. A template that dies,
-  hangs (bounded
-  by the startup timeout) or lies is reported once in :attr:`ProcessImplementation.fork_off`
-  and the launcher spawns from then on; :meth:`ProcessImplementation.close` (or the
-  interpreter's exit) ends the template and whatever of its instances is left.
+  hangs (bounded by ``fork_timeout_s``, else the startup timeout) or lies is reported once
+  in :attr:`ProcessImplementation.fork_off` and the launcher spawns from then on;
+  :meth:`ProcessImplementation.close` (or the interpreter's exit) ends the template and
+  whatever of its instances is left;
+* readings: each data dir's ``inspect`` answers are decoded with the previous reading's
+  objects reused (:mod:`harness.remote.observation_reuse`), and a server that offers
+  ``inspect_since`` is sent the token of its own last reading and may answer "unchanged";
+  an "unchanged" for any other token is a protocol error (a :class:`RemoteError`).
 """
 
 from __future__ import annotations
@@ -1243,6 +1247,7 @@ class ProcessImplementation:
         with self._lock:
             children = [child for group in self._by_dir.values() for child in group]
             self._by_dir.clear()
+            self._readings.clear()
             children += self._spares
             self._spares.clear()
         for child in children:
