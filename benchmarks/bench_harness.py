@@ -7,7 +7,8 @@ Prints and writes (JSON, default ``benchmarks/results/harness.json``):
 * the bundled suite in-process through ``lifecycle-harness run`` (wall and CPU seconds,
   scenarios per second), and split into running scenarios and judging criteria;
 * the same suite in process mode (the reference as a child process, real SIGKILL crashes):
-  its wall and CPU ratio to in-process (target ≤ 1.5×);
+  its wall and CPU ratio to in-process (target ≤ 1.5×), and what one instance costs forked
+  from the reference's fork-server template vs spawned;
 * chaos: schedules per second of a seeded campaign in-process (target ≥ 100/s);
 * with ``--selftest``: the whole self-test (every mutant), wall and CPU seconds (target ≤ 20 s),
   its CPU as a multiple of the suite's in-process CPU, and its scenario runs.
@@ -51,9 +52,11 @@ def _cli(*argv: str) -> int:
     return cli_main(list(argv), stdout=io.StringIO(), stderr=io.StringIO())
 
 
-def _suite(impl: str, report_root: str) -> dict[str, float]:
+def _suite(impl: str, report_root: str, time_limit_s: float | None = None) -> dict[str, float]:
     report_dir = os.path.join(report_root, impl.split(":")[0])
-    wall, cpu, code = _timed(lambda: _cli("run", "--impl", impl, "--report-dir", report_dir))
+    limit = () if time_limit_s is None else ("--time-limit-s", f"{time_limit_s:g}")
+    wall, cpu, code = _timed(lambda: _cli("run", "--impl", impl, "--report-dir", report_dir,
+                                          *limit))
     if code != 0:
         raise SystemExit(f"bench: the suite against {impl} exited {code}; the figures would "
                          f"measure a failing run (see {report_dir})")
@@ -107,6 +110,37 @@ def _child_start(samples: int = 5) -> dict[str, float]:
             "bytecode_cache": not sys.flags.dont_write_bytecode}
 
 
+def _instance_start(samples: int = 10) -> dict[str, float]:
+    """CPU of one process-mode instance (open + close on an empty data dir), forked from the
+    template vs spawned, children included: each measured as N opens minus none, in one
+    launcher whose template and inspector are reaped at its close (a forked instance's CPU
+    reaches this process's rusage through its parent, the template)."""
+    import shlex
+
+    from harness.remote.launcher import ProcessImplementation
+
+    argv = shlex.split(PROCESS_SPEC.split(":", 1)[1])
+
+    def cpu_of(fork: bool, opens: int) -> float:
+        with tempfile.TemporaryDirectory(prefix="lh-bench-open-") as root:
+            def run() -> None:
+                with ProcessImplementation(argv) as implementation:
+                    implementation.fork_server = fork
+                    implementation.spares = 0
+                    implementation.info  # noqa: B018 - the load-time handshake
+                    for index in range(opens):
+                        implementation.open(os.path.join(root, str(index)), None).close()
+            return _timed(run)[1]
+
+    figures: dict[str, float] = {"samples": samples}
+    for name, fork in (("forked", True), ("spawned", False)):
+        per_open = (cpu_of(fork, samples) - cpu_of(fork, 0)) / samples
+        figures[f"{name}_cpu_s"] = round(per_open, 4)
+    figures["spawned_to_forked"] = round(figures["spawned_cpu_s"]
+                                         / max(figures["forked_cpu_s"], 1e-6), 1)
+    return figures
+
+
 def _chaos(budget: int) -> dict[str, float]:
     from harness.chaos import default_bases, run_campaign
     from harness.cli_options import Context, Deps
@@ -143,12 +177,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="schedules in the chaos campaign (default 60)")
     parser.add_argument("--no-process", action="store_true", help="skip process mode")
     parser.add_argument("--selftest", action="store_true", help="also time the self-test")
+    parser.add_argument("--time-limit-s", type=float, default=None, metavar="S",
+                        help="the suites' per-call limit (default: run's own); raise it on a "
+                        "busy machine, where a long scenario can pass the default as a hang")
     parser.add_argument("--json", default="benchmarks/results/harness.json", metavar="FILE")
     args = parser.parse_args(argv)
 
     figures: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
     with tempfile.TemporaryDirectory(prefix="lh-bench-") as root:
-        figures["suite_in_process"] = suite = _suite("reference", root)
+        figures["suite_in_process"] = suite = _suite("reference", root, args.time_limit_s)
         print(f"suite in-process: {suite['scenarios']} scenarios in {suite['wall_s']:.2f} s "
               f"wall, {suite['cpu_s']:.2f} s CPU ({suite['scenarios_per_s']:.1f}/s; "
               f"target ≤ 3 s)")
@@ -165,7 +202,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"({child['imports_cpu_s'] * 1000:.0f} ms of it the imports); the suite opens "
                   f"{split['instances_opened']} instances = "
                   f"{child['with_imports_cpu_s'] * split['instances_opened']:.1f} s CPU of starts")
-            figures["suite_process"] = process = _suite(PROCESS_SPEC, root)
+            figures["instance_start"] = start = _instance_start()
+            print(f"process-mode instance (open + close): forked from the template "
+                  f"{start['forked_cpu_s'] * 1000:.0f} ms CPU, spawned "
+                  f"{start['spawned_cpu_s'] * 1000:.0f} ms ({start['spawned_to_forked']:.1f}x)")
+            figures["suite_process"] = process = _suite(PROCESS_SPEC, root, args.time_limit_s)
             process["wall_ratio"] = round(process["wall_s"] / suite["wall_s"], 2)
             process["cpu_ratio"] = round(process["cpu_s"] / suite["cpu_s"], 2)
             print(f"suite in process mode: {process['wall_s']:.2f} s wall = "

@@ -39,12 +39,29 @@
   still holding its pipes). Those strays are killed and :meth:`release` returns them by
   pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
   runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
-  parent's children.
+  parent's children;
+* fork server (``docs/protocol.md``; :mod:`harness.remote.forkserver`): the first child
+  needed is a *template* candidate started with the fork socket. If it answers
+  ``initialize`` with ``fork_server: true``, every instance and inspector is forked from it
+  (also by ``run --jobs`` workers, which inherit the socket) and then handled exactly as
+  above: its own session, pipes, mark, SIGKILL crashes, sweep, release; liveness and kill
+  through a pidfd, the exit status as the template reports it. If it does not, it becomes
+  the shared inspector and every instance is spawned. A candidate that fails its handshake
+  fails the open (or load) that started it, as that child would have. A template that dies,
+  hangs (bounded by ``fork_timeout_s``, else the startup timeout) or lies is reported once
+  in :attr:`ProcessImplementation.fork_off` and the launcher spawns from then on;
+  :meth:`ProcessImplementation.close` (or the interpreter's exit) ends the template and
+  whatever of its instances is left;
+* readings: each data dir's ``inspect`` answers are decoded with the previous reading's
+  objects reused (:mod:`harness.remote.observation_reuse`), and a server that offers
+  ``inspect_since`` is sent the token of its own last reading and may answer "unchanged";
+  an "unchanged" for any other token is a protocol error (a :class:`RemoteError`).
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import os
 import select
@@ -80,13 +97,18 @@ from harness.contract import (
 )
 from harness.errors import ImplementationLoadError
 from harness.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
+from harness.remote import forkserver
 from harness.remote.errors import RemoteError
+from harness.remote.forkserver import ForkChannel, ForkRefused
+from harness.remote.observation_reuse import ObservationReuse
 from harness.remote.protocol import (
     DRIVER_METHODS,
     INVALID_PARAMS,
     PORT_METHODS,
     PROTOCOL_VERSION,
     WRONG_STATE,
+    CHILD_MARK_ENV,
+    FORK_FD_ENV,
     BadMessage,
     CheckpointFixtureResult,
     Endpoint,
@@ -367,9 +389,6 @@ class _StderrTail:
 # --------------------------------------------------------------------------- strays
 
 
-CHILD_MARK_ENV = "LIFECYCLE_HARNESS_CHILD"
-"""Set in every child's environment to a token of its own; whatever it starts inherits it, so
-the sweep finds descendants that left its session and lost their parent."""
 _PROC = "/proc"
 
 
@@ -510,7 +529,12 @@ class _Child:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None, cwd: str | None,
                  command: str, reply_timeout_s: float, on_kill: Any = None,
                  limits: Limits = DEFAULT_LIMITS,
-                 on_strays: Callable[[_Child, str], None] | None = None) -> None:
+                 on_strays: Callable[[_Child, str], None] | None = None, *,
+                 fork: Callable[[str, int, int, int], Any] | None = None,
+                 channel: ForkChannel | None = None) -> None:
+        """``fork(mark, stdin_r, stdout_w, stderr_w)``: start the process through a fork
+        template instead of spawning ``argv`` (it raises :class:`ForkRefused`, turned into
+        a :class:`RemoteError`); ``channel``: spawn a template holding its other end."""
         self.command = command
         self.reply_timeout_s = reply_timeout_s
         self._on_kill = on_kill
@@ -520,26 +544,41 @@ class _Child:
         self.stopping = False
         """Set once asked to shut down: its reaper ends it, :meth:`release` leaves it be."""
         self.strays: list[tuple[int, str]] = []
+        self.inspect_since = False
+        """Its ``initialize`` offered ``inspect_since``."""
         self.reaper: threading.Thread | None = None
         self.mark = f"{os.getpid()}-{next(_SEQUENCE)}-{os.urandom(4).hex()}"
         self.limits = limits
         child_env = dict(os.environ if env is None else env)
         child_env[CHILD_MARK_ENV] = self.mark
+        pass_fds: tuple[int, ...] = ()
+        if channel is not None:
+            child_env[FORK_FD_ENV] = str(channel.theirs.fileno())
+            pass_fds = (channel.theirs.fileno(),)
+        self.forked = fork is not None
         fds = [*os.pipe(), *os.pipe(), *os.pipe()]
         stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = fds
         self.pipes = frozenset(f"pipe:[{os.fstat(fd).st_ino}]" for fd in (stdin_r, stdout_r,
                                                                             stderr_r))
         try:
-            self.popen = subprocess.Popen(
-                list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w, env=child_env,
-                cwd=cwd, start_new_session=True, close_fds=True,
-            )
+            if fork is not None:
+                self.popen = fork(self.mark, stdin_r, stdout_w, stderr_w)
+            else:
+                self.popen = subprocess.Popen(
+                    list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
+                    env=child_env, cwd=cwd, start_new_session=True, close_fds=True,
+                    pass_fds=pass_fds,
+                )
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
             raise RemoteError(f"cannot start the implementation command `{command}`: "
                               f"{exc.strerror or exc}; check the command (its first word "
                               "must be an executable on PATH or a path to one)") from None
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
         for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
         self.pid = self.popen.pid
@@ -584,7 +623,7 @@ class _Child:
         if self.killed:
             raise self.error(method, "its process is already gone (killed after an earlier "
                              "crash or failure); open a new instance")
-        if method == "inspect":
+        if method in ("inspect", "inspect_since"):
             self.transport.line_bytes = self.limits.inspect_bytes
         try:
             return self.endpoint.call(method, **params)
@@ -624,6 +663,9 @@ class _Child:
         code = self.popen.poll()
         if code is None:
             return "it is still running"
+        if not getattr(self.popen, "status_known", True):
+            return ("it has ended (killed by the harness; " if self.killed else
+                    "it has ended (") + "its exit status is unknown: its fork template is gone)"
         if code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -851,7 +893,14 @@ class ProcessImplementation:
     spares = 2
     """Children kept starting in the background, so that ``open`` (and the restart right
     after a crash) does not wait for a process start. 0 for commands that depend on the
-    data dir."""
+    data dir. Not used while instances are forked from a template (a fork is quick)."""
+    fork_timeout_s: float | None = None
+    """Bound on one fork request (sending it, then the new process's report); None: the
+    startup timeout."""
+    fork_server = True
+    """Ask the command for a fork server (``docs/protocol.md``, "Fork server") and, when it
+    offers one, fork every instance and inspector from that one pre-started *template*;
+    False (or a platform without pidfds), or a command that does not offer it: spawn each."""
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None = None, *,
                  info: ImplementationInfo | None = None, cwd: str | None = None,
@@ -884,6 +933,14 @@ class ProcessImplementation:
         self._inspect_failures: dict[str, str] = {}
         self._by_dir: dict[str, weakref.WeakSet[_Child]] = {}
         self._spares: list[_Child] = []
+        self._readings: dict[str, ObservationReuse] = {}
+        """Per data dir, the latest reading's objects, reused for what did not change."""
+        self._template: _Child | None = None
+        self._channel: ForkChannel | None = None
+        self._declined: _Child | None = None
+        """A template candidate that offered no fork server: the shared inspector-to-be."""
+        self.fork_off: str | None = None
+        """Why instances are spawned, not forked (None: forking, or not tried yet)."""
         limit = _DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
         if limit is not None:
             self.bound_waits(limit)
@@ -931,9 +988,81 @@ class ProcessImplementation:
         """Check what spawning needs (raise ImplementationLoadError if it is missing)."""
 
     def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
-        """Start one child running ``argv`` (docker: one that also manages its container)."""
+        """Start one child running ``argv`` (docker: one that also manages its container):
+        forked from the template when there is one, else spawned."""
+        template = self._fork_template() if argv == self.argv else None
+        if template is not None:
+            try:
+                return _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
+                              on_kill=on_kill, limits=self.limits, on_strays=self._note_strays,
+                              fork=self._forker(template))
+            except ForkRefused as exc:
+                self._fork_failed(template, str(exc))
         return _Child(argv, self.env, self.cwd, shlex.join(argv), self.reply_timeout_s,
                       on_kill=on_kill, limits=self.limits, on_strays=self._note_strays)
+
+    # -- the fork server ---------------------------------------------------------------------
+
+    def _fork_template(self) -> _Child | None:
+        """The template to fork from (started at the first need), None to spawn."""
+        if not self.fork_server or self.fork_off is not None:
+            return None
+        with self._lock:
+            template = self._template
+            if template is None and self.fork_off is None:
+                template = self._start_template()
+            elif template is not None and template.owner_pid == os.getpid() \
+                    and not template.alive:
+                self._fork_failed(template, "it has exited")
+                template = None
+            return template
+
+    def _start_template(self) -> _Child | None:
+        if not forkserver.supported():
+            self.fork_off = "this platform has no pidfds or descriptor passing"
+            return None
+        channel = ForkChannel()
+        try:
+            # No stray reports: ending it at close() ends what is left of its instances.
+            template = _Child(self.argv, self.env, self.cwd, self.command,
+                              self.reply_timeout_s, limits=self.limits, channel=channel)
+        except RemoteError as exc:
+            channel.close()
+            self.fork_off = str(exc)
+            return None
+        finally:
+            channel.started()
+        template.endpoint.handlers = {name: _no_world for name in PORT_METHODS}
+        try:
+            offered = self._handshake(template).fork_server
+        except RemoteError as exc:
+            # The same command as an instance, failing at the same handshake: reported as
+            # the failure of the child being started (one wait, not two), spawned after.
+            channel.close()
+            self.fork_off = f"its template failed: {exc}"
+            raise
+        if not offered:
+            channel.close()
+            self.fork_off = "the implementation offers no fork server"
+            self._declined = template
+            return None
+        self._template, self._channel = template, channel
+        return template
+
+    def _forker(self, template: _Child) -> Callable[[str, int, int, int], Any]:
+        channel = self._channel
+        assert channel is not None
+
+        def fork(mark: str, stdin_r: int, stdout_w: int, stderr_w: int) -> Any:
+            timeout_s = self.startup_timeout_s if self.fork_timeout_s is None \
+                else min(self.fork_timeout_s, self.startup_timeout_s)
+            return channel.fork(template.pid, mark, stdin_r, stdout_w, stderr_w, timeout_s)
+        return fork
+
+    def _fork_failed(self, template: _Child, detail: str) -> None:
+        """Spawn from now on. The template is left running (it may be the parent of live
+        instances; ending it would end them): :meth:`close` ends it."""
+        self.fork_off = str(template.error("fork", detail))
 
     # -- children ------------------------------------------------------------------------------
 
@@ -949,7 +1078,7 @@ class ProcessImplementation:
 
     def _take(self, data_dir: str) -> _Child:
         """A child for ``data_dir``: the spare if one is ready, then start the next spare."""
-        if self.spares <= 0:
+        if self.spares <= 0 or (self._fork_template() is not None and not self._spares):
             return self._spawn(data_dir)
         self._prepare()
         child = None
@@ -981,6 +1110,7 @@ class ProcessImplementation:
         except BaseException:
             child.kill()
             raise
+        child.inspect_since = result.inspect_since
         with self._lock:
             if self._info is None:
                 self._info = result.info
@@ -1000,6 +1130,12 @@ class ProcessImplementation:
         if child is not None and (child.owner_pid != os.getpid() or child.killed
                                   or not child.alive):
             child = None
+        if child is None and key is None and self._declined is not None:
+            child, self._declined = self._declined, None  # already initialized, no world
+            if child.owner_pid != os.getpid() or child.killed or not child.alive:
+                child = None
+            else:
+                self._inspectors[key] = child
         if child is None:
             child = self._spawn(key)
             child.endpoint.handlers = {name: _no_world for name in PORT_METHODS}
@@ -1039,7 +1175,16 @@ class ProcessImplementation:
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
-                return child.call("inspect", data_dir=data_dir)
+                reuse = self._readings.get(data_dir)
+                if reuse is None:
+                    reuse = self._readings[data_dir] = ObservationReuse()
+                if not child.inspect_since:
+                    child.endpoint.decoders["inspect"] = reuse.decode
+                    return child.call("inspect", data_dir=data_dir)
+                since = reuse.since(child)
+                child.endpoint.decoders["inspect_since"] = functools.partial(
+                    reuse.decode_since, child, since)
+                return child.call("inspect_since", data_dir=data_dir, since=since)
             except RemoteError as exc:
                 self._inspectors.pop(key, None)
                 self._inspect_failures[data_dir] = str(exc)
@@ -1094,6 +1239,7 @@ class ProcessImplementation:
         with self._lock:
             strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
         self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
+        self._readings.pop(data_dir, None)
         return "; ".join(strays)
 
     def close(self) -> None:
@@ -1101,14 +1247,22 @@ class ProcessImplementation:
         with self._lock:
             children = [child for group in self._by_dir.values() for child in group]
             self._by_dir.clear()
+            self._readings.clear()
             children += self._spares
             self._spares.clear()
         for child in children:
             child.kill()
         inspectors = list(self._inspectors.values())
+        self._inspectors.clear()
+        for extra in (self._declined, self._template):
+            if extra is not None:
+                inspectors.append(extra)  # last: it ends what is left of its instances
+        self._declined = self._template = None
         for inspector in inspectors:
             inspector.stop()
-        self._inspectors.clear()
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
         for inspector in inspectors:  # closed means gone: wait for the orderly exits
             reaper = getattr(inspector, "reaper", None)
             if reaper is not None:

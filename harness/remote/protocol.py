@@ -219,6 +219,25 @@ class InitializeResult:
     fixture_root: str = ""
     """Obsolete and ignored: the harness never reads a path an implementation names; it asks
     for a fixture's content with ``checkpoint_fixture``. Accepted so older servers still load."""
+    inspect_since: bool = False
+    """True: the server answers ``inspect_since`` (a reading, or "unchanged since the reading
+    you name"); the harness then uses it instead of ``inspect``."""
+    fork_server: bool = False
+    """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
+    serves fork requests on that socket, see "Fork server" below); it answers nothing on
+    stdin but ``shutdown`` from now on. Servers that leave it out are spawned per instance."""
+
+
+@dataclass(frozen=True, slots=True)
+class InspectSinceResult:
+    """What a server answers to ``inspect_since``."""
+
+    reading: str
+    """The server's token for the reading it answers (non-empty; opaque to the harness)."""
+    observation: Observation | None = None
+    """The reading; null means "identical to the reading ``since`` named", which a server may
+    only answer when it answered that very token for the same data dir and the store did not
+    change since (the harness fails an "unchanged" for any other token)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +290,10 @@ DRIVER_METHODS: dict[str, Method] = _methods(
     Method("close", (), None, "Runtime.close; the process stays up for inspect/shutdown."),
     Method("inspect", (Param("data_dir", str),), Observation,
            "Implementation.inspect: read the durable store alone (no open runtime needed)."),
+    Method("inspect_since", (Param("data_dir", str), Param("since", str)), InspectSinceResult,
+           "Like inspect, but answers observation null when the store is unchanged since the "
+           "reading `since` (a token from an earlier answer on this connection; \"\" for none). "
+           "Only sent to servers whose initialize said inspect_since."),
     Method("checkpoint_fixture", (Param("name", str),), CheckpointFixtureResult,
            "The content of the declared checkpoint fixture `name` (an entry of "
            "info.checkpoint_fixtures); the harness never reads fixture paths itself."),
@@ -445,7 +468,10 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     except RecursionError:
         raise BadMessage(PARSE_ERROR, f"JSON nested deeper than the decoder can follow, past "
                          f"the limit json_depth={max_depth}") from None
-    too_deep = json_depth_over(data, max_depth)
+    # Nesting cannot exceed the number of opening brackets (those inside strings only
+    # overcount): most lines are shallow and skip the walk.
+    brackets = line.count("[") + line.count("{")
+    too_deep = json_depth_over(data, max_depth) if brackets > max_depth else 0
     if too_deep:
         raise BadMessage(INVALID_REQUEST, f"JSON nested at least {too_deep} deep, past the "
                          f"limit json_depth={max_depth}", _id_of(data))
@@ -551,6 +577,12 @@ class Endpoint:
         self.strict = strict
         self.reply_timeout_s = reply_timeout_s
         self.on_eof_in_call = on_eof_in_call
+        self.encoders: dict[str, Callable[[Any], Any]] = {}
+        """Per incoming method, an encoder of its handler's result used instead of
+        :func:`encode_value` (same JSON; e.g. reusing the encoding of unchanged objects)."""
+        self.decoders: dict[str, Callable[[Any, str], Any]] = {}
+        """Per outgoing method, a decoder of its result used instead of
+        :func:`decode_value` (same value and errors; e.g. reusing earlier objects)."""
         self.stopping = False
         """Set once a ``shutdown`` request has been answered."""
         self._next_id = 1
@@ -588,7 +620,10 @@ class Endpoint:
                 if message.error is not None:
                     error = message.error
                     raise exception_for_error(error["code"], error["message"], error.get("data"))
+                decoder = self.decoders.get(method)
                 try:
+                    if decoder is not None:
+                        return decoder(message.result, f"{method}.result")
                     return decode_value(spec.result, message.result, f"{method}.result")
                 except ContractError as exc:
                     raise BadMessage(INVALID_REQUEST, f"bad result for {method!r}: {exc}",
@@ -628,19 +663,24 @@ class Endpoint:
             line = self.transport.read_line(None)
             if not line:
                 return "eof"
-            if not line.strip():
-                continue
-            try:
-                message = parse_message(line, self.max_depth)
-            except BadMessage as bad:
-                self._rejected(bad)
-                continue
-            if isinstance(message, Response):
-                self._rejected(BadMessage(INVALID_REQUEST, f"response id {message.id!r} "
-                                          "answers no pending request", message.id))
-                continue
-            self._answer(message)
+            self.serve_line(line)
         return "shutdown"
+
+    def serve_line(self, line: bytes) -> None:
+        """Answer one line read outside :meth:`serve` (a server that waits on more than its
+        stdin, e.g. a fork template); malformed lines and stray responses get errors."""
+        if not line.strip():
+            return
+        try:
+            message = parse_message(line, self.max_depth)
+        except BadMessage as bad:
+            self._rejected(bad)
+            return
+        if isinstance(message, Response):
+            self._rejected(BadMessage(INVALID_REQUEST, f"response id {message.id!r} "
+                                      "answers no pending request", message.id))
+            return
+        self._answer(message)
 
     def _answer(self, request: Request) -> None:
         spec = self.incoming.get(request.method)
@@ -662,8 +702,9 @@ class Endpoint:
             code, message, data = error_for_exception(exc)
             self._send(error_message(request.id, code, message, data))
             return
+        encoder = self.encoders.get(request.method)
         try:
-            result = encode_value(spec.result, value)
+            result = encode_value(spec.result, value) if encoder is None else encoder(value)
         except ContractError as exc:
             self._send(error_message(request.id, INTERNAL_ERROR,
                                      f"{request.method}: the handler's result does not encode "
@@ -675,3 +716,59 @@ class Endpoint:
 
     def _send(self, message: Mapping[str, Any]) -> None:
         self.transport.write_line(dumps(message))
+
+
+# --------------------------------------------------------------------------- fork server
+
+
+CHILD_MARK_ENV = "LIFECYCLE_HARNESS_CHILD"
+"""Set in every child's environment to a token of its own (a forked instance sets it to the
+``mark`` of its fork request); whatever it starts inherits it, so the harness's sweep finds
+descendants that left its session and lost their parent."""
+FORK_FD_ENV = "LIFECYCLE_HARNESS_FORK_FD"
+"""Set only in a fork template's environment: the number of an inherited ``AF_UNIX``
+``SOCK_SEQPACKET`` socket on which fork requests arrive (``docs/protocol.md``, "Fork
+server")."""
+FORK_REQUEST_FDS = 4
+"""A fork request carries exactly these descriptors (``SCM_RIGHTS``), in this order: the new
+instance's stdin (read end), stdout (write end), stderr (write end), and its *reply* socket
+(one end of a fresh ``SOCK_SEQPACKET`` pair)."""
+FORK_MESSAGE_BYTES_MAX = 4096
+"""Longest fork request or reply datagram (JSON)."""
+
+
+def fork_datagram(**fields: Any) -> bytes:
+    """One fork-server message: a JSON object in one datagram."""
+    data = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+    if len(data) > FORK_MESSAGE_BYTES_MAX:
+        raise ProtocolError(f"a fork message is at most {FORK_MESSAGE_BYTES_MAX} bytes, "
+                            f"this one {len(data)}")
+    return data
+
+
+def read_fork_datagram(data: bytes, kind: str) -> dict[str, Any]:
+    """The fields of a fork-server message ``kind`` (``"request"``: ``{"mark": str}``;
+    ``"reply"``: ``{"pid": int}``, ``{"pid": int, "exit_status": int}`` or
+    ``{"error": str}``); raises :class:`ProtocolError` saying what is wrong."""
+    try:
+        fields = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ProtocolError(f"fork {kind}: not UTF-8 JSON ({exc}): "
+                            f"{_excerpt(data[:EXCERPT_CHARS])}") from None
+    if not isinstance(fields, dict):
+        raise ProtocolError(f"fork {kind}: a JSON object is expected, got {_excerpt(fields)}")
+    if kind == "request":
+        if set(fields) != {"mark"} or not isinstance(fields["mark"], str) \
+                or not fields["mark"] or "\0" in fields["mark"] or "=" in fields["mark"]:
+            raise ProtocolError(f'fork request: expected {{"mark": non-empty text}}, got '
+                                f"{_excerpt(fields)}")
+        return fields
+    shapes = ({"pid"}, {"pid", "exit_status"}, {"error"})
+    if set(fields) not in shapes or not all(
+            isinstance(fields[name], int) and not isinstance(fields[name], bool)
+            for name in ("pid", "exit_status") if name in fields) \
+            or not isinstance(fields.get("error", ""), str) \
+            or ("pid" in fields and fields["pid"] <= 0):
+        raise ProtocolError(f'fork reply: expected {{"pid": int}}, {{"pid": int, '
+                            f'"exit_status": int}} or {{"error": text}}, got {_excerpt(fields)}')
+    return fields

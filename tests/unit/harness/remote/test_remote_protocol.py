@@ -48,7 +48,8 @@ SAMPLES = {
 }
 SCALARS = {"data_dir": "/tmp/d", "session_id": "s1", "user_text": "go", "wait_id": "w1",
            "approve": True, "permission_version": 4, "stream_id": "m1",
-           "name": "after_result_saved", "protocol_version": 1, "contract_version": 1}
+           "name": "after_result_saved", "protocol_version": 1, "contract_version": 1,
+           "since": "3"}
 RESULTS = {
     c.TurnResult: c.TurnResult("s1", c.TurnStatus.AWAITING_APPROVAL, "waiting"),
     c.RecoveryReport: c.RecoveryReport(("ex-1",), (), ("ex-2",), ("s1",)),
@@ -65,6 +66,7 @@ RESULTS = {
         result_records=1),
     p.InitializeResult: p.InitializeResult(1, c.ImplementationInfo(
         "x", "1", (c.Feature.APPROVALS,), ("fixtures/a.json",)), "/opt/x"),
+    p.InspectSinceResult: p.InspectSinceResult("r9", None),
     p.CheckpointFixtureResult: p.CheckpointFixtureResult(
         "eyJ2IjogMX0=", ({"role": "user", "content": "hi"},)),
     str: "m7",

@@ -1,0 +1,113 @@
+"""Decoding ``inspect`` answers of one data dir with the previous reading's objects reused.
+
+An in-process implementation may hand back the same :class:`~harness.contract.Observation`
+(and the same row views) while its store did not change, and the runner then checks and
+encodes each object once. Over the wire every answer is new JSON; decoding it afresh
+(``from_json`` of every row, then the runner's full check, then the trace's canonical text of
+every distinct object) made a store reading several times dearer in process mode.
+
+Guarantees of :meth:`ObservationReuse.decode`:
+
+* the value is exactly what ``from_json(Observation, data)`` gives (the same errors for the
+  same data), except that it *is* the previous answer's object when the answer's JSON text
+  is identical, and each row (an element of one of the observation's tuples) *is* the
+  previous reading's row object when that row's JSON text is identical. The text is the
+  exact re-serialization of what was received (types, key order and all), so equal text
+  means an equal decoded value of the same types;
+* only the latest reading is remembered (memory bounded by one observation); :meth:`forget`
+  drops it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from typing import Any
+
+from harness.contract import ContractError, Observation, from_json
+
+_FIELDS = {field.name: typing.get_type_hints(Observation)[field.name]
+           for field in dataclasses.fields(Observation)}
+_ROW_TYPES = {name: typing.get_args(kind)[0] for name, kind in _FIELDS.items()
+              if typing.get_origin(kind) is tuple}
+
+
+def _text(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+
+
+class ObservationReuse:
+    """The decoder of one data dir's readings (see the module doc)."""
+
+    def __init__(self) -> None:
+        self._text: str | None = None
+        self._observation: Observation | None = None
+        self._rows: dict[tuple[str, str], list[Any]] = {}
+        self.token = ""
+        """The server's token for the latest reading (``inspect_since``), "" for none."""
+        self.issuer: object = None
+        """Who issued :attr:`token` (an inspector process): a token is only sent back to it."""
+
+    def forget(self) -> None:
+        self._text, self._observation, self._rows = None, None, {}
+        self.token, self.issuer = "", None
+
+    def since(self, issuer: object) -> str:
+        """The token to send ``issuer`` with ``inspect_since`` ("" if it did not issue it)."""
+        return self.token if issuer is self.issuer and self._observation is not None else ""
+
+    def decode_since(self, issuer: object, since: str, data: Any, where: str) -> Observation:
+        """The Observation an ``inspect_since`` answer stands for (``since`` was sent to
+        ``issuer``): the latest reading again when it says "unchanged" for that token; a
+        :class:`ContractError` when it says so for any other, or has another shape."""
+        if not isinstance(data, dict) or not set(data) <= {"reading", "observation"} \
+                or not isinstance(data.get("reading"), str) or not data["reading"]:
+            raise ContractError(f"{where}: expected {{\"reading\": non-empty text, "
+                                f"\"observation\": Observation or null}}")
+        raw = data.get("observation")
+        if raw is None:
+            if not since or data["reading"] != since or self._observation is None:
+                raise ContractError(f"{where}: \"unchanged\" (observation null) for reading "
+                                    f"{data['reading']!r}, but the reading named was "
+                                    f"{since!r}: a server may only say unchanged for the "
+                                    "token it answered last for this data dir")
+            return self._observation
+        observation = self.decode(raw, f"{where}.observation")
+        self.token, self.issuer = data["reading"], issuer
+        return observation
+
+    def decode(self, data: Any, where: str) -> Observation:
+        try:
+            text = _text(data)
+        except (TypeError, ValueError):
+            return from_json(Observation, data, where)
+        if text == self._text and self._observation is not None:
+            return self._observation
+        if not isinstance(data, dict) or not set(data) <= set(_FIELDS):
+            return from_json(Observation, data, where)  # its error, word for word
+        # Each previous row object is handed out at most once per reading: two equal rows
+        # stay two objects, as a fresh decoding would give.
+        previous = {key: list(objects) for key, objects in self._rows.items()}
+        rows: dict[tuple[str, str], list[Any]] = {}
+        values: dict[str, Any] = {}
+        for name, raw in data.items():
+            row_type = _ROW_TYPES.get(name)
+            if row_type is None or not isinstance(raw, list):
+                values[name] = from_json(_FIELDS[name], raw, f"{where}.{name}")
+                continue
+            items = []
+            for index, item in enumerate(raw):
+                key = (name, _text(item))
+                spare = previous.get(key)
+                row = spare.pop() if spare else from_json(row_type, item,
+                                                          f"{where}.{name}[{index}]")
+                rows.setdefault(key, []).append(row)
+                items.append(row)
+            values[name] = tuple(items)
+        try:
+            observation = Observation(**values)
+        except TypeError as exc:
+            raise ContractError(f"{where}: Observation: {exc}") from None
+        self._text, self._observation, self._rows = text, observation, rows
+        return observation

@@ -1,0 +1,143 @@
+"""Inspect answers decoded with the previous reading's objects reused: the same value as a
+fresh decoding (and the same errors), the same objects for what did not change; and the
+reference's server encodes a reading exactly as ``to_json`` does."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from harness.contract import (
+    ContractError,
+    Mode,
+    Observation,
+    SessionView,
+    TurnStatus,
+    from_json,
+    to_json,
+)
+from harness.remote.observation_reuse import ObservationReuse
+from reference_impl.remote import ReadingEncoder
+
+
+def _session(session_id: str, permission_version: int = 1) -> dict:
+    return to_json(SessionView(session_id=session_id, turn_status=TurnStatus("idle"),
+                               permission_version=permission_version, mode=Mode("default"),
+                               interactive=True))
+
+
+@pytest.fixture
+def reading():
+    return {"sessions": [_session("s1"), _session("s2")], "failure_events_logged": 3,
+            "result_records": 1}
+
+
+def test_an_identical_answer_is_the_same_observation(reading):
+    reuse = ObservationReuse()
+    first = reuse.decode(reading, "inspect.result")
+    assert first == from_json(Observation, reading)
+    assert reuse.decode(copy.deepcopy(reading), "inspect.result") is first
+
+
+def test_a_changed_answer_reuses_only_the_unchanged_rows(reading):
+    reuse = ObservationReuse()
+    first = reuse.decode(reading, "inspect.result")
+    changed = copy.deepcopy(reading)
+    changed["sessions"][1] = _session("s2", permission_version=2)
+    changed["sessions"].append(_session("s3"))
+    second = reuse.decode(changed, "inspect.result")
+    assert second == from_json(Observation, changed) and second is not first
+    assert second.sessions[0] is first.sessions[0]
+    assert second.sessions[1] is not first.sessions[1]
+    assert second.sessions[1].permission_version == 2
+
+
+def test_equal_rows_in_one_reading_stay_distinct_objects(reading):
+    reuse = ObservationReuse()
+    twice = {"sessions": [_session("s1"), _session("s1")]}
+    first = reuse.decode(twice, "r")
+    assert first.sessions[0] is not first.sessions[1]
+    again = reuse.decode({"sessions": [_session("s1"), _session("s1")], "result_records": 2}, "r")
+    assert {id(row) for row in again.sessions} == {id(row) for row in first.sessions}
+
+
+def test_a_different_json_type_is_decoded_again_not_reused(reading):
+    """1 and 1.0 and true compare equal in Python; the reuse goes by exact text."""
+    reuse = ObservationReuse()
+    reuse.decode(reading, "r")
+    as_float = copy.deepcopy(reading)
+    as_float["failure_events_logged"] = 3.0
+    with pytest.raises(ContractError) as theirs:
+        from_json(Observation, as_float, "r")
+    with pytest.raises(ContractError) as mine:
+        reuse.decode(as_float, "r")
+    assert str(mine.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize("bad", [
+    [], {"sessions": "x"}, {"bogus": 1}, {"sessions": [{"session_id": 3}]},
+    {"sessions": [{"nope": 1}]},
+])
+def test_bad_answers_fail_with_the_same_error_as_a_fresh_decoding(reading, bad):
+    reuse = ObservationReuse()
+    reuse.decode(reading, "r")
+    with pytest.raises(ContractError) as theirs:
+        from_json(Observation, bad, "r")
+    with pytest.raises(ContractError) as mine:
+        reuse.decode(bad, "r")
+    assert str(mine.value) == str(theirs.value)
+
+
+def test_forget_drops_the_reading(reading):
+    reuse = ObservationReuse()
+    first = reuse.decode(reading, "r")
+    reuse.forget()
+    assert reuse.decode(reading, "r") is not first
+
+
+def test_the_reference_encodes_a_reading_as_to_json_and_reuses_unchanged_rows(reading):
+    encoder = ReadingEncoder()
+    observation = from_json(Observation, reading)
+    data = encoder.encode(observation)
+    assert data == to_json(observation)
+    assert encoder.encode(observation) is data
+    grown = Observation(sessions=(*observation.sessions,
+                                  from_json(SessionView, _session("s9"))), result_records=4)
+    again = encoder.encode(grown)
+    assert again == to_json(grown)
+    assert again["sessions"][0] is data["sessions"][0]  # the unchanged row's encoding
+
+
+# --------------------------------------------------------------------------- inspect_since
+
+
+def test_unchanged_for_the_token_sent_is_the_latest_reading(reading):
+    reuse, issuer = ObservationReuse(), object()
+    assert reuse.since(issuer) == ""
+    first = reuse.decode_since(issuer, "", {"reading": "7", "observation": reading}, "r")
+    assert first == from_json(Observation, reading)
+    assert reuse.since(issuer) == "7" and reuse.since(object()) == ""
+    assert reuse.decode_since(issuer, "7", {"reading": "7", "observation": None}, "r") is first
+    assert reuse.decode_since(issuer, "7", {"reading": "7"}, "r") is first
+
+
+@pytest.mark.parametrize("since, answer", [
+    ("", {"reading": "7", "observation": None}),      # unchanged, but nothing was named
+    ("7", {"reading": "8", "observation": None}),     # unchanged since another reading
+    ("7", {"reading": "", "observation": None}),
+    ("7", {"reading": 7, "observation": None}),
+    ("7", {"observation": None}),
+    ("7", {"reading": "7", "observation": None, "extra": 1}),
+    ("7", ["7", None]),
+])
+def test_an_unchanged_it_cannot_stand_behind_is_a_contract_error(reading, since, answer):
+    reuse, issuer = ObservationReuse(), object()
+    reuse.decode_since(issuer, "", {"reading": "7", "observation": reading}, "r")
+    with pytest.raises(ContractError):
+        reuse.decode_since(issuer, since, answer, "r")
+
+
+def test_unchanged_before_any_reading_is_a_contract_error():
+    with pytest.raises(ContractError, match="unchanged"):
+        ObservationReuse().decode_since(object(), "7", {"reading": "7"}, "r")
