@@ -22,6 +22,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import sqlite3
@@ -66,7 +67,11 @@ class State:
     session_id: str
     sequence: int
     last_execution_id: str
-    messages: tuple[Message, ...]
+    log: list[Message] = dataclasses.field(repr=False, compare=False)
+    """The conversation is ``log[:count]``. Appending to the latest state extends the same
+    list (so an append costs the messages appended, not the conversation), and any other
+    state reads only its own prefix; a list nobody else extends is copied first."""
+    count: int
     pending: tuple[ToolCall, ...]
     """``pending_tool_calls(messages)``, kept up to date without rescanning."""
     chain: str
@@ -74,6 +79,23 @@ class State:
     snapshot_bytes: int
     delta_bytes: int
     """Bytes of the deltas written since the snapshot this checkpoint extends."""
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The whole conversation (a new tuple: costs its length)."""
+        log = self.log
+        return tuple(log) if len(log) == self.count else tuple(log[:self.count])
+
+    @property
+    def last_message(self) -> Message | None:
+        return self.log[self.count - 1] if self.count else None
+
+    def extended(self, added: tuple[Message, ...]) -> list[Message]:
+        """The log of this conversation followed by ``added``."""
+        if len(self.log) == self.count:  # this is the latest state of its log: share it
+            self.log.extend(added)
+            return self.log
+        return self.log[:self.count] + list(added)
 
 
 def state(conn: sqlite3.Connection, session_id: str) -> State | None:
@@ -178,12 +200,14 @@ def _write(
     data = None
     if not whole and previous is not None:
         data = checkpoint_codec.encode_delta(
-            Delta(session_id, sequence, len(previous.messages), last_execution_id, added, entries)
+            Delta(session_id, sequence, previous.count, last_execution_id, added, entries)
         )
         if previous.delta_bytes + len(data) > max(previous.snapshot_bytes, SNAPSHOT_BYTES_MIN):
             data = None  # the deltas outgrew their snapshot: write a new one
-    conversation = added if whole or previous is None else previous.messages + added
+    log = list(added) if whole or previous is None else previous.extended(added)
+    count = len(log) if whole or previous is None else previous.count + len(added)
     if data is None:
+        conversation = tuple(log[:count])
         data = checkpoint_codec.encode(
             Continuation(session_id, sequence, last_execution_id, conversation, entries)
         )
@@ -202,7 +226,7 @@ def _write(
         (session_id, sequence, checkpoint_codec.CURRENT_FORMAT_VERSION, data, len(data),
          len(entries), last_execution_id, reason, now, base_sequence, chain),
     )
-    written = State(session_id, sequence, last_execution_id, conversation, pending, chain,
+    written = State(session_id, sequence, last_execution_id, log, count, pending, chain,
                     snapshot_sequence, snapshot_bytes, delta_bytes)
     memo = getattr(conn, "memo", None)
     if memo is not None:
@@ -240,9 +264,9 @@ def _read(conn: sqlite3.Connection, session_id: str, head: sqlite3.Row) -> State
         last_execution_id = delta.last_execution_id
         chain = row["chain"] or _chain(chain, data)
         delta_bytes += len(data)
-    messages_now = tuple(conversation)
-    return State(session_id, head["sequence"], last_execution_id, messages_now,
-                 pending_tool_calls(messages_now), chain, base, len(snapshot_data), delta_bytes)
+    return State(session_id, head["sequence"], last_execution_id, conversation,
+                 len(conversation), pending_tool_calls(tuple(conversation)), chain, base,
+                 len(snapshot_data), delta_bytes)
 
 
 def _chain(previous: str, data: bytes) -> str:
@@ -288,22 +312,22 @@ def pending_tool_calls(conversation: tuple[Message, ...]) -> tuple[ToolCall, ...
 
 
 def next_step(conversation: tuple[Message, ...]) -> NextStep:
-    return _next_step(conversation, pending_tool_calls(conversation))
+    return _next_step(conversation[-1] if conversation else None,
+                      pending_tool_calls(conversation))
 
 
 def next_step_of(current: State | None) -> NextStep:
     """:func:`next_step` of a state's conversation, from its maintained pending calls."""
     if current is None:
         return NextStep(StepKind.ASK_MODEL)
-    return _next_step(current.messages, current.pending)
+    return _next_step(current.last_message, current.pending)
 
 
-def _next_step(conversation: tuple[Message, ...], pending: tuple[ToolCall, ...]) -> NextStep:
+def _next_step(last: Message | None, pending: tuple[ToolCall, ...]) -> NextStep:
     if pending:
         return NextStep(StepKind.RUN_CALL, call=pending[0])
-    if not conversation or conversation[-1].role != "assistant":
+    if last is None or last.role != "assistant":
         return NextStep(StepKind.ASK_MODEL)
-    last = conversation[-1]
     if last.tool_calls:
         return NextStep(StepKind.ASK_MODEL)  # every call answered: the model goes on
     return NextStep(StepKind.DONE, final_text=last.content, incomplete=last.incomplete)
