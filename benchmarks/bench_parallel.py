@@ -1,6 +1,6 @@
 """Cases per second with one worker process and with two, and the sweep's crash-point count.
 
-    python benchmarks/bench_parallel.py [--scenarios PATH ...] [--max-hits N] [--out FILE]
+    python benchmarks/bench_parallel.py [--scenarios PATH ...] [--max-hits N] [--json FILE]
 
 Runs the same scenarios through ``run_suite`` with ``jobs=1`` and ``jobs=2`` in one process,
 checks that both give the same verdicts and trace digests (a speed-up that changes results
@@ -35,8 +35,9 @@ def main() -> None:
     parser.add_argument("--scenarios", nargs="+", default=[str(DEFAULT_SCENARIO_DIR)])
     parser.add_argument("--max-hits", type=int, default=None,
                         help="bound hits per failpoint in the crash-point count")
-    parser.add_argument("--out", default=os.path.join("benchmarks", "results",
-                                                      "bench_parallel.json"))
+    parser.add_argument("--json", "--out", dest="out", metavar="FILE",
+                        default=os.path.join("benchmarks", "results", "bench_parallel.json"),
+                        help="where to write the JSON result (as in the other benchmarks)")
     args = parser.parse_args()
     scenarios = discover(args.scenarios)
     reference = resolve("reference")

@@ -1,6 +1,6 @@
 """The README's test command: wall and CPU time, the 60 s target, the longest tests.
 
-    python benchmarks/bench_tests.py [--serial] [--top N] [--out FILE]
+    python benchmarks/bench_tests.py [--serial] [--top N] [--json FILE]
 
 Runs `python -m pytest -q -p no:cacheprovider --durations=N` from the repository root (the
 README's `python -m pytest -q`, no cache written, the slowest tests listed) as it runs by
@@ -57,7 +57,9 @@ def main() -> int:
     parser.add_argument("--serial", action="store_true",
                         help="also run with -n 0 (one process) and print the ratio")
     parser.add_argument("--top", type=int, default=30, help="how many durations to keep")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "tests.json"))
+    parser.add_argument("--json", "--out", dest="out", metavar="FILE",
+                        default=str(ROOT / "benchmarks" / "results" / "tests.json"),
+                        help="where to write the JSON result (as in the other benchmarks)")
     args = parser.parse_args()
 
     runs = {"default": _run([], args.top)}
