@@ -26,6 +26,7 @@ from harness.remote.protocol import (
 )
 from harness.runner import run_scenario
 from harness.scenarios import load
+from remote_recording import Recording
 
 pytestmark = [pytest.mark.process,
               pytest.mark.skipif(not forkserver.supported(), reason="needs Linux pidfds")]
@@ -88,17 +89,6 @@ os.dup2(2, 1)
 sock = fork_socket_from_environment()
 sys.exit(ForkTemplate(Impl, sock, 0, out).run() if sock else serve(Impl(), sys.stdin.buffer, out))
 '''
-
-
-class Recording(ProcessImplementation):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.children = []
-
-    def open(self, data_dir, world):
-        runtime = super().open(data_dir, world)
-        self.children.append(runtime._child)
-        return runtime
 
 
 def _alive(pid: int) -> bool:

@@ -25,6 +25,7 @@ from harness.runner import run_scenario
 from harness.scenarios import load
 from harness.suite import run_suite
 from harness.trace import Kind, trace_to_json
+from remote_recording import Recording
 
 pytestmark = pytest.mark.process
 
@@ -85,19 +86,6 @@ def make():
 if __name__ == "__main__":
     sys.exit(serve(Impl(), sys.stdin.buffer, sys.stdout.buffer))
 '''
-
-
-class Recording(ProcessImplementation):
-    """Keeps the child of every opened instance, to look at its pid and exit status."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.children = []
-
-    def open(self, data_dir, world):
-        runtime = super().open(data_dir, world)
-        self.children.append(runtime._child)
-        return runtime
 
 
 @pytest.fixture(scope="module")
