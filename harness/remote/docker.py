@@ -149,6 +149,7 @@ class DockerImplementation(ProcessImplementation):
     """The implementation in ``image`` (see the module doc)."""
 
     spares = 0  # each container's command names its data dir
+    fork_server = False  # descriptors cannot be passed into a container: one per instance
 
     def __init__(self, image: str, *, docker: str = "docker",
                  env: Mapping[str, str] | None = None, info: ImplementationInfo | None = None,
