@@ -11,7 +11,8 @@ import pytest
 from harness.contract import Observation
 from reference_impl import store as store_module
 from reference_impl.errors import StoreError
-from reference_impl.store import SCHEMA_VERSION, Store, open_read_only, store_path
+from harness.contract import SimulatedCrash
+from reference_impl.store import SCHEMA_VERSION, Durability, Store, open_read_only, store_path
 
 
 def test_one_wal_file_per_data_dir_with_full_sync(tmp_path):
@@ -50,6 +51,41 @@ def test_an_exception_rolls_the_transaction_back():
             raise RuntimeError("boom")
     assert store.connection.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 0
     assert not store.connection.in_transaction
+
+
+_FAULT_ROW = ("INSERT INTO runtime_faults (session_id, execution_id, location, error, at)"
+              " VALUES ('s', 'e', 'here', 'x', 0)")
+
+
+def test_a_crash_leaves_the_transaction_uncommitted_like_a_killed_process(tmp_path):
+    store = Store.open(str(tmp_path))
+    with pytest.raises(SimulatedCrash):
+        with store.transaction() as conn:
+            conn.execute(_FAULT_ROW)
+            raise SimulatedCrash("killed here")
+    assert store.connection.in_transaction  # neither committed nor rolled back by us
+    reader = open_read_only(str(tmp_path))
+    assert reader.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 0
+    store.close()  # closing an open transaction rolls it back, as the process's death does
+    assert reader.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 0
+    reader.close()
+
+
+@pytest.mark.parametrize("durability, synchronous", [(Durability.ORDERED, 1),
+                                                     (Durability.SYNCED, 2)])
+def test_a_commit_is_as_durable_as_asked_and_visible_at_once_either_way(
+        tmp_path, durability, synchronous):
+    store = Store.open(str(tmp_path))
+    reader = Store.open(str(tmp_path))
+    with store.transaction(durability) as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == synchronous
+        conn.execute(_FAULT_ROW)
+    # another connection (another instance, the harness's inspect) sees it at once
+    assert reader.connection.execute("SELECT COUNT(*) FROM runtime_faults").fetchone()[0] == 1
+    with store.transaction() as conn:  # the default is synced
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    store.close()
+    reader.close()
 
 
 def test_a_second_connection_sees_only_committed_writes(tmp_path):
