@@ -139,8 +139,9 @@ def check_l3_2(trace: Trace) -> Verdict:
     """Each prompt matches a pending wait already durable when it was shown (probe), survives a
     crash after it, and its first answer takes effect exactly once, judged from the ledger: an
     approved wait leads to exactly one execution after the answer (none before), unless the
-    operation's record shows it not started, stopped by revalidation or a rule that cannot be
-    lifted; a rejected one to none; a repeated answer changes nothing (no second execution, the
+    operation's record shows it stopped by revalidation or a rule that cannot be lifted, and
+    not started (for an escalation: with only its sandboxed attempt run, before the prompt);
+    a rejected one to none; a repeated answer changes nothing (no second execution, the
     wait keeps the first answer's status).
 
     Exercised: a prompt probed when shown, a crash after a prompt followed by a restart
@@ -198,8 +199,12 @@ def check_l3_2(trace: Trace) -> Verdict:
         if approve and not late and not unavailable and trace.completed and final is not None \
                 and final.index > first_answer.index:
             op = s.find_op(final.observation, key)
-            stopped = (op is not None and op.outcome is Outcome.NOT_STARTED and not op.execution_started
-                       and op.decided_by in STOPPED_BEFORE_RUN)
+            # An escalation's prompt follows its sandboxed attempt, whose result stands when
+            # the run outside the sandbox is stopped; any other approved call never ran.
+            escalation = any(r.index < prompt.index for r in rows)
+            stopped = (op is not None and op.decided_by in STOPPED_BEFORE_RUN
+                       and (escalation or (op.outcome is Outcome.NOT_STARTED
+                                           and not op.execution_started)))
             asked_again = any(p.index > first_answer.index and (p.data.get("session_id"), p.data.get("tool_call_id")) == key
                               for p in trace.of_kind(Kind.APPROVAL_PROMPT))
             if not stopped and not asked_again and not s.cancelled(trace, key[0], first_answer.index) \

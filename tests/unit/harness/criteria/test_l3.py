@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from harness.contract import (
     DecisionSource,
+    FailureKind,
     Feature,
     Mode,
     Observation,
@@ -736,6 +737,36 @@ def test_l3_2_passes_when_revalidation_stopped_the_approved_operation_and_says_s
     _approved(tb, run=False, final_op=denied(W, decided_by=DecisionSource.REVALIDATION))
     verdict = check("L3.2", tb.build())
     assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def _escalation_approved_but_not_rerun(tb, decided_by):
+    """A sandboxed attempt that ran and asks to escalate; the owner approves; nothing runs
+    after the answer; the record keeps the sandboxed attempt's failed result."""
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)  # the sandboxed attempt, before the escalation's prompt
+    _, wid = tb.prompt("s1", W)
+    answer = tb.call("answer_approval", wait_id=wid, approve=True)
+    tb.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
+    final_op = op(W, decided_by=decided_by, outcome=Outcome.FAILED,
+                  failure_kind=FailureKind.PERMISSION_DENIED, status="error", output="partial")
+    tb.observe("final", Observation(operations=(final_op,), approval_waits=(
+        wait(wid, W, status=WaitStatus.APPROVED, applied=True),)))
+    return answer
+
+
+def test_l3_2_passes_when_revalidation_stopped_an_approved_escalation_and_says_so():
+    """Found by chaos: rules changed while the escalation waited; revalidation refused the
+    run outside the sandbox, whose sandboxed result (started, failed) stands."""
+    tb = TB(ASK)
+    _escalation_approved_but_not_rerun(tb, DecisionSource.REVALIDATION)
+    verdict = check("L3.2", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_l3_2_fails_when_an_approved_escalation_never_reruns_and_the_record_says_approval():
+    tb = TB(ASK)
+    answer = _escalation_approved_but_not_rerun(tb, DecisionSource.APPROVAL)
+    assert_fail_at(check("L3.2", tb.build()), answer)
 
 
 def test_l3_2_fails_when_a_second_answer_changes_the_wait():
