@@ -464,13 +464,11 @@ class OperationPipeline:
                 if decided_by is not DecisionSource.CANCELLATION:
                     decided_by = DecisionSource.REVALIDATION
             if escalating:
-                # The sandboxed attempt's saved result stands; only the escalation is refused,
-                # and the record says who refused it (the approval alone no longer decides).
+                # The sandboxed attempt's saved result stands; only the escalation is refused.
                 refused = conn.execute(
-                    "UPDATE operations SET stage = ?, decided_by = ?, reason = ?"
+                    "UPDATE operations SET stage = ?, reason = ?"
                     " WHERE execution_id = ? AND stage = ?",
-                    (Stage.RECORDED.value, decided_by.value, refusal.reason, op.execution_id,
-                     op.stage.value),
+                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.stage.value),
                 ).rowcount
                 conn.execute(
                     "UPDATE result_records SET reason = ? WHERE execution_id = ?",

@@ -25,6 +25,7 @@ from harness.contract import (
     Permission,
     WaitStatus,
 )
+from harness.criteria import facts as F
 from harness.criteria import trace_readings as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.criteria.denial_oracle import (
@@ -135,13 +136,23 @@ STOPPED_BEFORE_RUN = (
 """Who may legitimately stop an approved operation before it runs (the record must say so)."""
 
 
+def _approval_voided(trace: Trace, key: tuple[str, str], since: int, final: int) -> bool:
+    """Did a rule change since ``since`` void the approval (docs/lifecycle.md: an approval
+    is bound to the version it was asked under; after a change only an exact grant still
+    allows the call), by the harness's own precedence model?"""
+    op = F.operations(trace).get(key)
+    if op is None or not F.rule_changes_between(trace, key[0], since, final):
+        return False
+    return F.decision_at(trace, op, final).permission is not Permission.ALLOW
+
+
 def check_l3_2(trace: Trace) -> Verdict:
     """Each prompt matches a pending wait already durable when it was shown (probe), survives a
     crash after it, and its first answer takes effect exactly once, judged from the ledger: an
     approved wait leads to exactly one execution after the answer (none before), unless the
-    operation's record shows it stopped by revalidation or a rule that cannot be lifted, and
-    not started (for an escalation: with only its sandboxed attempt run, before the prompt);
-    a rejected one to none; a repeated answer changes nothing (no second execution, the
+    operation's record shows it not started, stopped by revalidation or a rule that cannot be
+    lifted (for an escalation, whose sandboxed result stands: unless the rules changed after
+    its prompt so that they no longer allow the call); a rejected one to none; a repeated answer changes nothing (no second execution, the
     wait keeps the first answer's status).
 
     Exercised: a prompt probed when shown, a crash after a prompt followed by a restart
@@ -199,12 +210,14 @@ def check_l3_2(trace: Trace) -> Verdict:
         if approve and not late and not unavailable and trace.completed and final is not None \
                 and final.index > first_answer.index:
             op = s.find_op(final.observation, key)
-            # An escalation's prompt follows its sandboxed attempt, whose result stands when
-            # the run outside the sandbox is stopped; any other approved call never ran.
-            escalation = any(r.index < prompt.index for r in rows)
-            stopped = (op is not None and op.decided_by in STOPPED_BEFORE_RUN
-                       and (escalation or (op.outcome is Outcome.NOT_STARTED
-                                           and not op.execution_started)))
+            stopped = (op is not None and op.outcome is Outcome.NOT_STARTED and not op.execution_started
+                       and op.decided_by in STOPPED_BEFORE_RUN)
+            # An escalation's prompt follows its sandboxed attempt, whose saved result stands
+            # (and may not change: L5.1) when the run outside the sandbox is stopped: judged
+            # from the world, the rules changed since that attempt and no longer allow the call.
+            sandboxed = [r.index for r in rows if r.index < prompt.index]
+            if not stopped and op is not None and sandboxed:
+                stopped = _approval_voided(trace, key, sandboxed[-1], final.index)
             asked_again = any(p.index > first_answer.index and (p.data.get("session_id"), p.data.get("tool_call_id")) == key
                               for p in trace.of_kind(Kind.APPROVAL_PROMPT))
             if not stopped and not asked_again and not s.cancelled(trace, key[0], first_answer.index) \

@@ -739,11 +739,14 @@ def test_l3_2_passes_when_revalidation_stopped_the_approved_operation_and_says_s
     assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
-def _escalation_approved_but_not_rerun(tb, decided_by):
-    """A sandboxed attempt that ran and asks to escalate; the owner approves; nothing runs
-    after the answer; the record keeps the sandboxed attempt's failed result."""
+def _escalation_approved_but_not_rerun(tb, decided_by=DecisionSource.APPROVAL, rules=None):
+    """A sandboxed attempt that ran and asks to escalate; ``rules`` (then version 2) in force
+    from before its prompt; the owner approves; nothing runs after the answer; the record
+    keeps the sandboxed attempt's failed result, unchanged (L5.1)."""
     tb.respond("s1", (W,))
     tb.executed("s1", W)  # the sandboxed attempt, before the escalation's prompt
+    if rules is not None:
+        tb.update_rules("s1", rules, 2)
     _, wid = tb.prompt("s1", W)
     answer = tb.call("answer_approval", wait_id=wid, approve=True)
     tb.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
@@ -754,18 +757,24 @@ def _escalation_approved_but_not_rerun(tb, decided_by):
     return answer
 
 
-def test_l3_2_passes_when_revalidation_stopped_an_approved_escalation_and_says_so():
-    """Found by chaos: rules changed while the escalation waited; revalidation refused the
-    run outside the sandbox, whose sandboxed result (started, failed) stands."""
+def test_l3_2_passes_when_a_rule_change_voided_an_approved_escalation():
+    """Found by chaos: the rules changed (to none) while the escalation waited; revalidation
+    refused the run outside the sandbox, whose sandboxed result (started, failed) stands."""
     tb = TB(ASK)
-    _escalation_approved_but_not_rerun(tb, DecisionSource.REVALIDATION)
+    _escalation_approved_but_not_rerun(tb, rules=())
     verdict = check("L3.2", tb.build())
     assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
-def test_l3_2_fails_when_an_approved_escalation_never_reruns_and_the_record_says_approval():
+def test_l3_2_fails_when_an_approved_escalation_never_reruns_without_a_cause():
     tb = TB(ASK)
-    answer = _escalation_approved_but_not_rerun(tb, DecisionSource.APPROVAL)
+    answer = _escalation_approved_but_not_rerun(tb)
+    assert_fail_at(check("L3.2", tb.build()), answer)
+
+
+def test_l3_2_fails_when_the_rules_changed_but_still_grant_the_escalated_call():
+    tb = TB(ASK)
+    answer = _escalation_approved_but_not_rerun(tb, rules=(Rule(RuleEffect.ALLOW, "write_file"),))
     assert_fail_at(check("L3.2", tb.build()), answer)
 
 
