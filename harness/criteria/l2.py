@@ -569,8 +569,10 @@ def check_l2_7(trace: Trace) -> Verdict:
     for event in trace.of_kind(Kind.FAILPOINT):
         if event.data.get("name") == "during_classifier_review" and event.data.get("action") == "cancel":
             params = F.fault_params(trace, event)
-            found = _review_op_at(trace, ops, revs, event, str(params.get("session", params.get("session_id", ""))))
-            if found is not None:
+            target = F.arg_session(params, F.default_session(trace))
+            found = _review_op_at(trace, ops, revs, event, target)
+            # Cancelling another session than the one under review changes nothing for it.
+            if found is not None and found[0].session_id == target:
                 cases.append((found[0], event.index))
     for review in revs:
         if review.outcome == "cancelled" and review.op_key in ops:

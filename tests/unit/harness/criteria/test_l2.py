@@ -482,11 +482,14 @@ def test_l2_6_not_exercised_without_reviews():
 # --------------------------------------------------------------------------- L2.7
 
 
-def _cancelled(run=False):
-    b = TraceBuilder(session("s1", mode="auto"), tools=[("write_file", "write")])
+def _cancelled(run=False, target="s1"):
+    b = TraceBuilder(session("s1", mode="auto"), session("s2", mode="auto"),
+                     tools=[("write_file", "write")])
     b.model("s1", [call("c1", "write_file", X)])
     b.classifier("s1", "write_file", X, "allow")
-    cancel = b.failpoint("during_classifier_review", "cancel", {"session_id": "s1"}, {"session": "s1"})
+    context = {"session_id": "s1", "tool_call_id": "c1",
+               "execution_id": execution_id_for("s1", "c1")}  # what the IUT passes
+    cancel = b.failpoint("during_classifier_review", "cancel", context, {"session": target})
     row = b.executed("s1", "c1", "write_file", X) if run else None
     b.observe(op_view("s1", "c1", "write_file", X, permission="allow" if run else "deny",
                       decided_by="classifier" if run else "cancellation", classifier_outcome="allow"))
@@ -503,6 +506,12 @@ def test_l2_7_fails_when_it_executes_after_the_cancellation():
     b, cancel, row = _cancelled(run=True)
     verdict = v("L2.7", b.build())
     assert verdict.status is Status.FAIL and {cancel, row} <= all_indexes(verdict)
+
+
+def test_l2_7_cancelling_another_session_during_a_review_stops_nothing_of_it():
+    """Found by chaos: a cancel of s2 fired during s1's review; s1's call rightly ran."""
+    b, _, _ = _cancelled(run=True, target="s2")
+    assert v("L2.7", b.build()).status is Status.NOT_EXERCISED
 
 
 def test_l2_7_counts_a_cancelled_verdict_from_the_classifier():
