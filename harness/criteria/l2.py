@@ -554,6 +554,15 @@ def _review_op_at(trace: Trace, ops, revs, failpoint: TraceEvent, session_id: st
     return None
 
 
+def _reviewed_op_a_fault_targets(trace: Trace, ops, revs, failpoint: TraceEvent) -> F.Op | None:
+    """The operation under review at a ``during_classifier_review`` fault, when the fault
+    acts on that operation's own session (a cancel or a rule change of another session
+    changes nothing for it)."""
+    target = F.arg_session(F.fault_params(trace, failpoint), F.default_session(trace))
+    found = _review_op_at(trace, ops, revs, failpoint, target)
+    return found[0] if found is not None and found[0].session_id == target else None
+
+
 def check_l2_7(trace: Trace) -> Verdict:
     """An operation whose session was cancelled while the classifier reviewed it (or whose
     review was answered 'cancelled') is not executed and stays not_started.
@@ -568,12 +577,9 @@ def check_l2_7(trace: Trace) -> Verdict:
     cases: list[tuple[F.Op, int]] = []
     for event in trace.of_kind(Kind.FAILPOINT):
         if event.data.get("name") == "during_classifier_review" and event.data.get("action") == "cancel":
-            params = F.fault_params(trace, event)
-            target = F.arg_session(params, F.default_session(trace))
-            found = _review_op_at(trace, ops, revs, event, target)
-            # Cancelling another session than the one under review changes nothing for it.
-            if found is not None and found[0].session_id == target:
-                cases.append((found[0], event.index))
+            op = _reviewed_op_a_fault_targets(trace, ops, revs, event)
+            if op is not None:
+                cases.append((op, event.index))
     for review in revs:
         if review.outcome == "cancelled" and review.op_key in ops:
             if all(op.key != review.op_key for op, _ in cases):
@@ -625,10 +631,9 @@ def check_l2_8(trace: Trace) -> Verdict:
     judged: dict[F.OpKey, int] = {}
     for event in trace.of_kind(Kind.FAILPOINT):
         if event.data.get("name") == "during_classifier_review" and event.data.get("action") == "change_rules":
-            params = F.fault_params(trace, event)
-            found = _review_op_at(trace, ops, revs, event, str(params.get("session", params.get("session_id", ""))))
-            if found is not None:
-                judged.setdefault(found[0].key, event.index)
+            op = _reviewed_op_a_fault_targets(trace, ops, revs, event)
+            if op is not None:
+                judged.setdefault(op.key, event.index)
     for op in ops.values():
         first = _first_attempt(op)
         mine = [r for r in F.reviews_of(revs, op.key) if first is None or r.event.index < first.index]

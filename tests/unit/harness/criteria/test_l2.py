@@ -569,6 +569,23 @@ def test_l2_8_fails_when_it_executes_under_the_old_version():
     assert verdict.status is Status.FAIL and "permission version 1" in verdict.evidence[0].note
 
 
+def test_l2_8_a_rule_change_of_another_session_during_a_review_voids_nothing_of_it():
+    """Found by chaos: s2's rules changed during s1's review; s1's call rightly ran on its
+    verdict, its own session still at version 1."""
+    b = TraceBuilder(session("s1", mode="auto", interactive=False),
+                     session("s2", mode="auto", interactive=False), tools=[("write_file", "write")])
+    b.model("s1", [call("c1", "write_file", X)])
+    b.classifier("s1", "write_file", X, "allow")
+    b.failpoint("during_classifier_review", "change_rules",
+                {"session_id": "s1", "tool_call_id": "c1",
+                 "execution_id": execution_id_for("s1", "c1")},
+                {"session": "s2", "permission_version": 2, "rules": []})
+    b.executed("s1", "c1", "write_file", X, permission_version=1)
+    b.observe(op_view("s1", "c1", "write_file", X, permission="allow", decided_by="classifier",
+                      classifier_outcome="allow", permission_version=1))
+    assert v("L2.8", b.build()).status is Status.NOT_EXERCISED
+
+
 def test_l2_8_not_exercised_without_changes():
     b, _ = _order()
     assert v("L2.8", b.build()).status is Status.NOT_EXERCISED
