@@ -40,6 +40,18 @@ def _revoked_by(trace: Trace, change: s.RuleChange, changes: tuple[s.RuleChange,
                  if after.denied_outright(t) is not None and before.denied_outright(t) is None)
 
 
+def _escalated_run_started(trace: Trace, key: tuple[str, str], change: int) -> bool:
+    """Was an escalation of ``key`` approved, and its run outside the sandbox started (a
+    ledger row after the approval), before ``change``? That run was authorized under the
+    rules before the change; its result rightly replaces the sandboxed attempt's after it."""
+    waits = {p.data.get("wait_id") for p in trace.of_kind(Kind.APPROVAL_PROMPT)
+             if (p.data.get("session_id"), p.data.get("tool_call_id")) == key and p.index < change}
+    approved = [a.index for a in s.answers(trace)
+                if a.index < change and s.answer_args(a)[1] and s.answer_args(a)[0] in waits]
+    return bool(approved) and any(approved[0] < row.index < change
+                                  for row in s.ledger_rows_for(trace, key))
+
+
 def check_l5_1(trace: Trace) -> Verdict:
     """Every model request offers only tools the rules in force when it is sent allow: after
     a rule change, a tool denied outright is absent from every request until the next change
@@ -77,7 +89,9 @@ def check_l5_1(trace: Trace) -> Verdict:
         waiting = {w.execution_id for w in before.observation.approval_waits if w.status is WaitStatus.PENDING}
         saved = [op for op in before.observation.operations
                  if op.session_id == session and op.delivery is not Delivery.PENDING
-                 and op.identity.execution_id not in waiting]  # an open escalation is not settled
+                 and op.identity.execution_id not in waiting  # an open escalation is not settled
+                 and not _escalated_run_started(trace, (op.session_id, op.identity.tool_call_id),
+                                                change.index)]
         if revoking:
             exercised += sum(1 for op in saved if any(
                 p.index > change.index and s.find_op(p.observation, (op.session_id, op.identity.tool_call_id))

@@ -17,6 +17,7 @@ from harness.contract import (
     ToolCall,
     ToolKind,
     ToolSpec,
+    WaitStatus,
     to_json,
 )
 from harness.criteria import l5
@@ -85,6 +86,41 @@ def test_l5_1_fails_when_the_revoked_tool_is_still_offered():
 def test_l5_1_fails_when_filtering_rewrites_a_saved_operation():
     tb = TB(S1, tools=SMS_TOOLS)
     _, point = _revocation(tb, ("read_file",), later_view=op(READ, version=2))
+    assert_fail_at(check("L5.1", tb.build()), point)
+
+
+def _escalation_replaced_around_a_change(tb, run_before_change):
+    """SMS's sandboxed attempt failed and asked to escalate; the owner approved; the run
+    outside the sandbox starts before or after a change that revokes SMS; the record then
+    holds that run's success instead of the sandboxed failure."""
+    tb.respond("s1", (SMS,), tools=("read_file", "send_sms"))
+    tb.executed("s1", SMS, status="error", output="partial")  # the sandboxed attempt
+    sandboxed = op(SMS, outcome=Outcome.FAILED, failure_kind=FailureKind.PERMISSION_DENIED,
+                   status="error", output="partial")
+    _, wid = tb.prompt("s1", SMS)
+    tb.call("answer_approval", wait_id=wid, approve=True)
+    tb.observe("quiescent", Observation(operations=(sandboxed,), approval_waits=(
+        wait(wid, SMS, status=WaitStatus.APPROVED, applied=True),)))
+    if run_before_change:
+        tb.executed("s1", SMS)
+    tb.update_rules("s1", DENY_SMS, 2)
+    if not run_before_change:
+        tb.executed("s1", SMS)
+    tb.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
+    return tb.observe("final", Observation(operations=(op(SMS),), approval_waits=(
+        wait(wid, SMS, status=WaitStatus.APPROVED, applied=True),)))
+
+
+def test_l5_1_an_escalated_run_started_before_the_change_may_replace_its_record():
+    """Found by chaos: the run outside the sandbox was authorized under the old rules."""
+    tb = TB(S1, tools=SMS_TOOLS)
+    _escalation_replaced_around_a_change(tb, run_before_change=True)
+    assert check("L5.1", tb.build()).status is not Status.FAIL
+
+
+def test_l5_1_fails_when_an_escalated_run_after_the_change_replaces_the_saved_record():
+    tb = TB(S1, tools=SMS_TOOLS)
+    point = _escalation_replaced_around_a_change(tb, run_before_change=False)
     assert_fail_at(check("L5.1", tb.build()), point)
 
 
