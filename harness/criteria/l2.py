@@ -439,11 +439,13 @@ def check_l2_4(trace: Trace) -> Verdict:
 
 
 def _voided(trace: Trace, revs, review: F.Review) -> bool:
-    """Was this review interrupted by a cancellation or a rule change (L2.7/L2.8)?"""
+    """Was this review interrupted by a cancellation or a rule change (L2.7/L2.8), or by a
+    crash inside it (the instance died before the verdict reached it: nothing to record)?"""
     later = [r.event.index for r in revs if r.event.index > review.event.index]
     stop = later[0] if later else F.last_index(trace) + 1
     return any(
-        e.data.get("name") == "during_classifier_review" and e.data.get("action") in ("cancel", "change_rules")
+        e.data.get("name") == "during_classifier_review"
+        and e.data.get("action") in ("cancel", "change_rules", "crash")
         for e in F.events_between(trace, review.event.index, stop, Kind.FAILPOINT)
     )
 

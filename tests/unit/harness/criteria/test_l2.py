@@ -428,6 +428,34 @@ def test_l2_5_fails_when_a_service_error_executes():
     assert b.seq(marks["row3"]) in all_rows(verdict)
 
 
+def _crashed_review(crash=True):
+    """The classifier answers risk_deny; the instance dies inside the review (or does not);
+    after the restart the operation is decided by the owner, no verdict recorded."""
+    b = TraceBuilder(session("s1", mode="auto"), tools=[("write_file", "write")])
+    b.model("s1", [call("c1", "write_file", X)])
+    review = b.classifier("s1", "write_file", X, "risk_deny")
+    context = {"session_id": "s1", "tool_call_id": "c1",
+               "execution_id": execution_id_for("s1", "c1")}
+    if crash:
+        b.crash("during_classifier_review", context=context)
+        b.restart()
+    final = b.observe(op_view("s1", "c1", "write_file", X, permission="ask",
+                              decided_by="default_ask", classifier_outcome=None))
+    return b, review, final
+
+
+def test_l2_5_a_verdict_cut_by_a_crash_inside_the_review_need_not_be_recorded():
+    """Found by chaos: the instance died before the verdict reached it."""
+    b, _, _ = _crashed_review()
+    assert v("L2.5", b.build()).status is Status.PASS
+
+
+def test_l2_5_fails_when_a_verdict_that_reached_the_instance_is_not_recorded():
+    b, review, final = _crashed_review(crash=False)
+    verdict = v("L2.5", b.build())
+    assert verdict.status is Status.FAIL and {review, final} <= all_indexes(verdict)
+
+
 def test_l2_5_not_exercised_without_reviews():
     b = TraceBuilder(session("s1", mode="auto"))
     b.model("s1")
