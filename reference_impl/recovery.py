@@ -74,6 +74,12 @@ def recover(
                      turn_resumed=session_id in running)
     for session_id in running:
         turns.drive(session_id)
+    # A cancelled turn's emitted calls are recorded (not executed), never left undecided:
+    # the turn loop does this when it sees the cancellation, recovery when a crash came first.
+    for row in store.connection.execute(
+            "SELECT session_id FROM sessions WHERE cancelled = 1 AND turn_status != ?"
+            " ORDER BY rowid", (TurnStatus.RUNNING.value,)).fetchall():
+        turns.settle_pending_calls(row["session_id"])
     return report
 
 
