@@ -37,7 +37,6 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
-import copy
 import enum
 import sqlite3
 from dataclasses import dataclass
@@ -499,10 +498,7 @@ class OperationPipeline:
         """Call the tool, retrying only where failure_policy allows; (outcome, output,
         result digest, attempts)."""
         session = self._session(op.session_id)
-        # A copy: the record may be a remembered view (records.remembered_view) that later
-        # steps read again, and the tool must not be able to change what they read.
-        invocation = ToolInvocation(op.identity, op.session_id, op.tool, copy.deepcopy(op.args),
-                                    sandboxed)
+        invocation = ToolInvocation(op.identity, op.session_id, op.tool, op.args, sandboxed)
         retries_max = session.config.thresholds.auto_retries_max
         idempotent = session.tool_is_idempotent(op.tool)
         attempts = 0

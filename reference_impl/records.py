@@ -105,21 +105,19 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     memo = getattr(conn, "memo", None)
     if memo is None:
         return session_from_row(row)
-    values = tuple(row)
-    same = memo.get(("session row", session_id))
-    if same is not None and same[0] == values:  # the very row read last time
-        return same[1]
-    # Parsing the config is most of the cost of a step; it is reused only while the
-    # very texts it was parsed from are the ones stored (see store.StoreConnection).
-    texts = (row["config_json"], row["rules_json"], row["permission_version"])
-    remembered = memo.get(("session", session_id))
-    if remembered is None or remembered[0] != texts:
-        remembered = (texts, _config_from_row(row))
-        memo[("session", session_id)] = remembered
-    state = SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
-                         bool(row["cancelled"]))
-    memo[("session row", session_id)] = (values, state)
-    return state
+
+    def decode(row: sqlite3.Row) -> SessionState:
+        # Parsing the config is most of the cost of a step; it is reused only while the
+        # very texts it was parsed from are the ones stored (see store.StoreConnection).
+        texts = (row["config_json"], row["rules_json"], row["permission_version"])
+        remembered = memo.get(("session", session_id))
+        if remembered is None or remembered[0] != texts:
+            remembered = (texts, _config_from_row(row))
+            memo[("session", session_id)] = remembered
+        return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
+                            bool(row["cancelled"]))
+
+    return remembered_view(conn, ("session row", session_id), row, decode)
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
@@ -137,13 +135,14 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
     row = conn.execute(
         "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
     ).fetchone()
-    return remembered_view(conn, "operation", row, operation_from_row) if row else None
+    return operation_from_row(row) if row else None
 
 
-def remembered_view(conn: sqlite3.Connection, kind: str, row: sqlite3.Row,
+def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
                     decode: Callable[[sqlite3.Row], Any]) -> Any:
     """``decode(row)``, or the view decoded last time for a row of ``kind`` with the very
-    same column values (one slot per kind: a step reads the same operation over and over).
+    same column values (one slot per kind: a step reads the same row over and over; an
+    operation's row changes at every step, so operations are decoded afresh).
     A cache checked against the row just read, never state of its own (see
     store.StoreConnection)."""
     memo = getattr(conn, "memo", None)
