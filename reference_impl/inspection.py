@@ -90,7 +90,8 @@ class StoreReader:
                 version = _data_version(kept.conn)
                 if version == kept.data_version:
                     return kept.observation
-                kept.observation, kept.data_version = _read(kept.conn), version
+                kept.observation = _read(kept.conn, schema_known=True)
+                kept.data_version = version
                 return kept.observation
             conn = open_read_only(data_dir, any_thread=True)
             if conn is None:
@@ -156,23 +157,27 @@ def _decoded(conn: sqlite3.Connection) -> _Decoded:
     return decoded  # type: ignore[return-value]
 
 
-def _read(conn: sqlite3.Connection) -> Observation:
+def _read(conn: sqlite3.Connection, *, schema_known: bool = False) -> Observation:
+    """One snapshot of every table (``schema_known``: this connection saw the schema
+    already; a table is never dropped, so a kept connection skips that query)."""
     conn.execute("BEGIN")  # one snapshot for every table
     try:
         _decoded(conn).next_reading()
-        if not _has_schema(conn):
+        if not schema_known and not _has_schema(conn):
             return Observation()
+        wait_rows = _wait_rows(conn)
+        failure_events_logged, result_records = _counts(conn)
         observation = Observation(
             sessions=_sessions(conn),
-            operations=_operations(conn),
-            approval_waits=_waits(conn),
+            operations=_operations(conn, wait_rows),
+            approval_waits=_waits(wait_rows),
             denial_counters=_denial_counters(conn),
             failure_table=_failure_table(conn),
             checkpoints=_checkpoints(conn),
             projections=_projections(conn),
             model_requests=_model_requests(conn),
-            failure_events_logged=_count(conn, "failure_events"),
-            result_records=_count(conn, "result_records"),
+            failure_events_logged=failure_events_logged,
+            result_records=result_records,
         )
         return observation
     finally:
@@ -199,13 +204,12 @@ def _session_view(row: sqlite3.Row) -> SessionView:
                        Mode(state.config.mode), state.config.interactive)
 
 
-def _operations(conn: sqlite3.Connection) -> tuple[OperationView, ...]:
-    pending_waits = {
-        row["execution_id"]
-        for row in conn.execute(
-            "SELECT execution_id FROM approval_waits WHERE status = ?", (WaitStatus.PENDING.value,)
-        ).fetchall()
-    }
+def _operations(conn: sqlite3.Connection,
+                wait_rows: list[sqlite3.Row]) -> tuple[OperationView, ...]:
+    # Read off the waits already read (a wait always belongs to an operation, so the join
+    # that reads them leaves none out).
+    pending_waits = {row["execution_id"] for row in wait_rows
+                     if row["status"] == WaitStatus.PENDING.value}
     # One query for every result record (not one per operation).
     result_rows = {row["execution_id"]: row
                    for row in conn.execute("SELECT * FROM result_records").fetchall()}
@@ -247,13 +251,16 @@ def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
     )
 
 
-def _waits(conn: sqlite3.Connection) -> tuple[ApprovalWaitView, ...]:
-    rows = conn.execute(
+def _wait_rows(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    return conn.execute(
         "SELECT w.*, o.stage AS op_stage, EXISTS (SELECT 1 FROM approval_waits AS later"
         " WHERE later.execution_id = w.execution_id AND later.rowid > w.rowid) AS superseded"
         " FROM approval_waits AS w"
         " JOIN operations AS o ON o.execution_id = w.execution_id ORDER BY w.rowid"
     ).fetchall()
+
+
+def _waits(rows: list[sqlite3.Row]) -> tuple[ApprovalWaitView, ...]:
     return tuple(
         ApprovalWaitView(
             wait_id=row["wait_id"],
@@ -294,11 +301,9 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
         "SELECT session_id, format_version, sequence, failure_entries, size_bytes,"
         " last_execution_id FROM checkpoints ORDER BY rowid"
     ).fetchall()
-    return tuple(
-        CheckpointView(row["session_id"], row["format_version"], row["sequence"],
-                       row["failure_entries"], row["size_bytes"], row["last_execution_id"])
-        for row in rows
-    )
+    decoded = _decoded(conn)  # a checkpoint row never changes: one view per row, kept
+    return tuple(decoded.view(("checkpoint", *row), lambda: CheckpointView(*row))
+                 for row in rows)
 
 
 def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
@@ -329,7 +334,10 @@ def _model_request_view(row: sqlite3.Row) -> ModelRequestView:
     )
 
 
-def _count(conn: sqlite3.Connection, table: str) -> int:
-    (count,) = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()
-    return count
+def _counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Failure events logged and result records, in one statement."""
+    failure_events, result_records = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM failure_events), (SELECT COUNT(*) FROM result_records)"
+    ).fetchone()
+    return failure_events, result_records
 
