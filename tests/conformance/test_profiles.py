@@ -26,28 +26,31 @@ NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}
 
 
 @pytest.fixture(scope="session")
-def profile_reports(tmp_path_factory, run_once):
-    """spec -> (exit code, report.json dict), one suite run per profile, once per test run
-    whichever worker asks first (conftest.py)."""
-    def build():
-        runs = {}
-        for profile in PROFILES:
-            report_dir = tmp_path_factory.mktemp(profile.name)
+def profile_report(tmp_path_factory, run_once):
+    """spec -> (exit code, report.json dict): one suite run per profile, once per test run
+    whichever worker asks first (conftest.py). One result per profile, so the parametrized
+    tests below build their profiles on different workers at once instead of one worker
+    building all of them while the others wait."""
+    def report_of(spec: str) -> tuple[int, dict]:
+        def build():
+            report_dir = tmp_path_factory.mktemp("profile")
             out, err = io.StringIO(), io.StringIO()
             # a generous time limit: a busy machine must not turn a slow scenario into a hang
-            code = cli.main(["run", "--impl", profile.spec, "--report-dir", str(report_dir),
+            code = cli.main(["run", "--impl", spec, "--report-dir", str(report_dir),
                              "--time-limit-s", "60"], stdout=out, stderr=err)
-            assert code in (0, 1), f"{profile.spec}: exit {code}\n{err.getvalue()[-2000:]}"
-            runs[profile.spec] = (code, json.loads((report_dir / "report.json").read_text("utf-8")))
-        return runs
+            assert code in (0, 1), f"{spec}: exit {code}\n{err.getvalue()[-2000:]}"
+            return [code, json.loads((report_dir / "report.json").read_text("utf-8"))]
 
-    return run_once("profile-reports", build)
+        code, report = run_once(f"profile-report-{spec.replace(':', '-')}", build)
+        return code, report
+
+    return report_of
 
 
 @pytest.mark.parametrize("name", [p.name for p in PROFILES])
-def test_the_divergence_table_names_exactly_what_the_harness_finds(profile_reports, name):
+def test_the_divergence_table_names_exactly_what_the_harness_finds(profile_report, name):
     profile = load(name).profile
-    _, report = profile_reports[profile.spec]
+    _, report = profile_report(profile.spec)
     found = {c["id"]: c["status"] for c in report["criteria"] if c["status"] in NOT_PASSING}
     explained = profile.explanations()
     assert set(found) - set(explained) == set(), (
@@ -62,9 +65,9 @@ def test_the_divergence_table_names_exactly_what_the_harness_finds(profile_repor
     assert "unexpected_pass" not in statuses and "failed" not in statuses
 
 
-def test_the_readme_matrix_is_generated_from_the_profile_runs(profile_reports):
+def test_the_readme_matrix_is_generated_from_the_profile_runs(profile_report):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    expected = readme_block([profile_reports[p.spec][1] for p in PROFILES])
+    expected = readme_block([profile_report(p.spec)[1] for p in PROFILES])
     assert readme_block_of(readme) == expected, (
         "README.md's matrix block is stale: run `lifecycle-harness matrix --update-readme "
         "README.md`")
