@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator
+from enum import Enum
+from typing import Any, Callable, Iterator
 
 from harness.identity_memo import by_identity
 from harness.contract import (
@@ -263,7 +265,7 @@ def trace_canonical_json(trace: Trace) -> str:
     members = {name: _canonical(getattr(trace, name)) for name in _TRACE_FIELDS
                if name != "observations"}
     encoded: dict[int, tuple[Observation, str]] = {}
-    rows: dict[int, tuple[Any, str]] = {}
+    rows: dict[Any, Any] = {}
     points = []
     for point in trace.observations:
         seen = encoded.get(id(point.observation))
@@ -280,10 +282,12 @@ def trace_canonical_json(trace: Trace) -> str:
 _OBSERVATION_FIELDS = tuple(f.name for f in fields(Observation))
 
 
-def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, str]]) -> str:
+def _canonical_observation(observation: Observation, rows: dict[Any, Any]) -> str:
     """``canonical_json(to_json(observation))``, each row (view) object encoded once per
     trace: successive readings of a store share most of their rows (an implementation that
-    reads incrementally hands back the same objects)."""
+    reads incrementally hands back the same objects), and each flat row's text once per
+    value (``rows`` holds both: ``id(row)`` -> (row, text), and :func:`_canonical_row`'s
+    value keys -> text)."""
     if type(observation) is not Observation:
         return _canonical(observation)
     members = {}
@@ -296,10 +300,56 @@ def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, 
         for row in value:
             seen = rows.get(id(row))
             if seen is None or seen[0] is not row:
-                seen = rows[id(row)] = (row, _canonical(row))
+                seen = rows[id(row)] = (row, _canonical_row(row, rows))
             texts.append(seen[1])
         members[name] = "[" + ",".join(texts) + "]"
     return _canonical_object(members)
+
+
+def _canonical_row(row: Any, rows: dict[Any, Any]) -> str:
+    """``_canonical(row)``, remembered by *value* for a flat dataclass row (every field a
+    str, int, bool, None or enum member): a store read afresh hands back new but equal row
+    objects (checkpoint and failure-table rows, about half of a suite's rows), and for such
+    fields equal values of the same types have the same text (an enum member equals only
+    itself within its class). The key holds each field's type, since ``1 == True`` would
+    otherwise share a text; floats are left out (``0.0 == -0.0``), and so is anything
+    nested (equal containers may mix such types)."""
+    kind = type(row)
+    read = _ROW_READERS.get(kind)
+    if read is None:
+        read = _ROW_READERS[kind] = _row_reader(kind)
+    if read is _NOT_FLAT:
+        return _canonical(row)
+    values = read(row)
+    types = tuple(map(type, values))
+    flat = _FLAT_TYPES.get(types)
+    if flat is None:
+        flat = _FLAT_TYPES[types] = all(
+            t in (str, int, bool, type(None)) or issubclass(t, Enum) for t in types)
+    if not flat:
+        return _canonical(row)
+    key = (kind, values, types)
+    text = rows.get(key)
+    if text is None:
+        text = rows[key] = _canonical(row)
+    return text
+
+
+_NOT_FLAT: Callable[[Any], tuple[Any, ...]] = lambda row: ()  # noqa: E731 - a marker
+_ROW_READERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_FLAT_TYPES: dict[tuple[type, ...], bool] = {}
+
+
+def _row_reader(kind: type) -> Callable[[Any], tuple[Any, ...]]:
+    """A function giving a frozen dataclass row's field values as a tuple (in C), or
+    :data:`_NOT_FLAT` for any other type (mutable rows may change between readings)."""
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is None or not params.frozen or isinstance(kind, type) and issubclass(kind, Enum):
+        return _NOT_FLAT
+    names = tuple(f.name for f in fields(kind))
+    if len(names) < 2:
+        return _NOT_FLAT  # attrgetter of one name gives the value, not a tuple
+    return operator.attrgetter(*names)
 
 
 def _canonical_object(members: dict[str, str]) -> str:
