@@ -629,7 +629,7 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         return make_base(scenario, learned), judge(plain, criteria)
 
-    learned_all = run_cases(learn, len(scenarios), jobs=jobs)
+    learned_all = run_cases(learn, len(scenarios), jobs=jobs, reuse_workers=True)
     for index, (scenario, item) in enumerate(zip(scenarios, learned_all), start=1):
         if isinstance(item, CaseFailure):
             lost = SkippedBase(scenario.id, _display(scenario.file),
