@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import operator
 from dataclasses import dataclass, field, fields
-from enum import Enum
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
+from harness.flat_rows import flat_key
 from harness.identity_memo import by_identity
 from harness.contract import (
     Feature,
@@ -307,49 +306,16 @@ def _canonical_observation(observation: Observation, rows: dict[Any, Any]) -> st
 
 
 def _canonical_row(row: Any, rows: dict[Any, Any]) -> str:
-    """``_canonical(row)``, remembered by *value* for a flat dataclass row (every field a
-    str, int, bool, None or enum member): a store read afresh hands back new but equal row
-    objects (checkpoint and failure-table rows, about half of a suite's rows), and for such
-    fields equal values of the same types have the same text (an enum member equals only
-    itself within its class). The key holds each field's type, since ``1 == True`` would
-    otherwise share a text; floats are left out (``0.0 == -0.0``), and so is anything
-    nested (equal containers may mix such types)."""
-    kind = type(row)
-    read = _ROW_READERS.get(kind)
-    if read is None:
-        read = _ROW_READERS[kind] = _row_reader(kind)
-    if read is _NOT_FLAT:
+    """``_canonical(row)``, remembered by value for a flat row (:mod:`harness.flat_rows`):
+    a store read afresh hands back new but equal row objects (checkpoint and failure-table
+    rows, about half of a suite's rows)."""
+    key = flat_key(row)
+    if key is None:
         return _canonical(row)
-    values = read(row)
-    types = tuple(map(type, values))
-    flat = _FLAT_TYPES.get(types)
-    if flat is None:
-        flat = _FLAT_TYPES[types] = all(
-            t in (str, int, bool, type(None)) or issubclass(t, Enum) for t in types)
-    if not flat:
-        return _canonical(row)
-    key = (kind, values, types)
     text = rows.get(key)
     if text is None:
         text = rows[key] = _canonical(row)
     return text
-
-
-_NOT_FLAT: Callable[[Any], tuple[Any, ...]] = lambda row: ()  # noqa: E731 - a marker
-_ROW_READERS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-_FLAT_TYPES: dict[tuple[type, ...], bool] = {}
-
-
-def _row_reader(kind: type) -> Callable[[Any], tuple[Any, ...]]:
-    """A function giving a frozen dataclass row's field values as a tuple (in C), or
-    :data:`_NOT_FLAT` for any other type (mutable rows may change between readings)."""
-    params = getattr(kind, "__dataclass_params__", None)
-    if params is None or not params.frozen or isinstance(kind, type) and issubclass(kind, Enum):
-        return _NOT_FLAT
-    names = tuple(f.name for f in fields(kind))
-    if len(names) < 2:
-        return _NOT_FLAT  # attrgetter of one name gives the value, not a tuple
-    return operator.attrgetter(*names)
 
 
 def _canonical_object(members: dict[str, str]) -> str:
