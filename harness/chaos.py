@@ -300,6 +300,16 @@ class LearnedBase:
 
 
 @dataclass(frozen=True, slots=True)
+class RunAhead:
+    """Progress while the drawn schedules run ahead in worker processes (``jobs`` > 1): the
+    distinct schedules run so far, of all drawn."""
+
+    done: int
+    total: int
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     schedule: Schedule
     outcome: Outcome
@@ -614,7 +624,8 @@ class _Counterexample(Exception):
 
 
 Progress = Callable[[Any], None]
-"""Called with each :class:`LearnedBase` or :class:`SkippedBase`, then each :class:`Trial`."""
+"""Called with each :class:`LearnedBase` or :class:`SkippedBase`, then (``jobs`` > 1) each
+:class:`RunAhead`, then each :class:`Trial`."""
 
 
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
@@ -752,7 +763,7 @@ def run_campaign(
     prefetched: dict[str, tuple[Outcome, float]] = {}
     if jobs > 1:
         drawn = _drawn_schedules(hypothesis, settings, bases, seed)
-        prefetched = _run_ahead(drawn, run_one, jobs)
+        prefetched = _run_ahead(drawn, run_one, jobs, progress)
         if all(s.key() in prefetched and not prefetched[s.key()][0].failed for s in drawn):
             # Every example passed: the search below would draw exactly these, in this
             # order, and call each once (a repeat is a cached trial), so this is its result.
@@ -801,7 +812,8 @@ def _drawn_schedules(hypothesis: Any, settings: Any, bases: Sequence[Base], seed
 
 
 def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Outcome, float]],
-               jobs: int) -> dict[str, tuple[Outcome, float]]:
+               jobs: int, progress: Progress | None = None
+               ) -> dict[str, tuple[Outcome, float]]:
     """The outcome and wall-clock seconds of each distinct schedule of ``drawn``, run in
     ``jobs`` worker processes in batches in draw order, stopping after the first batch in
     which one failed (the search stops at its first failure; what it would not have run is
@@ -822,6 +834,8 @@ def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Ou
                 continue
             found[schedule.key()] = item
             failed = failed or item[0].failed
+        if progress:
+            progress(RunAhead(start + len(chunk), len(distinct), jobs))
         if failed:
             break
     return found
@@ -946,6 +960,10 @@ def _progress(ctx: Any) -> Progress:
         if isinstance(item, LearnedBase):
             ctx.err(f"[base {item.index}/{item.total}] {item.scenario_id}: {item.failpoints} "
                     f"failpoints, {item.hits} free hits")
+            return
+        if isinstance(item, RunAhead):
+            ctx.err(f"[run ahead] {item.done}/{item.total} drawn schedules run in "
+                    f"{item.jobs} workers")
             return
         label = f"{item.number:>4}" if item.phase == "generate" else f"shrink {item.number}"
         if item.outcome is None:

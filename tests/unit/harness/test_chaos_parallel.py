@@ -91,3 +91,15 @@ def test_schedules_run_ahead_in_workers_give_the_campaign_of_one_process(tmp_pat
         assert one.failure.outcome == two.failure.outcome and two.failure.reproduced
     assert one.runs == two.runs > 0
     assert any(t.cached for t in two.trials)  # repeats drawn are cached trials in both
+
+
+def test_the_command_says_how_far_the_schedules_run_ahead(tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(["chaos", "--scenarios", *map(str, BASES), "--budget", "3", "--jobs", "2",
+                     "--regressions-dir", str(tmp_path / "r")], stdout=out, stderr=err)
+    assert code == 0, out.getvalue() + err.getvalue()
+    lines = err.getvalue().splitlines()
+    ahead = [i for i, line in enumerate(lines) if line.startswith("[run ahead] ")]
+    trials = [i for i, line in enumerate(lines) if line.startswith("[   1] ")]
+    assert ahead and trials and ahead[-1] < trials[0]  # before the trials it ran
+    assert "drawn schedules run in 2 workers" in lines[ahead[-1]]
