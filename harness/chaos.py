@@ -20,6 +20,11 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
 * **Determinism.** One seed: Hypothesis is seeded with it (``@seed``), the example database
   is off, and every scenario run uses it as its run seed; so the same seed, bases and
   implementation try the same schedules in the same order and shrink to the same case.
+  With ``jobs`` > 1 the schedules the search will draw are listed first (a search whose
+  property only records them: a passing example changes nothing the next draw depends
+  on) and run ahead in worker processes, batch by batch in draw order, up to the first
+  batch with a failure; when all passed, that list is the campaign, else the search runs
+  with their outcomes and goes on (shrinking) in this process: the same trials either way.
 * **Shrinking.** Strategies are ordered so that Hypothesis' shrinker moves toward simpler
   cases: fewer faults (a list of 1–3), earlier bases, failpoints in lifecycle order, earlier
   hits, simpler actions (crash < raise < delay < cancel < change_rules), shorter delays.
@@ -79,6 +84,9 @@ DELAYS_S: tuple[float, ...] = (1.0, 60.0, 600.0, 3600.0)
 HIT_PICKS = 64
 """A fault's hit is its base's free hits[pick % count], pick drawn in [0, HIT_PICKS)."""
 SESSION_PICKS = 8
+RUN_AHEAD_PER_JOB = 16
+"""Schedules run ahead per worker in one batch (each batch forks its workers once; a batch
+with a failure ends the running ahead, so at most one batch is run for nothing)."""
 CHAOS_MESSAGE = "chaos: injected fault"
 REGRESSION_TAGS = ("chaos", "regression")
 _FAILPOINT_ORDER = {point.value: i for i, point in enumerate(Failpoint)}
@@ -269,7 +277,8 @@ class Trial:
     """None: a new shrink candidate after the shrink budget was spent (counted as passing)."""
     cached: bool
     duration_s: float
-    """Wall clock of the run (0 when cached); for progress only."""
+    """Wall clock of the run (0 when cached; in its worker when run ahead); for progress
+    only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,6 +297,16 @@ class LearnedBase:
     scenario_id: str
     failpoints: int
     hits: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunAhead:
+    """Progress while the drawn schedules run ahead in worker processes (``jobs`` > 1): the
+    distinct schedules run so far, of all drawn."""
+
+    done: int
+    total: int
+    jobs: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,7 +624,8 @@ class _Counterexample(Exception):
 
 
 Progress = Callable[[Any], None]
-"""Called with each :class:`LearnedBase` or :class:`SkippedBase`, then each :class:`Trial`."""
+"""Called with each :class:`LearnedBase` or :class:`SkippedBase`, then (``jobs`` > 1) each
+:class:`RunAhead`, then each :class:`Trial`."""
 
 
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
@@ -629,7 +649,7 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         return make_base(scenario, learned), judge(plain, criteria)
 
-    learned_all = run_cases(learn, len(scenarios), jobs=jobs)
+    learned_all = run_cases(learn, len(scenarios), jobs=jobs, reuse_workers=True)
     for index, (scenario, item) in enumerate(zip(scenarios, learned_all), start=1):
         if isinstance(item, CaseFailure):
             lost = SkippedBase(scenario.id, _display(scenario.file),
@@ -696,6 +716,17 @@ def run_campaign(
     trials: list[Trial] = []
     state = {"found": False, "shrink_runs": 0}
 
+    def run_one(schedule: Schedule) -> tuple[Outcome, float]:
+        started = time.monotonic()
+        scenario = with_faults(by_id[schedule.base_id].scenario, schedule.faults)
+        run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
+        return judge(run, criteria), time.monotonic() - started
+
+    def note(trial: Trial) -> None:
+        trials.append(trial)
+        if progress:
+            progress(trial)
+
     def attempt(schedule: Schedule) -> Outcome | None:
         key = schedule.key()
         phase = "shrink" if state["found"] else "generate"
@@ -704,16 +735,10 @@ def run_campaign(
             cached = False
             if phase == "generate" or state["shrink_runs"] < max_shrink_runs:
                 state["shrink_runs"] += phase == "shrink"
-                started = time.monotonic()
-                scenario = with_faults(by_id[schedule.base_id].scenario, schedule.faults)
-                run = runner(implementation, scenario, seed, time_limit_s=time_limit_s,
-                             data_root=None)
-                outcome = cache[key] = judge(run, criteria)
-                took = time.monotonic() - started
-        trial = Trial(len(trials) + 1, phase, schedule, outcome, cached, took)
-        trials.append(trial)
-        if progress:
-            progress(trial)
+                # a schedule run ahead in a worker counts as run here, as it would have been
+                outcome, took = prefetched.pop(key, None) or run_one(schedule)
+                cache[key] = outcome
+        note(Trial(len(trials) + 1, phase, schedule, outcome, cached, took))
         return outcome
 
     def prop(schedule: Schedule) -> None:
@@ -735,6 +760,21 @@ def run_campaign(
         print_blob=False,
         verbosity=hypothesis.Verbosity.quiet,
     )
+    prefetched: dict[str, tuple[Outcome, float]] = {}
+    if jobs > 1:
+        drawn = _drawn_schedules(hypothesis, settings, bases, seed)
+        prefetched = _run_ahead(drawn, run_one, jobs, progress)
+        if all(s.key() in prefetched and not prefetched[s.key()][0].failed for s in drawn):
+            # Every example passed: the search below would draw exactly these, in this
+            # order, and call each once (a repeat is a cached trial), so this is its result.
+            for schedule in drawn:
+                key = schedule.key()
+                outcome, took = prefetched.pop(key, None) or (cache[key], None)
+                cached = took is None
+                cache[key] = outcome
+                note(Trial(len(trials) + 1, "generate", schedule, outcome, cached, took or 0.0))
+            return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped,
+                                  tuple(trials), None)
     test = hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(prop)))
     try:
         test()
@@ -752,6 +792,53 @@ def run_campaign(
                          f"when run again ({exc}); check it with `lifecycle-harness run "
                          f"--check-determinism --impl {impl_spec}`") from None
     return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped, tuple(trials), None)
+
+
+def _drawn_schedules(hypothesis: Any, settings: Any, bases: Sequence[Base], seed: int
+                     ) -> tuple[Schedule, ...]:
+    """The examples the campaign's search draws, in order, when every one of them passes.
+
+    Hypothesis draws each example from its seeded random stream and from what the earlier
+    examples drew; a passing example's outcome adds nothing else (no targeting, no
+    coverage phase, health checks off, no deadline), so a search whose property records the
+    schedule and passes draws what the real search draws up to its first failure."""
+    drawn: list[Schedule] = []
+
+    def record(schedule: Schedule) -> None:
+        drawn.append(schedule)
+
+    hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(record)))()
+    return tuple(drawn)
+
+
+def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Outcome, float]],
+               jobs: int, progress: Progress | None = None
+               ) -> dict[str, tuple[Outcome, float]]:
+    """The outcome and wall-clock seconds of each distinct schedule of ``drawn``, run in
+    ``jobs`` worker processes in batches in draw order, stopping after the first batch in
+    which one failed (the search stops at its first failure; what it would not have run is
+    not run). A schedule whose worker died is left out: the search runs it itself, as it
+    would have without workers."""
+    from harness.parallel import CaseFailure, run_cases
+
+    distinct = list({schedule.key(): schedule for schedule in drawn}.values())
+    found: dict[str, tuple[Outcome, float]] = {}
+    batch = RUN_AHEAD_PER_JOB * jobs
+    for start in range(0, len(distinct), batch):
+        chunk = distinct[start:start + batch]
+        outcomes = run_cases(lambda i: run_one(chunk[i]), len(chunk), jobs=jobs,
+                             reuse_workers=True)
+        failed = False
+        for schedule, item in zip(chunk, outcomes):
+            if isinstance(item, CaseFailure):
+                continue
+            found[schedule.key()] = item
+            failed = failed or item[0].failed
+        if progress:
+            progress(RunAhead(start + len(chunk), len(distinct), jobs))
+        if failed:
+            break
+    return found
 
 
 def _drop_needless_faults(schedule: Schedule, outcome: Outcome,
@@ -850,8 +937,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
-    """``--jobs``: bases are learned in worker processes (the drawn schedules run one after
-    the other: Hypothesis draws each from the last); ``--shard I/N``: this machine's share of
+    """``--jobs``: bases are learned in worker processes, and so are the drawn schedules,
+    run ahead of the search (see the module docstring); ``--shard I/N``: this machine's share of
     the bases, an independent campaign under the same seed (no merge: each shard's failure,
     if any, is its own regression file)."""
     from harness.parallel import add_jobs_option
@@ -873,6 +960,10 @@ def _progress(ctx: Any) -> Progress:
         if isinstance(item, LearnedBase):
             ctx.err(f"[base {item.index}/{item.total}] {item.scenario_id}: {item.failpoints} "
                     f"failpoints, {item.hits} free hits")
+            return
+        if isinstance(item, RunAhead):
+            ctx.err(f"[run ahead] {item.done}/{item.total} drawn schedules run in "
+                    f"{item.jobs} workers")
             return
         label = f"{item.number:>4}" if item.phase == "generate" else f"shrink {item.number}"
         if item.outcome is None:

@@ -17,10 +17,21 @@ Guarantees of :func:`run_cases`:
 * when this function leaves early (Ctrl-C, SIGTERM through the CLI's handler), every worker
   still running is killed with its process group and its scratch folder removed before the
   exception goes on.
+
+With ``reuse_workers`` a worker that returned a result is handed the next pending case
+instead of exiting (at most ``jobs`` workers, each forked once, while none dies): a fork per
+case costs its copy-on-write page faults again each time (about 25 ms of system CPU per
+scenario of the bundled suite, a third of a scenario's cost), which a long-lived worker pays
+once. The guarantees above hold per case (a dying, hanging or raising case is that case's
+failure; its worker ends and a new one takes the pending cases; so does a worker a hung
+call left a thread in, see :mod:`harness.driving.hung_threads`) except that cases share
+their worker's process, as they share this one with ``jobs <= 1``: only for work that leaves
+no state behind that changes a later case's result (not for mutants patching modules).
 """
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 import shutil
@@ -75,22 +86,63 @@ class _Worker(Generic[T]):
     deadline: float
     scratch: str
     """The worker's data root (its runs' data dirs); removed by the parent when it ends."""
+    next_case: Any = None
+    """With ``reuse_workers``: where the parent sends the worker its next case (or None)."""
 
 
-def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str) -> None:
+def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str,
+           next_case: Any = None, parent: int = 0) -> None:
     os.setpgid(0, 0)  # our own group: a kill of the case takes what it started along
     from harness.runner import DATA_ROOT_ENV
 
     os.environ[DATA_ROOT_ENV] = scratch  # data dirs the parent removes whatever happens here
-    try:
-        payload: tuple[str, Any] = ("ok", work(index))
-    except BaseException as exc:  # noqa: BLE001 - reported to the parent as the case's cause
-        payload = ("raised", f"{type(exc).__name__}: {exc}")
-    try:
-        writer.send(payload)
-    except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
-        writer.send(("raised", f"the case's result could not be sent back: {exc}"))
+    while True:
+        try:
+            payload: tuple[str, Any] = ("ok", work(index))
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent as the case's cause
+            payload = ("raised", f"{type(exc).__name__}: {exc}")
+        try:
+            writer.send(payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            writer.send(("raised", f"the case's result could not be sent back: {exc}"))
+        if next_case is None or _tainted():
+            break
+        index = _next_case(next_case, parent)
+        if index is None:
+            break
     writer.close()
+
+
+def _tainted() -> bool:
+    """A thread a hung call left behind still runs here: the worker retires with it rather
+    than let it share the CPU with later cases."""
+    from harness.driving.hung_threads import TAINTS
+
+    return bool(TAINTS)
+
+
+def _next_case(next_case: Any, parent: int) -> int | None:
+    """The parent's next case for this worker; None when it says so or is gone (a later
+    worker inherits this pipe's sending end, so its closing alone is no end of file here)."""
+    try:
+        while not next_case.poll(1.0):
+            if os.getppid() != parent:
+                return None
+        return next_case.recv()
+    except (EOFError, OSError):
+        return None
+
+
+def _release(worker: _Worker[Any]) -> None:
+    """Tell a reused worker it gets no further case (it then exits)."""
+    if worker.next_case is None:
+        return
+    try:
+        worker.next_case.send(None)
+    except OSError:
+        pass  # it is gone already
+    worker.next_case.close()
+    worker.next_case = None
 
 
 def _death(exitcode: int | None) -> str:
@@ -123,6 +175,7 @@ def run_cases(
     case_limit_s: float = DEFAULT_CASE_LIMIT_S,
     on_start: Callable[[int], None] | None = None,
     on_done: Callable[[int, "T | CaseFailure"], None] | None = None,
+    reuse_workers: bool = False,
 ) -> list["T | CaseFailure"]:
     """``[work(0), …, work(count - 1)]``, run by up to ``jobs`` workers (see the module doc)."""
     if jobs <= 1 or count <= 1 or not can_fork():
@@ -142,36 +195,59 @@ def run_cases(
         os.makedirs(root, exist_ok=True)
     slots: list[Any] = [None] * count
     running: dict[Any, _Worker[T]] = {}
-    pending = iter(range(count))
-    exhausted = False
+    pending = collections.deque(range(count))
 
     def start_more() -> None:
-        nonlocal exhausted
-        while not exhausted and len(running) < jobs:
-            index = next(pending, None)
-            if index is None:
-                exhausted = True
-                return
+        while pending and len(running) < jobs:
+            index = pending.popleft()
             if on_start:
                 on_start(index)
             reader, writer = context.Pipe(duplex=False)
+            case_reader, case_writer = context.Pipe(duplex=False) if reuse_workers \
+                else (None, None)
             scratch = tempfile.mkdtemp(prefix="lh-worker-", dir=root)
-            process = context.Process(target=_child, args=(work, index, writer, scratch),
+            process = context.Process(target=_child,
+                                      args=(work, index, writer, scratch, case_reader,
+                                            os.getpid()),
                                       daemon=False)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # multi-threaded fork
                 process.start()
             writer.close()
+            if case_reader is not None:
+                case_reader.close()
             running[reader] = _Worker(index, process, reader, time.monotonic() + case_limit_s,
-                                      scratch)
+                                      scratch, case_writer)
+
+    def record(worker: _Worker[T], outcome: Any) -> None:
+        slots[worker.index] = outcome
+        if on_done:
+            on_done(worker.index, outcome)
 
     def finish(worker: _Worker[T], outcome: Any) -> None:
         del running[worker.reader]
         worker.reader.close()
+        _release(worker)
         shutil.rmtree(worker.scratch, ignore_errors=True)
-        slots[worker.index] = outcome
-        if on_done:
-            on_done(worker.index, outcome)
+        record(worker, outcome)
+
+    def hand_on(worker: _Worker[T], outcome: Any) -> bool:
+        """Record a reused worker's result and send it the next pending case (True), if
+        there is one and the worker can still take it."""
+        if worker.next_case is None or not pending:
+            return False
+        index = pending[0]
+        try:
+            worker.next_case.send(index)
+        except OSError:  # it died meanwhile: a new worker takes the case
+            return False
+        pending.popleft()
+        record(worker, outcome)
+        if on_start:
+            on_start(index)
+        worker.index = index
+        worker.deadline = time.monotonic() + case_limit_s
+        return True
 
     try:
         start_more()
@@ -187,6 +263,9 @@ def run_cases(
                     worker.process.join(5)
                     finish(worker, CaseFailure(worker.index, _death(worker.process.exitcode)))
                     continue
+                if kind == "ok" and hand_on(worker, value):
+                    continue
+                _release(worker)
                 worker.process.join(30)
                 if worker.process.is_alive():
                     _kill(worker)
@@ -205,5 +284,6 @@ def run_cases(
         for worker in list(running.values()):
             _kill(worker)
             worker.reader.close()
+            _release(worker)
             shutil.rmtree(worker.scratch, ignore_errors=True)
     return slots

@@ -181,9 +181,10 @@ def warm_up(scenario: Scenario) -> None:
     """Build (and drop) the world of ``scenario`` without running anything, so that the
     imports a world does lazily (pyfakefs' pathlib layer) are done in this process: a worker
     forked per case afterwards starts with them instead of paying them again per case."""
-    SimWorld(rng=random.Random(0), sessions=scenario.sessions, tools=scenario.tools,
-             files=scenario.files, classifier=scenario.classifier, model=scenario.model,
-             behaviours=scenario.tool_behaviours, faults=scenario.faults)
+    world = SimWorld(rng=random.Random(0), sessions=scenario.sessions, tools=scenario.tools,
+                     files=scenario.files, classifier=scenario.classifier, model=scenario.model,
+                     behaviours=scenario.tool_behaviours, faults=scenario.faults)
+    world.tools.fs  # noqa: B018 - built at its first use; building it does the imports
 
 
 class _Run:

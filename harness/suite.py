@@ -518,7 +518,10 @@ def judge_cases(
         if on_done:
             on_done(index, outcome)
 
-    outcomes = run_cases(case, len(scenarios), jobs=jobs, on_start=on_start, on_done=finished)
+    # A case leaves nothing behind that changes a later one (the sequential run is the same
+    # process for all): each worker takes case after case instead of a fork per case.
+    outcomes = run_cases(case, len(scenarios), jobs=jobs, on_start=on_start, on_done=finished,
+                         reuse_workers=True)
     return [on_failure(i, o.cause) if isinstance(o, CaseFailure) else o
             for i, o in enumerate(outcomes)]
 

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterator
 
+from harness.flat_rows import flat_key
 from harness.identity_memo import by_identity
 from harness.contract import (
     Feature,
@@ -263,7 +264,7 @@ def trace_canonical_json(trace: Trace) -> str:
     members = {name: _canonical(getattr(trace, name)) for name in _TRACE_FIELDS
                if name != "observations"}
     encoded: dict[int, tuple[Observation, str]] = {}
-    rows: dict[int, tuple[Any, str]] = {}
+    rows: dict[Any, Any] = {}
     points = []
     for point in trace.observations:
         seen = encoded.get(id(point.observation))
@@ -280,10 +281,12 @@ def trace_canonical_json(trace: Trace) -> str:
 _OBSERVATION_FIELDS = tuple(f.name for f in fields(Observation))
 
 
-def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, str]]) -> str:
+def _canonical_observation(observation: Observation, rows: dict[Any, Any]) -> str:
     """``canonical_json(to_json(observation))``, each row (view) object encoded once per
     trace: successive readings of a store share most of their rows (an implementation that
-    reads incrementally hands back the same objects)."""
+    reads incrementally hands back the same objects), and each flat row's text once per
+    value (``rows`` holds both: ``id(row)`` -> (row, text), and :func:`_canonical_row`'s
+    value keys -> text)."""
     if type(observation) is not Observation:
         return _canonical(observation)
     members = {}
@@ -296,10 +299,23 @@ def _canonical_observation(observation: Observation, rows: dict[int, tuple[Any, 
         for row in value:
             seen = rows.get(id(row))
             if seen is None or seen[0] is not row:
-                seen = rows[id(row)] = (row, _canonical(row))
+                seen = rows[id(row)] = (row, _canonical_row(row, rows))
             texts.append(seen[1])
         members[name] = "[" + ",".join(texts) + "]"
     return _canonical_object(members)
+
+
+def _canonical_row(row: Any, rows: dict[Any, Any]) -> str:
+    """``_canonical(row)``, remembered by value for a flat row (:mod:`harness.flat_rows`):
+    a store read afresh hands back new but equal row objects (checkpoint and failure-table
+    rows, about half of a suite's rows)."""
+    key = flat_key(row)
+    if key is None:
+        return _canonical(row)
+    text = rows.get(key)
+    if text is None:
+        text = rows[key] = _canonical(row)
+    return text
 
 
 def _canonical_object(members: dict[str, str]) -> str:

@@ -157,8 +157,38 @@ def _mid_execution_crash(trace: Trace, op: F.Op, before: int) -> TraceEvent | No
     return found
 
 
+_WORLD_RESULTS: dict[int, tuple[F.Op, Trace, dict[tuple[int, int], "WorldResult"]]] = {}
+_WORLD_RESULTS_MAX = 256
+
+
 def world_result(trace: Trace, op: F.Op, before: int) -> WorldResult:
-    """The operation's result as the world saw it through event ``before - 1``."""
+    """The operation's result as the world saw it through event ``before - 1``.
+
+    It depends on ``before`` only through how many of the operation's attempts and how
+    many of the trace's crashes lie before it, so it is remembered per operation (held, so
+    an id is never mistaken for a newer object's) under those two counts: X1 asks at every
+    reading of every operation."""
+    entry = _WORLD_RESULTS.get(id(op))
+    if entry is None or entry[0] is not op or entry[1] is not trace:
+        if len(_WORLD_RESULTS) >= _WORLD_RESULTS_MAX:
+            _WORLD_RESULTS.clear()
+        entry = _WORLD_RESULTS[id(op)] = (op, trace, {})
+    key = (bisect.bisect_left(_all_attempts(op)[1], before),
+           bisect.bisect_left(_crash_indexes(trace), before))
+    found = entry[2].get(key)
+    if found is None:
+        found = entry[2][key] = _world_result(trace, op, before)
+    return found
+
+
+@by_identity(2)
+def _crash_indexes(trace: Trace) -> tuple[int, ...]:
+    """The trace's crashes' indexes, in trace order (what :func:`_mid_execution_crash`
+    filters by ``before``)."""
+    return tuple(crash.index for crash, _, _ in F.crash_points(trace))
+
+
+def _world_result(trace: Trace, op: F.Op, before: int) -> WorldResult:
     attempts = _attempts(op, before)
     crash = _mid_execution_crash(trace, op, before)
     last = attempts[-1] if attempts else None

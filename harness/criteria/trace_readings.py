@@ -657,6 +657,7 @@ class DriverSpan:
         return self.index < index and (self.end_index is None or index < self.end_index)
 
 
+@by_identity(2)  # asked by six checks of the same trace in a row (read-only: shared)
 def driver_spans(trace: Trace) -> tuple[DriverSpan, ...]:
     spans: list[DriverSpan] = []
     open_spans: list[int] = []

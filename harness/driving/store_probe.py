@@ -25,6 +25,7 @@ from harness.contract import Observation
 from harness.contract_check import ContractViolation, value_problem
 from harness.driving.calls import Call, forget
 from harness.driving.state import RunState
+from harness.flat_rows import flat_key
 from harness.trace import Kind, ObservationPoint
 
 
@@ -43,6 +44,11 @@ class CheckedParts:
 
     def __init__(self) -> None:
         self._rows: dict[int, Any] = {}
+        self._flat_passed: set[Any] = set()
+        """(expected type, value key (:func:`harness.flat_rows.flat_key`)) of flat rows that
+        passed: the check of a flat row depends on nothing but the type expected, its type
+        and its fields' types and values, and a store read afresh rebuilds equal rows
+        (checkpoints, failure table)."""
 
     @classmethod
     def _row_types(cls) -> dict[str, Any]:
@@ -69,10 +75,21 @@ class CheckedParts:
             if type(value) is not tuple:
                 return False
             for row in value:
-                if self._rows.get(id(row)) is not row and value_problem(row_type, row, ""):
+                if self._rows.get(id(row)) is not row and not self._passes(row_type, row):
                     return False
                 rows[id(row)] = row
         self._rows = rows
+        return True
+
+    def _passes(self, row_type: Any, row: Any) -> bool:
+        flat = flat_key(row)
+        key = (row_type, flat)  # the same row may be checked against another field's type
+        if flat is not None and key in self._flat_passed:
+            return True
+        if value_problem(row_type, row, ""):
+            return False
+        if flat is not None:
+            self._flat_passed.add(key)
         return True
 
 

@@ -112,15 +112,25 @@ class FakeTools:
         self._behaviours = tuple(behaviours)
         self._used = [0] * len(self._behaviours)
         self._clock = clock or VirtualClock()
-        self.fs = FakeFilesystem(path_separator="/")
-        for path, content in sorted((files or {}).items()):
-            self.fs.create_file(path, contents=content)
+        self._files = dict(files or {})
+        self._fs: FakeFilesystem | None = None
         self.external_effects: list[dict[str, Any]] = []
         self._ledger = 0
         self._invocations: dict[str, int] = {}
         self._lock = threading.RLock()
 
     # -- fake filesystem -----------------------------------------------------------------
+
+    @property
+    def fs(self) -> FakeFilesystem:
+        """The fake filesystem, built with the initial files at its first use (building one
+        is a few percent of a scenario's run, and most scenarios never touch a file)."""
+        if self._fs is None:
+            fs = FakeFilesystem(path_separator="/")
+            for path, content in sorted(self._files.items()):
+                fs.create_file(path, contents=content)
+            self._fs = fs
+        return self._fs
 
     def read_file(self, path: str) -> str | None:
         with self._lock:

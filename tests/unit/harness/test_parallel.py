@@ -150,3 +150,83 @@ def test_a_killed_workers_data_dirs_are_removed(tmp_path, monkeypatch):
     assert isinstance(results[1], CaseFailure)
     assert all(Path(r).parent == tmp_path for r in (results[0], results[2]))
     assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- reused workers
+
+
+def _pid_of(i: int) -> tuple[int, int]:
+    time.sleep(0.01 * ((7 * i) % 3))  # finish out of order
+    return i, os.getpid()
+
+
+def test_reused_workers_give_the_sequential_results_from_at_most_jobs_processes():
+    results = run_cases(_pid_of, 12, jobs=3, reuse_workers=True)
+    assert [i for i, _ in results] == list(range(12))
+    pids = {pid for _, pid in results}
+    assert os.getpid() not in pids and len(pids) <= 3
+    # without reuse each case has a process of its own
+    assert len({pid for _, pid in run_cases(_pid_of, 6, jobs=3)}) == 6
+
+
+def test_a_reused_worker_that_dies_fails_its_case_only_and_the_rest_still_run():
+    def work(i: int) -> tuple[int, int]:
+        if i == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i, os.getpid()
+
+    results = run_cases(work, 9, jobs=2, reuse_workers=True)
+    assert isinstance(results[3], CaseFailure) and "SIGKILL" in results[3].cause
+    assert [r[0] for k, r in enumerate(results) if k != 3] == [0, 1, 2, 4, 5, 6, 7, 8]
+
+
+def test_a_reused_workers_raise_unpicklable_result_and_hang_are_their_cases_failures():
+    def work(i: int):
+        if i == 1:
+            raise ValueError("boom")
+        if i == 3:
+            return lambda: None  # cannot be pickled back
+        if i == 5:
+            time.sleep(60)
+        return i
+
+    started = time.monotonic()
+    results = run_cases(work, 8, jobs=2, case_limit_s=1.5, reuse_workers=True)
+    assert time.monotonic() - started < 30
+    assert "ValueError: boom" in results[1].cause
+    assert "could not be sent back" in results[3].cause
+    assert "case limit of 1.5 s" in results[5].cause
+    assert [results[i] for i in (0, 2, 4, 6, 7)] == [0, 2, 4, 6, 7]
+
+
+def test_a_worker_left_with_a_hung_calls_thread_takes_no_further_case():
+    from harness.driving.hung_threads import TAINTS
+
+    def work(i: int) -> int:
+        if i == 0:
+            TAINTS[-1] = (None, [], [])  # what a hang that could not be stopped leaves
+        return os.getpid()
+
+    results = run_cases(work, 4, jobs=1 + 1, reuse_workers=True)
+    assert results[0] not in results[1:]  # case 0's worker ended after it
+    assert not TAINTS  # the parent's own table is untouched
+
+
+def test_reused_workers_remove_their_data_dirs(tmp_path, monkeypatch):
+    import tempfile
+
+    from harness.runner import DATA_ROOT_ENV, default_data_root
+
+    monkeypatch.setenv(DATA_ROOT_ENV, str(tmp_path))
+
+    def work(i: int) -> str:
+        data_dir = tempfile.mkdtemp(prefix="lh-run-", dir=default_data_root())
+        (Path(data_dir) / "store.sqlite").write_text("x")
+        if i == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return os.path.dirname(data_dir)
+
+    results = run_cases(work, 6, jobs=2, reuse_workers=True)
+    assert isinstance(results[2], CaseFailure)
+    assert all(Path(r).parent == tmp_path for i, r in enumerate(results) if i != 2)
+    assert list(tmp_path.iterdir()) == []

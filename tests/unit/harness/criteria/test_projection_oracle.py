@@ -203,3 +203,28 @@ def test_a_crash_naming_no_operation_is_attributed_to_the_latest_one_of_the_sess
     ops = F.operations(trace)
     assert O.world_result(trace, ops[("s1", "c1")], b.last + 1).outcome == "unknown"
     assert O.world_result(trace, ops[("s1", "c0")], b.last + 1).outcome == "succeeded"
+
+
+def test_world_result_remembered_by_attempts_and_crashes_before_equals_the_computed_one():
+    """The memo keys on how many attempts and crashes lie before ``before``: over real runs
+    with crashes mid-execution, every operation asked at every event gives what the
+    computation gives."""
+    from pathlib import Path
+
+    from harness.criteria import facts as F
+    from harness.criteria import projection_oracle as PO
+    from harness.implementations import resolve
+    from harness.runner import run_scenario
+    from harness.scenarios import load
+
+    root = Path(__file__).resolve().parents[4] / "scenarios" / "l4"
+    asked = 0
+    for name in ("crash_after_start_recorded.toml", "crash_after_tool_returned.toml",
+                 "crash_after_failing_tool_returned.toml"):
+        trace = run_scenario(resolve("reference"), load(root / name), 0).trace
+        assert trace.crashes()  # the hard case: results cut by a crash
+        for op in F.operations(trace).values():
+            for before in range(len(trace.events) + 1):
+                assert PO.world_result(trace, op, before) == PO._world_result(trace, op, before)
+                asked += 1
+    assert asked > 100
