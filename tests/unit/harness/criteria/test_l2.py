@@ -242,6 +242,43 @@ def test_l2_2_fails_when_bash_is_refused_by_name():
     assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
 
 
+def _prepared_then_crashed(taken_up=False, saved=False):
+    """Auto-mode Bash prepared; the instance dies at after_prepare (a concurrent turn's
+    instance B: dropped, no recovery). The record keeps the permission it holds before any
+    decision; or the call is taken up again after a restart and denied without a review; or
+    a refusal was saved for it before the crash."""
+    b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
+    end = b.model("s1", [call("c1", "Bash", LS)])[1]
+    context = {"session_id": "s1", "tool_call_id": "c1", "execution_id": execution_id_for("s1", "c1")}
+    b.crash("after_prepare", context=context)
+    if taken_up:
+        b.restart()
+        b.failpoint("after_permission_decision", context=context)
+    permission, decided_by, delivery = (("deny", "default_deny", "recorded") if taken_up or saved
+                                        else ("ask", "default_ask", "pending"))
+    point = b.observe(op_view("s1", "c1", "Bash", LS, permission=permission,
+                              decided_by=decided_by, delivery=delivery))
+    return b, end, point
+
+
+def test_l2_2_does_not_judge_bash_prepared_by_an_instance_that_died_before_deciding():
+    """Found by chaos (seed 73): nothing was decided, so nothing bypassed the classifier."""
+    b, _, _ = _prepared_then_crashed()
+    assert v("L2.2", b.build()).status is Status.NOT_EXERCISED
+
+
+def test_l2_2_fails_when_bash_taken_up_after_the_crash_is_decided_without_review():
+    b, end, point = _prepared_then_crashed(taken_up=True)
+    verdict = v("L2.2", b.build())
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+
+
+def test_l2_2_fails_when_a_refusal_without_review_was_saved_before_the_crash():
+    b, end, point = _prepared_then_crashed(saved=True)
+    verdict = v("L2.2", b.build())
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+
+
 def test_l2_2_not_exercised_outside_auto_mode_and_not_applicable_without_it():
     b = TraceBuilder(session("s1", rules=[("allow", "Bash")]))
     b.model("s1", [call("c1", "Bash", LS)])
