@@ -1,4 +1,5 @@
-"""The worker pool: many independent cases, each in its own forked worker process.
+"""The worker pool: many independent cases in forked worker processes (one per case, or
+reused case after case).
 
 Guarantees of :func:`run_cases`:
 
@@ -26,7 +27,8 @@ once. The guarantees above hold per case (a dying, hanging or raising case is th
 failure; its worker ends and a new one takes the pending cases; so does a worker a hung
 call left a thread in, see :mod:`harness.driving.hung_threads`) except that cases share
 their worker's process, as they share this one with ``jobs <= 1``: only for work that leaves
-no state behind that changes a later case's result (not for mutants patching modules).
+no state behind that changes a later case's result (the self-test keeps a worker per
+mutant: what a mutant patches is meant to die with its process).
 """
 
 from __future__ import annotations
