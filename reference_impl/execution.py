@@ -611,10 +611,11 @@ class OperationPipeline:
         if display is None and not continuation.foldable(self._store.connection, session_id):
             return continuation.Fold(None)
         fault = None
+        now = self._world.now()  # one time for what one transaction writes
         with self._store.transaction() as conn:
             if display is not None:
-                fault = _write_display(conn, display, self._world.now())
-            fold = continuation.fold_results(conn, session_id, reason=reason, now=self._world.now())
+                fault = _write_display(conn, display, now)
+            fold = continuation.fold_results(conn, session_id, reason=reason, now=now)
         if fault is not None:
             self._signals.runtime_fault(session_id, display.execution_id, "diagnostics", fault)
         if fold.sequence is not None:

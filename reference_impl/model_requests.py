@@ -49,7 +49,7 @@ class ModelReply:
     error: Exception | None = None
 
 
-OnEnd = Callable[[sqlite3.Connection, ModelReply], None]
+OnEnd = Callable[[sqlite3.Connection, ModelReply, float], None]
 Compose = Callable[[sqlite3.Connection], "tuple[tuple[Message, ...], tuple[str, ...]] | None"]
 """Reads, inside the transaction that records a request's start, the conversation and the
 visible tools to send; None when the session no longer needs a model request (another
@@ -100,11 +100,11 @@ class ModelRequester:
         # next synced commit. Any other end returns to the caller with it: synced.
         durability = (Durability.ORDERED if reply.status is ModelRequestStatus.COMPLETED
                       and reply.error is None else Durability.SYNCED)
+        now = self._world.now()  # one time for what one transaction writes
         with self._store.transaction(durability) as conn:
-            ended = _record_end(conn, request_id, reply.status, _kept_text(reply),
-                                self._world.now())
+            ended = _record_end(conn, request_id, reply.status, _kept_text(reply), now)
             if ended:
-                on_end(conn, reply)
+                on_end(conn, reply, now)
         if ended:
             self._signals.emit(EventType.MODEL_REQUEST_ENDED, session_id, request_id=request_id,
                                status=reply.status.value)

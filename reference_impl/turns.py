@@ -125,8 +125,7 @@ class TurnLoop:
             config = records.load_session(conn, session_id).config
             return (current.messages if current else ()), visible_tools(config)
 
-        def on_end(conn, reply: ModelReply) -> None:  # inside the end-record transaction
-            now = self._world.now()
+        def on_end(conn, reply: ModelReply, now: float) -> None:  # in the end-record transaction
             if reply.status is ModelRequestStatus.COMPLETED:
                 current = continuation.state(conn, session_id)
                 if (current.sequence if current else 0) != sent_at_sequence[0]:
