@@ -17,6 +17,8 @@ Guarantees:
   are answered with a ``WRONG_STATE`` error naming what to send first;
 * stdout carries protocol messages only: the original stdout is kept for them and file
   descriptor 1 is pointed at stderr, so a stray ``print`` cannot corrupt the stream;
+* ``emit`` is sent as a notification (declared in ``initialize``): the runtime goes on
+  without waiting for an answer that carries nothing; every other port call waits;
 * if the harness goes away while the runtime waits for a port answer, the process ends at
   once with :data:`EXIT_HARNESS_GONE` (``os._exit``: nothing else runs), as if killed.
 
@@ -132,7 +134,9 @@ class RemoteWorld:
         return self._endpoint.call("now")
 
     def emit(self, event: LifecycleEvent) -> None:
-        self._endpoint.call("emit", event=event)
+        # Declared in initialize: an event is sent without waiting for an answer that would
+        # carry nothing; the harness records it before the next message (one pipe, in order).
+        self._endpoint.notify("emit", event=event)
 
     def failpoint(self, name: Failpoint, context: dict[str, Any]) -> None:
         self._endpoint.call("failpoint", name=str(getattr(name, "value", name)),
@@ -208,7 +212,8 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True)
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True,
+                                notifications=("emit",))
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -354,7 +359,8 @@ class ForkTemplate:
         # Forking a process with other threads would copy their locks mid-use.
         return InitializeResult(result.protocol_version, result.info,
                                 inspect_since=result.inspect_since,
-                                fork_server=threading.active_count() == 1)
+                                fork_server=threading.active_count() == 1,
+                                notifications=result.notifications)
 
     def run(self) -> int:
         signal.signal(signal.SIGCHLD, self._reap)

@@ -372,3 +372,80 @@ def test_a_checkpoint_fixture_answer_round_trips_and_is_size_limited():
         huge.fixture()
     with pytest.raises(c.ContractError, match="not valid base64"):
         p.CheckpointFixtureResult("not base64!").fixture()
+
+
+# --------------------------------------------------------------------------- notifications
+
+
+def _event(n: int) -> c.LifecycleEvent:
+    return c.LifecycleEvent(c.EventType.OPERATION_PREPARED, "s1", f"ex-{n}")
+
+
+def test_a_declared_notification_is_taken_in_order_and_never_answered():
+    order = []
+
+    def run_turn(session_id, user_text):
+        iut.notify("emit", event=_event(1))
+        iut.notify("emit", event=_event(2))
+        iut.call("failpoint", name="after_prepare", context={"session_id": session_id})
+        return c.TurnResult(session_id, c.TurnStatus.COMPLETED, "")
+
+    harness, iut, _, log, _, _ = connect(
+        {"emit": lambda event: order.append(event.execution_id),
+         "failpoint": lambda name, context: order.append(name)}, {"run_turn": run_turn})
+    harness.notifiable = frozenset({"emit"})
+    harness.call("run_turn", session_id="s1", user_text="x")
+    assert order == ["ex-1", "ex-2", "after_prepare"]  # as sent, before what follows
+    written = [json.loads(line) for line in log]
+    notifications = [m for m in written if m.get("method") == "emit"]
+    assert len(notifications) == 2 and all("id" not in m for m in notifications)
+    answered = [m["id"] for m in written if "result" in m or "error" in m]
+    assert len(answered) == 2  # the failpoint and run_turn only: nothing answers an emit
+    for message in written:
+        VALIDATOR.validate(message)
+
+
+def test_a_notification_the_caller_does_not_take_fails_a_strict_call():
+    def run_turn(session_id, user_text):
+        iut.notify("emit", event=_event(1))
+        return c.TurnResult(session_id, c.TurnStatus.COMPLETED, "")
+
+    emitted = []
+    harness, iut, _, log, _, _ = connect({"emit": emitted.append}, {"run_turn": run_turn})
+    with pytest.raises(p.BadMessage, match="request 'emit' has no id; this side takes "
+                                           "notifications of: none"):
+        harness.call("run_turn", session_id="s1", user_text="x")
+    assert emitted == []
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"event": {"type": "no_such_event", "session_id": "s1"}}, "its 'emit' notification: "),
+    ({"event": {"type": "operation_prepared", "session_id": "s1"}, "extra": 1},
+     "unknown param(s) ['extra']"),
+])
+def test_a_notification_that_does_not_decode_ends_the_call(params, says):
+    to_iut, to_harness, log = queue.Queue(), queue.Queue(), []
+    harness = p.Endpoint(Pipe(to_harness, to_iut, log), incoming=p.PORT_METHODS,
+                         outgoing=p.DRIVER_METHODS, handlers={"emit": lambda event: None},
+                         strict=True, notifiable=frozenset({"emit"}))
+    to_harness.put(p.dumps(p.notification_message("emit", params)))
+    with pytest.raises(p.NotificationRefused) as info:
+        harness.call("recover")
+    assert says in str(info.value)
+    assert [json.loads(line).get("method") for line in log] == ["recover"]  # nothing answered
+
+
+def test_a_notification_whose_handler_raises_ends_the_call_with_the_cause():
+    def emit(event):
+        raise c.ContractError("emit: event.session_id names no session of this run")
+
+    to_iut, to_harness, log = queue.Queue(), queue.Queue(), []
+    harness = p.Endpoint(Pipe(to_harness, to_iut, log), incoming=p.PORT_METHODS,
+                         outgoing=p.DRIVER_METHODS, handlers={"emit": emit}, strict=True,
+                         notifiable=frozenset({"emit"}))
+    to_harness.put(p.dumps(p.notification_message("emit", {"event": p.encode_value(
+        c.LifecycleEvent, _event(1))})))
+    with pytest.raises(p.NotificationRefused, match="its 'emit' notification was refused: "
+                                                    "ContractError: emit: event.session_id"):
+        harness.call("recover")
+    assert len(log) == 1
