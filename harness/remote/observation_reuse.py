@@ -10,7 +10,7 @@ Guarantees of :meth:`ObservationReuse.decode`:
 
 * the value is exactly what ``from_json(Observation, data)`` gives (the same errors for the
   same data), except that it *is* the previous answer's object when the answer's JSON text
-  is identical, and each row (an element of one of the observation's tuples) *is* the
+  is identical (compared member by member, rows by their own text), and each row (an element of one of the observation's tuples) *is* the
   previous reading's row object when that row's JSON text is identical. The text is the
   exact re-serialization of what was received (types, key order and all), so equal text
   means an equal decoded value of the same types;
@@ -41,7 +41,7 @@ class ObservationReuse:
     """The decoder of one data dir's readings (see the module doc)."""
 
     def __init__(self) -> None:
-        self._text: str | None = None
+        self._signature: tuple[tuple[str, Any], ...] | None = None
         self._observation: Observation | None = None
         self._rows: dict[tuple[str, str], list[Any]] = {}
         self.token = ""
@@ -50,7 +50,7 @@ class ObservationReuse:
         """Who issued :attr:`token` (an inspector process): a token is only sent back to it."""
 
     def forget(self) -> None:
-        self._text, self._observation, self._rows = None, None, {}
+        self._signature, self._observation, self._rows = None, None, {}
         self.token, self.issuer = "", None
 
     def since(self, issuer: object) -> str:
@@ -78,14 +78,20 @@ class ObservationReuse:
         return observation
 
     def decode(self, data: Any, where: str) -> Observation:
-        try:
-            text = _text(data)
-        except (TypeError, ValueError):
-            return from_json(Observation, data, where)
-        if text == self._text and self._observation is not None:
-            return self._observation
         if not isinstance(data, dict) or not set(data) <= set(_FIELDS):
             return from_json(Observation, data, where)  # its error, word for word
+        # The exact text of every row and of every other member, once: together, in the
+        # answer's order, they are the answer's text (an identical answer is the previous
+        # reading), and each row's is the key of its previous object.
+        try:
+            texts = {name: ([_text(item) for item in raw] if name in _ROW_TYPES
+                            and isinstance(raw, list) else _text(raw))
+                     for name, raw in data.items()}
+        except (TypeError, ValueError):
+            return from_json(Observation, data, where)
+        signature = tuple(texts.items())
+        if signature == self._signature and self._observation is not None:
+            return self._observation
         # Each previous row object is handed out at most once per reading: two equal rows
         # stay two objects, as a fresh decoding would give.
         previous = {key: list(objects) for key, objects in self._rows.items()}
@@ -97,8 +103,8 @@ class ObservationReuse:
                 values[name] = from_json(_FIELDS[name], raw, f"{where}.{name}")
                 continue
             items = []
-            for index, item in enumerate(raw):
-                key = (name, _text(item))
+            for index, (item, item_text) in enumerate(zip(raw, texts[name])):
+                key = (name, item_text)
                 spare = previous.get(key)
                 row = spare.pop() if spare else from_json(row_type, item,
                                                           f"{where}.{name}[{index}]")
@@ -109,5 +115,5 @@ class ObservationReuse:
             observation = Observation(**values)
         except TypeError as exc:
             raise ContractError(f"{where}: Observation: {exc}") from None
-        self._text, self._observation, self._rows = text, observation, rows
+        self._signature, self._observation, self._rows = signature, observation, rows
         return observation
