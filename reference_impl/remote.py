@@ -17,8 +17,6 @@ Guarantees:
   are answered with a ``WRONG_STATE`` error naming what to send first;
 * stdout carries protocol messages only: the original stdout is kept for them and file
   descriptor 1 is pointed at stderr, so a stray ``print`` cannot corrupt the stream;
-* ``emit`` is sent as a notification (declared in ``initialize``): the runtime goes on
-  without waiting for an answer that carries nothing; every other port call waits;
 * if the harness goes away while the runtime waits for a port answer, the process ends at
   once with :data:`EXIT_HARNESS_GONE` (``os._exit``: nothing else runs), as if killed.
 
@@ -134,9 +132,7 @@ class RemoteWorld:
         return self._endpoint.call("now")
 
     def emit(self, event: LifecycleEvent) -> None:
-        # Declared in initialize: an event is sent without waiting for an answer that would
-        # carry nothing; the harness records it before the next message (one pipe, in order).
-        self._endpoint.notify("emit", event=event)
+        self._endpoint.call("emit", event=event)
 
     def failpoint(self, name: Failpoint, context: dict[str, Any]) -> None:
         self._endpoint.call("failpoint", name=str(getattr(name, "value", name)),
@@ -212,8 +208,7 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True,
-                                notifications=("emit",))
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True)
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -359,8 +354,7 @@ class ForkTemplate:
         # Forking a process with other threads would copy their locks mid-use.
         return InitializeResult(result.protocol_version, result.info,
                                 inspect_since=result.inspect_since,
-                                fork_server=threading.active_count() == 1,
-                                notifications=result.notifications)
+                                fork_server=threading.active_count() == 1)
 
     def run(self) -> int:
         signal.signal(signal.SIGCHLD, self._reap)

@@ -63,7 +63,6 @@ from __future__ import annotations
 import atexit
 import functools
 import itertools
-import json
 import os
 import select
 import shlex
@@ -110,12 +109,10 @@ from harness.remote.protocol import (
     WRONG_STATE,
     CHILD_MARK_ENV,
     FORK_FD_ENV,
-    NOTIFIABLE_PORTS,
     BadMessage,
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
-    NotificationRefused,
     PeerGone,
     PeerRejected,
     PeerSilent,
@@ -158,22 +155,6 @@ thread ever stays blocked on a pipe a stray process still holds."""
 READ_CHUNK_BYTES = 65_536
 
 
-def _awaiting_answers(buffer: bytearray) -> int:
-    """The complete lines in ``buffer`` that are not notifications (a request, a response,
-    or anything that does not parse: they all await the harness). Parsed only past the
-    read-ahead limit, so a burst of notifications costs this once per chunk read."""
-    count = 0
-    for line in bytes(buffer).split(b"\n")[:-1]:
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):  # the endpoint reports it when it gets there
-            count += 1
-            continue
-        if not (isinstance(message, dict) and "method" in message and "id" not in message):
-            count += 1
-    return count
-
-
 class _PipeTransport:
     """Reads the child's stdout and writes its stdin in the calling thread, on non-blocking
     pipes with ``select``: every wait is bounded (the read timeout, the write timeout), one
@@ -189,9 +170,6 @@ class _PipeTransport:
         self.limits = limits
         self.line_bytes = limits.line_bytes
         self.write_timeout_s: float | None = None
-        self.notifications = False
-        """The child declared notifications: those read ahead are not unanswered messages
-        (each is taken as it is read, and the events limit bounds them)."""
         self.leader_alive: Callable[[], bool] | None = None
         """When it says the child has exited, its output counts as ended even if a process
         it started still holds the pipe open."""
@@ -245,8 +223,6 @@ class _PipeTransport:
                 continue
             self._buffer += chunk
             queued = self._buffer.count(b"\n")
-            if queued > self.limits.unanswered_messages and self.notifications:
-                queued = _awaiting_answers(self._buffer)
             if queued > self.limits.unanswered_messages:
                 raise LimitExceeded("unanswered_messages", self.limits.unanswered_messages,
                                     f"{queued} messages read ahead of the harness's answers",
@@ -675,11 +651,6 @@ class _Child:
                              f"version {PROTOCOL_VERSION} while {method!r} was in flight "
                              f"({exc}); stdout carries protocol messages only: write logs to "
                              "stderr; the harness killed it") from None
-        except NotificationRefused as exc:
-            self.kill()
-            raise self.error(method, f"{exc} while {method!r} was in flight; a notification "
-                             "has no answer to carry that back, so the harness killed it") \
-                from None
         except PeerRejected as exc:
             raise self.error(method, f"it rejected {method!r}: {exc}") from None
         except ProtocolError as exc:  # pragma: no cover - every subclass is handled above
@@ -1140,14 +1111,6 @@ class ProcessImplementation:
             child.kill()
             raise
         child.inspect_since = result.inspect_since
-        unknown = sorted(set(result.notifications) - NOTIFIABLE_PORTS)
-        if unknown:
-            child.kill()
-            raise child.error("initialize", f"it declared notifications {unknown}; only "
-                              f"{sorted(NOTIFIABLE_PORTS)} may be sent as notifications (every "
-                              "other port call awaits its answer): remove the others")
-        child.endpoint.notifiable = frozenset(result.notifications)
-        child.transport.notifications = bool(result.notifications)
         with self._lock:
             if self._info is None:
                 self._info = result.info

@@ -131,12 +131,6 @@ class PeerSilent(ProtocolError):
     """The peer wrote nothing within the reply timeout while a response was awaited."""
 
 
-class NotificationRefused(ProtocolError):
-    """A notification this side accepts could not be taken (its params did not decode, or
-    its handler raised): there is no response to carry the error back, so the call the
-    peer was serving ends with it."""
-
-
 class PeerRejected(ProtocolError):
     """The peer answered our request with a protocol-level error (not an exception of its
     own code): unknown method, invalid params, wrong state, version mismatch..."""
@@ -232,14 +226,6 @@ class InitializeResult:
     """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
     serves fork requests on that socket, see "Fork server" below); it answers nothing on
     stdin but ``shutdown`` from now on. Servers that leave it out are spawned per instance."""
-    notifications: tuple[str, ...] = ()
-    """Port methods this server sends as JSON-RPC notifications (no ``id``, no response
-    awaited); only those of :data:`NOTIFIABLE_PORTS`."""
-
-
-NOTIFIABLE_PORTS = frozenset({"emit"})
-"""Port methods a server may declare in ``notifications``: those whose answer carries
-nothing (``null``) and whose failure the harness may report by ending the driver call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,8 +380,7 @@ def decode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class Request:
-    id: int | str | None
-    """None for a notification (the message had no ``id``): it gets no response."""
+    id: int | str
     method: str
     params: dict[str, Any]
 
@@ -416,10 +401,6 @@ def dumps(message: Mapping[str, Any]) -> bytes:
 
 def request_message(id: int | str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": JSONRPC, "id": id, "method": method, "params": dict(params)}
-
-
-def notification_message(method: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": JSONRPC, "method": method, "params": dict(params)}
 
 
 def result_message(id: int | str, result: Any) -> dict[str, Any]:
@@ -509,15 +490,17 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
         method = data["method"]
         if not isinstance(method, str):
             raise BadMessage(INVALID_REQUEST, '"method" must be a string', known_id)
-        if "id" in data and not _is_id(msg_id):
+        if "id" not in data:
+            raise BadMessage(INVALID_REQUEST, f"request {method!r} has no id (notifications "
+                             "are not part of protocol version 1)")
+        if not _is_id(msg_id):
             raise BadMessage(INVALID_REQUEST, f'request {method!r}: "id" must be an integer '
                              f"or a string, got {_excerpt(msg_id)}")
         params = data.get("params", {})
         if not isinstance(params, dict):
             raise BadMessage(INVALID_REQUEST, f'request {method!r}: "params" must be an '
                              "object (by-name parameters)", known_id)
-        # Without "id": a notification; the endpoint decides whether it takes it.
-        return Request(msg_id if "id" in data else None, method, params)
+        return Request(msg_id, method, params)
     extra = sorted(set(data) - {"jsonrpc", "id", "result", "error"})
     if extra:
         raise BadMessage(INVALID_REQUEST, f"unknown response member(s) {extra} (a request "
@@ -585,8 +568,7 @@ class Endpoint:
                  outgoing: Mapping[str, Method], handlers: Mapping[str, Handler],
                  strict: bool = False, reply_timeout_s: float | None = None,
                  on_eof_in_call: Callable[[], None] | None = None,
-                 max_depth: int = DEFAULT_MAX_DEPTH,
-                 notifiable: frozenset[str] = frozenset()) -> None:
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.transport = transport
         self.max_depth = max_depth
         self.incoming = incoming
@@ -595,9 +577,6 @@ class Endpoint:
         self.strict = strict
         self.reply_timeout_s = reply_timeout_s
         self.on_eof_in_call = on_eof_in_call
-        self.notifiable = notifiable
-        """Incoming methods the peer may send as notifications (no ``id``); any other
-        message without an ``id`` is answered as an invalid request."""
         self.encoders: dict[str, Callable[[Any], Any]] = {}
         """Per incoming method, an encoder of its handler's result used instead of
         :func:`encode_value` (same JSON; e.g. reusing the encoding of unchanged objects)."""
@@ -703,15 +682,7 @@ class Endpoint:
             return
         self._answer(message)
 
-    def notify(self, method: str, **params: Any) -> None:
-        """Send ``method`` as a notification: no ``id``, no response; only for a method the
-        peer said it takes that way."""
-        self._send(notification_message(method, encode_params(self.outgoing[method], params)))
-
     def _answer(self, request: Request) -> None:
-        if request.id is None:
-            self._take_notification(request)
-            return
         spec = self.incoming.get(request.method)
         handler = self.handlers.get(request.method)
         if spec is None or handler is None:
@@ -742,29 +713,6 @@ class Endpoint:
         self._send(result_message(request.id, result))
         if request.method == "shutdown":
             self.stopping = True
-
-    def _take_notification(self, request: Request) -> None:
-        """Run a notification's handler, answering nothing; one this side does not take is
-        answered as an invalid request (and ends a strict call); a failure to take one it
-        does ends the call being served (:class:`NotificationRefused`)."""
-        spec = self.incoming.get(request.method)
-        handler = self.handlers.get(request.method)
-        if request.method not in self.notifiable or spec is None or handler is None:
-            takes = ", ".join(sorted(self.notifiable)) or "none"
-            bad = BadMessage(INVALID_REQUEST, f"request {request.method!r} has no id; this "
-                             f"side takes notifications of: {takes}")
-            if self._rejected(bad):
-                raise bad
-            return
-        try:
-            kwargs = decode_params(spec, request.params)
-        except BadMessage as bad:
-            raise NotificationRefused(f"its {request.method!r} notification: {bad}") from None
-        try:
-            handler(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - no response can carry it: the call ends
-            raise NotificationRefused(f"its {request.method!r} notification was refused: "
-                                      f"{type(exc).__name__}: {exc}") from exc
 
     def _send(self, message: Mapping[str, Any]) -> None:
         self.transport.write_line(dumps(message))

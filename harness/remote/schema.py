@@ -25,7 +25,6 @@ from harness.remote.protocol import (
     DRIVER_METHODS,
     ERROR_NAMES,
     JSONRPC,
-    NOTIFIABLE_PORTS,
     PORT_METHODS,
     PROTOCOL_VERSION,
     Method,
@@ -83,17 +82,15 @@ class _Builder:
             return self.ref(name)
         raise TypeError(f"no JSON Schema for {kind!r}")
 
-    def request(self, method: Method, direction: str, *, notifiable: bool = False) -> dict[str, Any]:
+    def request(self, method: Method, direction: str) -> dict[str, Any]:
         params = {
             "type": "object",
             "properties": {p.name: self.of(p.type) for p in method.params},
             "required": [p.name for p in method.params],
             "additionalProperties": False,
         }
-        note = (" (may be sent as a notification, without an id, by a server that declared "
-                "it in its initialize result)") if notifiable else ""
         schema: dict[str, Any] = {
-            "description": f"{direction}: {method.doc}{note}",
+            "description": f"{direction}: {method.doc}",
             "type": "object",
             "properties": {
                 "jsonrpc": {"const": JSONRPC},
@@ -101,8 +98,7 @@ class _Builder:
                 "method": {"const": method.name},
                 "params": params,
             },
-            "required": ["jsonrpc"] + ([] if notifiable else ["id"]) + ["method"]
-                        + (["params"] if method.params else []),
+            "required": ["jsonrpc", "id", "method"] + (["params"] if method.params else []),
             "additionalProperties": False,
         }
         return schema
@@ -115,9 +111,7 @@ def build_schema() -> dict[str, Any]:
     for direction, table in (("harness → implementation", DRIVER_METHODS),
                              ("implementation → harness", PORT_METHODS)):
         for method in table.values():
-            notifiable = table is PORT_METHODS and method.name in NOTIFIABLE_PORTS
-            builder.defs[f"request.{method.name}"] = builder.request(method, direction,
-                                                                     notifiable=notifiable)
+            builder.defs[f"request.{method.name}"] = builder.request(method, direction)
             requests.append(builder.ref(f"request.{method.name}"))
             results[f"result.{method.name}"] = builder.of(method.result)
     builder.defs.update(results)

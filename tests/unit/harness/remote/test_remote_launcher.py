@@ -3,7 +3,6 @@ children that exit, babble or hang becoming reported scenario errors that name t
 
 from __future__ import annotations
 
-import collections
 import importlib.util
 import json
 import os
@@ -21,7 +20,7 @@ from harness.errors import ImplementationLoadError
 from harness.implementations import resolve
 from harness.remote import launcher
 from harness.remote.launcher import ProcessImplementation
-from harness.remote.protocol import NOTIFIABLE_PORTS, RemoteException
+from harness.remote.protocol import RemoteException
 from harness.runner import run_scenario
 from harness.scenarios import load
 from harness.suite import run_suite
@@ -165,17 +164,12 @@ def test_the_reference_as_a_process_gives_the_in_process_trace_and_verdicts(remo
         validators[definition].validate(value)
 
     asked = {}
-    notified = collections.Counter()
     for pipe, direction, line in lines:
         if not line:
             continue
         message = json.loads(line)
         if "method" in message:  # the root's oneOf, one branch at a time (much faster)
             validate(f"request.{message['method']}", message)
-            if "id" not in message:  # a notification: declared, and never answered
-                assert message["method"] in NOTIFIABLE_PORTS, message
-                notified[message["method"]] += 1
-                continue
             asked[pipe, direction, message["id"]] = message["method"]
         elif "result" in message:
             validate("Result", message)
@@ -185,8 +179,6 @@ def test_the_reference_as_a_process_gives_the_in_process_trace_and_verdicts(remo
             validate("Error", message)
     assert {"initialize", "open", "run_turn", "recover", "load_checkpoint", "inspect_since",
             "close", "shutdown", "failpoint", "execute_tool", "next_chunk"} <= set(asked.values())
-    # the reference declares emit a notification: every event crossed without an answer
-    assert notified["emit"] > 0 and "emit" not in set(asked.values())
 
 
 def test_a_crash_is_a_real_sigkill_and_the_restarted_process_executes_nothing_again(remote):
@@ -266,22 +258,6 @@ def test_a_broken_child_is_a_reported_scenario_error_naming_the_command(case, co
     assert suite.scenarios[0].status == "error"
     assert not any(child.alive for child in list(launcher._LIVE)
                    if child.command == shlex.join(argv))
-
-
-def test_a_server_declaring_a_notification_other_than_emit_is_refused_at_the_handshake():
-    # Only an answer that carries nothing may go unawaited: a notified `now` would leave the
-    # server without the time it asked for.
-    code = ("import dataclasses, sys; from reference_impl import remote; "
-            "initialize = remote.Server.do_initialize; "
-            "remote.Server.do_initialize = lambda self, *a: dataclasses.replace("
-            "initialize(self, *a), notifications=('emit', 'now')); "
-            "sys.exit(remote.main())")
-    argv = [sys.executable, "-c", code]
-    with _broken(argv, startup_timeout_s=10) as implementation:
-        run = run_scenario(implementation, CRASH, 0, time_limit_s=20)
-    assert not run.trace.completed
-    assert "it declared notifications ['now']; only ['emit'] may be sent as notifications" \
-        in run.error, run.error
 
 
 @pytest.mark.parametrize("mode, says", [
