@@ -341,7 +341,8 @@ def run_sweep(
                               replay_of(planned[0], scenario, seed, impl_spec))
         return planned, baseline, time.monotonic() - started
 
-    learned = run_cases(learn, len(scenarios), jobs=jobs)
+    # Cases are independent runs, as the suite's are: a worker takes case after case.
+    learned = run_cases(learn, len(scenarios), jobs=jobs, reuse_workers=True)
     all_cases: list[SweepCase] = []
     known: dict[str, CaseResult] = {}
     took: dict[str, float] = {}
@@ -383,7 +384,7 @@ def run_sweep(
         if progress and finished[0] % 100 == 0:
             progress(f"[{finished[0]}/{len(to_run)}] cases run")
 
-    outcomes = run_cases(one, len(to_run), jobs=jobs, on_done=done)
+    outcomes = run_cases(one, len(to_run), jobs=jobs, on_done=done, reuse_workers=True)
     for case, outcome in zip(to_run, outcomes):
         if isinstance(outcome, CaseFailure):
             scenario = scenarios[case.scenario_index]
