@@ -29,9 +29,10 @@ Guarantees:
   prepared with its decision (every layer but the classifier decides inside the prepare
   transaction; the classifier's review is a world call, so it gets a commit of its own),
   started, result, checkpoint with the diagnostics (in a savepoint: their failure undoes only
-  their row), projected. Three of them are synced (an fsync: start, result, checkpoint);
-  prepared and projected are ordered (:class:`~reference_impl.store.Durability`): a power
-  cut that loses them is a crash one step earlier, which recovery already handles.
+  their row), projected. Two of them are synced (an fsync: start, result); prepared,
+  checkpoint and projected are ordered (:class:`~reference_impl.store.Durability`): a power
+  cut that loses them is a crash one step earlier, which recovery already handles (a lost
+  checkpoint is folded again from the saved results, as after a failed build).
 """
 
 from __future__ import annotations
@@ -612,7 +613,10 @@ class OperationPipeline:
             return continuation.Fold(None)
         fault = None
         now = self._world.now()  # one time for what one transaction writes
-        with self._store.transaction() as conn:
+        # ORDERED: a checkpoint is derived from saved results (flushed); nothing outside
+        # relies on it before the next flushed commit, and one lost on a power cut is
+        # rebuilt from those results by the next fold, as after a failed build (L4.4).
+        with self._store.transaction(Durability.ORDERED) as conn:
             if display is not None:
                 fault = _write_display(conn, display, now)
             fold = continuation.fold_results(conn, session_id, reason=reason, now=now)

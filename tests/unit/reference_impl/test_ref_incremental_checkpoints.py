@@ -1,6 +1,6 @@
 """Incremental checkpoints (continuation + store v2): snapshots and deltas rebuild exactly the
 conversation a full write would hold, the per-connection memo is never fooled (rollback,
-another instance), the store grows linearly, and an allowed write takes three synced commits of five."""
+another instance), the store grows linearly, and an allowed write takes two synced commits of five."""
 
 from __future__ import annotations
 
@@ -170,10 +170,10 @@ def test_a_store_of_schema_version_1_opens_and_continues(tmp_path):
     store.close()
 
 
-def test_an_allowed_write_takes_three_synced_commits_of_five(start, data_dir):
+def test_an_allowed_write_takes_two_synced_commits_of_five(start, data_dir):
     """Five commits (prepare with its decision, start, result, checkpoint with diagnostics,
-    projection), of which three are synced (start, result, checkpoint); the other two are
-    ordered: committed without an fsync of their own."""
+    projection), of which two are synced (start, result); the other three are ordered:
+    committed without an fsync of their own (a checkpoint is derived from saved results)."""
     calls = tuple(call(f"c{i}", "write_file", path=f"/repo/{i}.txt", content="x")
                   for i in range(1, 11))
     runtime = start(FakeWorld(replies={"s1": [Reply("writing", calls)]}),
@@ -195,9 +195,9 @@ def test_an_allowed_write_takes_three_synced_commits_of_five(start, data_dir):
     connection.set_trace_callback(trace)
     assert runtime.run_turn("s1", "write ten files").status is TurnStatus.COMPLETED
     # ten operations at five each, plus the turn: user message, two model requests' start
-    # and end records, the turn's end; of which synced: three per operation, the turn's end
+    # and end records, the turn's end; of which synced: two per operation, the turn's end
     assert len(writing) == 10 * 5 + 6
-    assert len(synced) == 10 * 3 + 1
+    assert len(synced) == 10 * 2 + 1
 
 
 def test_a_response_of_more_calls_than_the_request_guard_runs_them_all(start, monkeypatch):
