@@ -103,11 +103,15 @@ def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str,
             payload: tuple[str, Any] = ("ok", work(index))
         except BaseException as exc:  # noqa: BLE001 - reported to the parent as the case's cause
             payload = ("raised", f"{type(exc).__name__}: {exc}")
+        # Decided before the result goes: the parent hands on a case only to a worker that
+        # said it takes one (a worker that retired after sending would strand that case).
+        takes_more = next_case is not None and not _tainted()
         try:
-            writer.send(payload)
+            writer.send((*payload, takes_more))
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
-            writer.send(("raised", f"the case's result could not be sent back: {exc}"))
-        if next_case is None or _tainted():
+            writer.send(("raised", f"the case's result could not be sent back: {exc}",
+                         takes_more))
+        if not takes_more:
             break
         index = _next_case(next_case, parent)
         if index is None:
@@ -260,12 +264,12 @@ def run_cases(
             for reader in ready:
                 worker = running[reader]
                 try:
-                    kind, value = reader.recv()
+                    kind, value, takes_more = reader.recv()
                 except (EOFError, OSError):
                     worker.process.join(5)
                     finish(worker, CaseFailure(worker.index, _death(worker.process.exitcode)))
                     continue
-                if kind == "ok" and hand_on(worker, value):
+                if kind == "ok" and takes_more and hand_on(worker, value):
                     continue
                 _release(worker)
                 worker.process.join(30)
