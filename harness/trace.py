@@ -264,7 +264,7 @@ def trace_canonical_json(trace: Trace) -> str:
     members = {name: _canonical(getattr(trace, name)) for name in _TRACE_FIELDS
                if name != "observations"}
     encoded: dict[int, tuple[Observation, str]] = {}
-    rows: dict[Any, Any] = {}
+    rows = _RowTexts()
     points = []
     for point in trace.observations:
         seen = encoded.get(id(point.observation))
@@ -281,12 +281,32 @@ def trace_canonical_json(trace: Trace) -> str:
 _OBSERVATION_FIELDS = tuple(f.name for f in fields(Observation))
 
 
-def _canonical_observation(observation: Observation, rows: dict[Any, Any]) -> str:
-    """``canonical_json(to_json(observation))``, each row (view) object encoded once per
-    trace: successive readings of a store share most of their rows (an implementation that
-    reads incrementally hands back the same objects), and each flat row's text once per
-    value (``rows`` holds both: ``id(row)`` -> (row, text), and :func:`_canonical_row`'s
-    value keys -> text)."""
+@dataclass(slots=True)
+class _RowTexts:
+    """The rows' texts already encoded for one trace: by object (successive readings of a
+    store share most of their rows: an implementation that reads incrementally hands back
+    the same objects) and, for a flat row (:mod:`harness.flat_rows`), by value (a store read
+    afresh hands back new but equal rows: checkpoints, the failure table)."""
+
+    by_object: dict[int, tuple[Any, str]] = field(default_factory=dict)
+    by_value: dict[Any, str] = field(default_factory=dict)
+
+    def text(self, row: Any) -> str:
+        seen = self.by_object.get(id(row))
+        if seen is not None and seen[0] is row:
+            return seen[1]
+        key = flat_key(row)
+        text = None if key is None else self.by_value.get(key)
+        if text is None:
+            text = _canonical(row)
+            if key is not None:
+                self.by_value[key] = text
+        self.by_object[id(row)] = (row, text)
+        return text
+
+
+def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
+    """``canonical_json(to_json(observation))``, each row's text taken from ``rows``."""
     if type(observation) is not Observation:
         return _canonical(observation)
     members = {}
@@ -297,25 +317,9 @@ def _canonical_observation(observation: Observation, rows: dict[Any, Any]) -> st
             continue
         texts = []
         for row in value:
-            seen = rows.get(id(row))
-            if seen is None or seen[0] is not row:
-                seen = rows[id(row)] = (row, _canonical_row(row, rows))
-            texts.append(seen[1])
+            texts.append(rows.text(row))
         members[name] = "[" + ",".join(texts) + "]"
     return _canonical_object(members)
-
-
-def _canonical_row(row: Any, rows: dict[Any, Any]) -> str:
-    """``_canonical(row)``, remembered by value for a flat row (:mod:`harness.flat_rows`):
-    a store read afresh hands back new but equal row objects (checkpoint and failure-table
-    rows, about half of a suite's rows)."""
-    key = flat_key(row)
-    if key is None:
-        return _canonical(row)
-    text = rows.get(key)
-    if text is None:
-        text = rows[key] = _canonical(row)
-    return text
 
 
 def _canonical_object(members: dict[str, str]) -> str:

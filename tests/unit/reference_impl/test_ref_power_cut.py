@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract import Outcome, TurnStatus
+from harness.contract import Outcome, TurnStatus, WaitStatus
 from harness.selftest.source_patch import edit, edits
 from ref_fakes import FakeWorld, Reply, allow, ask, call, config
 from reference_impl import continuation, store as store_module
@@ -155,7 +155,7 @@ def _check_approvals(impl, cuts) -> None:
         waits = {w.wait_id: w for w in impl.inspect(str(disk)).approval_waits}
         for prompt in prompted_before:  # the owner saw it: the disk knows what it names
             assert prompt.wait_id in waits, (cut, prompt.wait_id, "prompted, and the disk forgot it")
-        pending = [w for w in waits.values() if w.status.value == "pending"]
+        pending = [w for w in waits.values() if w.status is WaitStatus.PENDING]
         for wait in pending:  # the owner answers (again, if the answer was lost)
             restarted.answer_approval(wait.wait_id, True)
         restarted.close()
