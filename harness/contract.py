@@ -761,34 +761,75 @@ class CheckpointFixtureSource(Protocol):
 # --------------------------------------------------------------------------- JSON round trip
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 _PLAIN = (str, int, float, bool, type(None))
 
 
 def to_json(value: Any) -> Any:
     """Convert a contract value (dataclass, enum, tuple, dict...) to plain JSON data."""
-    kind = type(value)
-    if kind in _PLAIN:  # exact types: a StrEnum member is not a plain str here
-        return value
-    if kind is dict:
-        return {str(key): to_json(item) for key, item in value.items()}
-    if kind is tuple or kind is list:
-        return [to_json(item) for item in value]
-    names = _FIELD_NAMES.get(kind)
-    if names is not None:
-        return {name: to_json(getattr(value, name)) for name in names}
+    encode = _ENCODERS.get(type(value))
+    if encode is not None:
+        return encode(value)
+    return _encode_new_type(value)
+
+
+# Every value of one exact type is encoded the same way, so the way is found once per type
+# and kept (the harness and the reference encode millions of values: a chain of isinstance
+# tests per value was the cost). Exact types: a StrEnum member is not a plain str here.
+_ENCODERS: dict[type, Any] = {}
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _encode_dict(value: Any) -> dict[str, Any]:
+    return {str(key): to_json(item) for key, item in value.items()}
+
+
+def _encode_sequence(value: Any) -> list[Any]:
+    return [to_json(item) for item in value]
+
+
+def _encode_enum(value: enum.Enum) -> Any:
+    return value.value
+
+
+def _dataclass_encoder(names: tuple[str, ...]) -> Any:
+    plain = _ENCODERS  # a field's value of a plain type is returned as is, without a call
+
+    def encode(value: Any) -> dict[str, Any]:
+        out = {}
+        for name in names:
+            item = getattr(value, name)
+            encoder = plain.get(type(item))
+            out[name] = item if encoder is _as_is else to_json(item)
+        return out
+
+    return encode
+
+
+for _kind in _PLAIN:
+    _ENCODERS[_kind] = _as_is
+_ENCODERS[dict] = _encode_dict
+_ENCODERS[tuple] = _ENCODERS[list] = _encode_sequence
+
+
+def _encode_new_type(value: Any) -> Any:
+    """The first value of its exact type: find its encoding, keep it, apply it."""
     if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(value))
-        return to_json(value)
-    if isinstance(value, dict):
-        return {str(key): to_json(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(item) for item in value]
-    if isinstance(value, (str, int, float, bool)):
-        return value
-    raise ContractError(f"cannot encode {type(value).__name__} as contract JSON")
+        encode = _encode_enum
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        encode = _dataclass_encoder(tuple(f.name for f in dataclasses.fields(value)))
+    elif isinstance(value, dict):
+        encode = _encode_dict
+    elif isinstance(value, (list, tuple)):
+        encode = _encode_sequence
+    elif isinstance(value, (str, int, float, bool)):
+        encode = _as_is
+    else:
+        raise ContractError(f"cannot encode {type(value).__name__} as contract JSON")
+    _ENCODERS[type(value)] = encode
+    return encode(value)
 
 
 _HINTS_CACHE: dict[type, dict[str, Any]] = {}

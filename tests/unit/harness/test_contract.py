@@ -75,3 +75,64 @@ def test_projection_never_offers_retry_for_unknown_or_denied():
     _, actions = c.expected_projection(
         c.Permission.ALLOW, c.Outcome.UNKNOWN, c.DecisionSource.EXACT_GRANT, c.FailureKind.UNKNOWN, True, False)
     assert actions == (c.RecoveryAction.RECONCILE,)
+
+
+def _spec_to_json(value):
+    """What ``to_json`` is specified to return, written the plain way (no per-type cache)."""
+    import dataclasses
+    import enum
+
+    if type(value) in (str, int, float, bool, type(None)):
+        return value
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _spec_to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(key): _spec_to_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_spec_to_json(item) for item in value]
+    if isinstance(value, (str, int, float, bool)):
+        return value
+    raise c.ContractError("not contract data")
+
+
+class _Label(str):
+    """A str subclass that is not an enum: encoded as the string it is."""
+
+
+_contract_leaves = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5)
+    | st.sampled_from(list(c.Outcome)) | st.sampled_from(list(c.FailureKind))
+    | st.builds(_Label, st.text(max_size=3))
+)
+_contract_values = st.recursive(
+    _contract_leaves,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3)
+        | st.builds(c.ToolCall, st.text(max_size=4), st.text(max_size=4),
+                    st.dictionaries(st.text(max_size=3), inner, max_size=2))
+        | st.builds(c.Message, st.sampled_from(["user", "assistant", "tool"]),
+                    st.text(max_size=5), tool_call_id=st.text(max_size=3),
+                    outcome=st.none() | st.sampled_from(list(c.Outcome)))
+    ),
+    max_leaves=12,
+)
+
+
+@given(_contract_values)
+def test_to_json_gives_what_the_plain_definition_gives(value):
+    # to_json keeps one encoder per exact type: the first value of a type decides how every
+    # later one is encoded, so a mix of types, subclasses and nesting must not change it.
+    assert c.to_json(value) == _spec_to_json(value)
+    assert json.dumps(c.to_json(value), sort_keys=True) == json.dumps(_spec_to_json(value),
+                                                                      sort_keys=True)
+
+
+def test_to_json_refuses_what_is_not_contract_data_every_time():
+    for _ in range(2):  # the refusal is not cached as an encoder
+        with pytest.raises(c.ContractError, match="cannot encode object as contract JSON"):
+            c.to_json(object())
+    with pytest.raises(c.ContractError, match="cannot encode set"):
+        c.to_json({"a": {1, 2}})
