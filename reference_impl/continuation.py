@@ -58,6 +58,10 @@ class Fold:
     sequence: int | None
     """The new checkpoint's sequence, or None when nothing was pending a fold."""
     execution_ids: tuple[str, ...] = ()
+    latest: "State | None" = None
+    """When the fold found nothing to do without opening a transaction or calling anyone:
+    the state it read, which the caller may use as its own next reading (reading again
+    would differ only by a commit of another instance, which may as well come after)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +146,22 @@ def save(
 def append(
     conn: sqlite3.Connection, session_id: str, message: Message, *, reason: str, now: float
 ) -> int:
-    return _write(conn, session_id, state(conn, session_id), (message,), whole=False,
+    return append_to(conn, session_id, state(conn, session_id), message, reason=reason, now=now)
+
+
+def append_to(
+    conn: sqlite3.Connection, session_id: str, current: State | None, message: Message, *,
+    reason: str, now: float,
+) -> int:
+    """:func:`append` to ``current``, the state read in this same transaction."""
+    return _write(conn, session_id, current, (message,), whole=False,
                   last_execution_id=None, reason=reason, now=now).sequence
 
 
-def foldable(conn: sqlite3.Connection, session_id: str) -> bool:
-    """Does the next pending call have a final saved result (a fold would write)?
-    A read outside any transaction may be stale: the fold itself decides again."""
-    current = state(conn, session_id)
+def foldable(conn: sqlite3.Connection, session_id: str, current: State | None) -> bool:
+    """Does the next pending call of ``current`` (the session's state just read) have a
+    final saved result (a fold would write)? A read outside any transaction may be stale:
+    the fold itself decides again."""
     if current is None or not current.pending:
         return False
     execution_id = execution_id_for(session_id, current.pending[0].tool_call_id)

@@ -561,8 +561,9 @@ class OperationPipeline:
             self._checkpoint(op, display)
         else:  # saved earlier (replay, other instance): catch up without redoing anything
             self.fold(op.session_id, reason="catch_up", project=True)
-        if self._operation(op.execution_id).delivery is Delivery.RECORDED:
-            self.project(op.execution_id, with_failpoint=fresh)
+        current = self._operation(op.execution_id)
+        if current.delivery is Delivery.RECORDED:
+            self.project(op.execution_id, with_failpoint=fresh, op=current)
 
     def _write_diagnostics(self, op: OperationRecord) -> Display | None:
         """The display state of ``op``'s result, committed with its checkpoint (one commit
@@ -609,8 +610,10 @@ class OperationPipeline:
         those not yet projected (a catch-up must not leave the UI behind); ``display`` is
         written in the same transaction. Nothing to fold and nothing to write: no
         transaction at all (the fold decides again inside its own)."""
-        if display is None and not continuation.foldable(self._store.connection, session_id):
-            return continuation.Fold(None)
+        if display is None:
+            current = continuation.state(self._store.connection, session_id)
+            if not continuation.foldable(self._store.connection, session_id, current):
+                return continuation.Fold(None, latest=current)
         fault = None
         now = self._world.now()  # one time for what one transaction writes
         # ORDERED: a checkpoint is derived from saved results (flushed); nothing outside
@@ -628,14 +631,18 @@ class OperationPipeline:
                                execution_ids=list(fold.execution_ids))
         if project:
             for execution_id in fold.execution_ids:
-                if self._operation(execution_id).delivery is Delivery.RECORDED:
-                    self.project(execution_id, with_failpoint=False)
+                op = self._operation(execution_id)
+                if op.delivery is Delivery.RECORDED:
+                    self.project(execution_id, with_failpoint=False, op=op)
         return fold
 
-    def project(self, execution_id: str, *, with_failpoint: bool) -> None:
-        """Publish what the record says; a published result moves delivery to projected."""
+    def project(self, execution_id: str, *, with_failpoint: bool,
+                op: OperationRecord | None = None) -> None:
+        """Publish what the record says; a published result moves delivery to projected.
+        ``op``: the operation as the caller just read it (else it is read here)."""
         conn = self._store.connection
-        op = self._operation(execution_id)
+        if op is None:
+            op = self._operation(execution_id)
         record = results.load(conn, execution_id)
         projection = projection_for(op, record, approvals.has_pending(conn, execution_id))
         try:

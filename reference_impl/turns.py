@@ -69,8 +69,9 @@ class TurnLoop:
                 self.settle_pending_calls(session_id)
                 return self.end(session_id, TurnStatus.CANCELLED)
             # catch up, e.g. with a result whose own checkpoint failed to build
-            self._pipeline.fold(session_id, reason="catch_up", project=True)
-            current = continuation.state(self._store.connection, session_id)
+            fold = self._pipeline.fold(session_id, reason="catch_up", project=True)
+            current = (fold.latest if fold.latest is not None
+                       else continuation.state(self._store.connection, session_id))
             step = continuation.next_step_of(current)
             if step.kind is StepKind.DONE:
                 status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
@@ -104,9 +105,10 @@ class TurnLoop:
         """Run the conversation's pending tool calls (no model request); a call that waits
         for approval stays waiting, one held by another instance defers the caller."""
         while True:
-            self._pipeline.fold(session_id, reason="catch_up", project=True)
+            fold = self._pipeline.fold(session_id, reason="catch_up", project=True)
             step = continuation.next_step_of(
-                continuation.state(self._store.connection, session_id))
+                fold.latest if fold.latest is not None
+                else continuation.state(self._store.connection, session_id))
             if step.kind is not StepKind.RUN_CALL:
                 return StepResult.DONE
             assert step.call is not None
@@ -133,7 +135,8 @@ class TurnLoop:
                     # answer is to a conversation that is gone; the loop asks from the new one.
                     return
                 answer = Message("assistant", reply.text, tool_calls=reply.tool_calls)
-                continuation.append(conn, session_id, answer, reason="model_answer", now=now)
+                continuation.append_to(conn, session_id, current, answer, reason="model_answer",
+                                       now=now)
                 return
             if reply.status is ModelRequestStatus.INCOMPLETE:
                 if reply.text:  # kept, and marked so that nobody takes it as an answer
