@@ -333,7 +333,8 @@ class OperationPipeline:
                                 op.tool_call_id)
         with self._store.transaction() as conn:
             # Rechecked inside the claim: the rules may have changed at the failpoint above.
-            refusal = self._bind_to_current_rules(conn, op)
+            session = records.load_session(conn, op.session_id)
+            refusal = self._bind_to_current_rules(conn, op, session)
             claimed = refusal is None and bool(conn.execute(
                 "UPDATE operations SET stage = ?, execution_started = 1,"
                 " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
@@ -341,8 +342,7 @@ class OperationPipeline:
                 (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),
             ).rowcount)
             if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
-                version = records.load_session(conn, op.session_id).permission_version
-                denial_counters.reset_consecutive(conn, op.session_id, version)
+                denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
         if refusal is not None:
             self._refuse(op, refusal)
             return False
@@ -392,12 +392,15 @@ class OperationPipeline:
         return saved
 
     def _bind_to_current_rules(
-        self, conn: sqlite3.Connection, op: OperationRecord
+        self, conn: sqlite3.Connection, op: OperationRecord,
+        current: SessionState | None = None,
     ) -> Decision | None:
         """Inside a transaction: the refusal under the rules in force now, or None; when the
         rules changed and an exact grant still allows the call, its identity is re-bound to
-        the version in force, so that what runs carries that version (L2.8, L2.9)."""
-        current = records.load_session(conn, op.session_id)
+        the version in force, so that what runs carries that version (L2.8, L2.9).
+        ``current``: the session as read in this transaction (else it is read here)."""
+        if current is None:
+            current = records.load_session(conn, op.session_id)
         refusal = self._revalidation_refusal(conn, current, op)
         if refusal is None and current.permission_version != op.identity.permission_version:
             grant = rule_layer_decision(current.config, op.tool, op.args)
