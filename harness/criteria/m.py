@@ -62,12 +62,29 @@ def _ended_abnormally(trace: Trace) -> set[str]:
             if ended.get(str(r.data.get("request_id", "")), "") != "end"}
 
 
+def _left_open_by_recovery(trace: Trace, start: int, ends: list[TraceEvent]) -> TraceEvent | None:
+    """The ``recover()`` call that returned after an interruption cut this request off and
+    before any end was recorded: recovery then had to record its end (a request a crashed
+    instance left behind ends ``incomplete``; exactly one end per request)."""
+    first_end = min((e.index for e in ends), default=None)
+    cut = s.first_interruption(trace, start, first_end)
+    if cut is None:
+        return None
+    recovery = s.recovery_after(trace, cut.index)
+    if recovery is None or (first_end is not None and first_end < recovery.index):
+        return None
+    return trace.events[recovery.index]
+
+
 def check_m1(trace: Trace) -> Verdict:
     """Exercised per model request the world received whose stream did not end normally
     (EOF, transport error, cancellation, no end at all) or that a crash or injected fault cut
     off before its end was recorded: that is where a second end event or a missing one appears. Every request is judged: a reused
     request id, other than one start event, more than one end event, or no end although
-    nothing cut the request off fail, in the realtime channel and in the final store."""
+    nothing cut the request off fail, in the realtime channel and in the final store. A
+    request cut off is excused its missing end only while no recovery followed: once a
+    ``recover()`` returned after the interruption, the recovered implementation must have
+    recorded the end (event and store) by the end of the run."""
     starts = _events_by_request(trace, "model_request_started")
     ends = _events_by_request(trace, "model_request_ended")
     final, views = _views(trace)
@@ -83,17 +100,23 @@ def check_m1(trace: Trace) -> Verdict:
         mine_starts, mine_ends = starts.get(rid, []), ends.get(rid, [])
         cut = _interrupted(trace, request.index, mine_ends)
         exercised += rid in hard or cut
+        recovery = _left_open_by_recovery(trace, request.index, mine_ends) if cut else None
+        if recovery is not None:
+            cut = False  # recovered: the end is owed now
         if len(mine_starts) != 1:
             violations.append(s.ev(f"request {rid} has {len(mine_starts)} start events", request.index,
                                    *(e.index for e in mine_starts)))
+        recovered = ("" if recovery is None else
+                     f" (cut off, then recovered at event {recovery.index}, which had to end it)")
         if len(mine_ends) > 1 or (not mine_ends and not cut):
-            violations.append(s.ev(f"request {rid} has {len(mine_ends)} end events", request.index,
-                                   *(e.index for e in mine_ends)))
+            violations.append(s.ev(f"request {rid} has {len(mine_ends)} end events{recovered}",
+                                   request.index, *(e.index for e in mine_ends),
+                                   recovery.index if recovery is not None else None))
         view = views.get(rid)
         if view is not None and final is not None:
             if view.start_events != 1 or view.end_events > 1 or (view.end_events == 0 and not cut):
                 violations.append(s.ev(f"the store records {view.start_events} start and {view.end_events} end "
-                                       f"events for request {rid}", request.index, final.index))
+                                       f"events for request {rid}{recovered}", request.index, final.index))
     for rid, events in starts.items():
         if rid not in seen and len(events) > 1:
             violations.append(s.ev(f"request {rid} was started {len(events)} times", *(e.index for e in events)))

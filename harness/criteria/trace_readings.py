@@ -807,6 +807,21 @@ def interruptions(trace: Trace) -> tuple[Interruption, ...]:
     return tuple(sorted(out, key=lambda i: i.index))
 
 
+def first_interruption(trace: Trace, start: int, stop: int | None) -> Interruption | None:
+    """The first crash or escaped injected exception after ``start`` and before ``stop``."""
+    return next((i for i in interruptions(trace)
+                 if start < i.index and (stop is None or i.index < stop)), None)
+
+
+def recovery_after(trace: Trace, index: int) -> DriverSpan | None:
+    """The first ``recover()`` that returned, called after event ``index``: from then on the
+    implementation has had its chance to close what an interruption before it left open
+    (a crashed instance nobody restarted never gets one)."""
+    return next((span for span in driver_spans(trace)
+                 if span.method == "recover" and span.index > index and span.end_kind == "return"),
+                None)
+
+
 def interrupted_between(trace: Trace, start: int, stop: int | None, session_id: str | None = None) -> bool:
     """Was work cut short (crash or escaped injected exception) after ``start`` and before
     ``stop``, in ``session_id`` when given (an interruption naming no session counts)?"""

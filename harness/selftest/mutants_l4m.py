@@ -108,4 +108,12 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         trust_class="world_judges",
     ),
+    Mutant(
+        "recovery-leaves-model-requests-open",
+        "recovery does not end the model requests a crash left without an end: the request "
+        "stays started and never ended in the store and in the event channel, after the "
+        "restart as before it",
+        ("M1",),
+        edits(edit(RC, find="    _end_interrupted_model_requests(store, world, signals)\n", replace="")),
+    ),
 )

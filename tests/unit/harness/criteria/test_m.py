@@ -86,6 +86,50 @@ def test_m1_a_crash_may_cut_the_end_off():
     assert_pass(check("M1", tb.build()))
 
 
+def _cut_then_recovered(tb):
+    """A request whose instance crashed after its stream ended, before any end was recorded;
+    then a restart whose recover() is called (the caller says how it ends)."""
+    rid, _ = _request(tb, ends=0)
+    tb.failpoint("after_model_stream_ended", "crash")
+    tb.crash("after_model_stream_ended")
+    tb.restart()
+    tb.call("open")
+    tb.ret("open")
+    tb.call("recover")
+    return rid
+
+
+def test_m1_a_recovery_must_end_what_the_crash_left_open():
+    tb = TB()
+    rid = _cut_then_recovered(tb)
+    tb.emit("model_request_ended", request_id=rid, status="incomplete", interrupted=True)
+    tb.ret("recover")
+    tb.observe("final", Observation(model_requests=(request_view(
+        rid, status=ModelRequestStatus.INCOMPLETE, incomplete=True),)))
+    assert_pass(check("M1", tb.build()))
+
+
+def test_m1_fails_when_the_recovery_leaves_the_request_without_an_end():
+    tb = TB()
+    rid = _cut_then_recovered(tb)
+    recovered = tb.ret("recover")
+    tb.observe("final", Observation(model_requests=(request_view(rid, status=None, ends=0),)))
+    trace = tb.build()
+    verdict = check("M1", trace)
+    assert_fail_at(verdict, recovered)
+    assert any("recovered at event" in e.note for e in verdict.evidence), verdict.evidence
+    store = [e for e in verdict.evidence if e.note.startswith("the store records")]
+    assert store and "0 end events" in store[0].note, verdict.evidence
+
+
+def test_m1_a_crashed_instance_nobody_recovered_is_excused_its_end():
+    tb = TB()
+    rid = _cut_then_recovered(tb)
+    tb.raised("recover", "RuntimeError", expected=False)  # recovery did not complete
+    tb.observe("final", Observation(model_requests=(request_view(rid, status=None, ends=0),)))
+    assert_pass(check("M1", tb.build()))
+
+
 def test_m1_not_exercised_without_model_requests():
     assert check("M1", TB().build()).status is Status.NOT_EXERCISED
 
