@@ -251,7 +251,53 @@ def check_l3_2(trace: Trace) -> Verdict:
             elif span is not None and span.end_kind == "return" and not wait.applied:
                 violations.append(s.ev(f"wait {wait_id} was answered and the call returned, but the answer "
                                        "is not recorded as applied", first_answer.index, final.index))
+    unshown_exercised, unshown = _unshown_waits(trace, final)
+    exercised += unshown_exercised
+    violations += unshown
     return judge("L3.2", exercised, violations, "no approval prompt with a probe, crash or answer")
+
+
+def _unshown_waits(trace: Trace, final) -> tuple[int, list[Evidence]]:
+    """A wait is for the owner to answer, and the owner answers only what was shown. A wait
+    the store still holds pending at the end of a completed run must have been shown (an
+    ``APPROVAL_PROMPT`` for it in the world), unless the instance that committed it was cut
+    off before showing it and no ``recover()`` has returned since: a recovery must show the
+    waits a crash left unshown (docs/lifecycle.md, recovery table).
+
+    Exercised once per wait committed, cut off before its prompt, then recovered."""
+    first_seen: dict[str, int] = {}
+    for point in trace.observations:
+        for wait in point.observation.approval_waits:
+            first_seen.setdefault(wait.wait_id, point.index)
+    if not first_seen:
+        return 0, []
+    prompts: dict[str, list[int]] = {}
+    for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
+        prompts.setdefault(str(prompt.data.get("wait_id", "")), []).append(prompt.index)
+    pending_at_end = {}
+    if final is not None and trace.completed:
+        pending_at_end = {w.wait_id: w for w in final.observation.approval_waits
+                          if w.status is WaitStatus.PENDING}
+    exercised, violations = 0, []
+    for wait_id, seen in first_seen.items():
+        shown = prompts.get(wait_id, [])
+        # A probe at a failpoint shares the index of the hit a crash there is dated by.
+        cut = s.first_interruption(trace, seen - 1, min(shown, default=None))
+        recovery = s.recovery_after(trace, cut.index) if cut is not None else None
+        if recovery is not None:
+            exercised += 1
+        if wait_id not in pending_at_end or shown:
+            continue
+        if cut is None:
+            violations.append(s.ev(f"wait {wait_id} is pending at the end but was never shown to the "
+                                   "owner, and nothing cut its instance off before the prompt",
+                                   seen, final.index))
+        elif recovery is not None:
+            violations.append(s.ev(f"wait {wait_id} was committed, its instance cut off before showing "
+                                   f"it, and the recovery at event {recovery.index} never showed it: "
+                                   "still pending at the end, unanswerable", seen, cut.index,
+                                   recovery.index, final.index))
+    return exercised, violations
 
 
 # --------------------------------------------------------------------------- L3.3

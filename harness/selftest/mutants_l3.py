@@ -111,4 +111,15 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         trust_class="world_judges",
     ),
+    Mutant(
+        "recovery-skips-unshown-waits",
+        "recovery leaves a wait that was committed but never shown (its instance crashed "
+        "before the prompt) pending without showing it: the store says it waits for the "
+        "owner, who was never asked",
+        ("L3.2",),
+        edits(edit(RC, find="    for wait in approvals.unprompted(store.connection):\n"
+                            "        pipeline.prompt(wait, with_failpoint=False)\n",
+                   replace="")),
+        trust_class="world_judges",
+    ),
 )

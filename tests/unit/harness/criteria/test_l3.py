@@ -173,6 +173,78 @@ def test_l3_2_fails_when_the_answer_applies_twice():
     assert any(2 in e.ledger_rows for e in verdict.evidence)
 
 
+def _committed_then_cut(tb, *, recover="returns", shown_after=True, pending_at_end=True):
+    """A wait committed (seen by the probe after it), the instance crashed before its prompt,
+    then (``recover``) a restart whose recover() returns, raises or never comes."""
+    tb.respond("s1", (W,))
+    waiting = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE,
+                 outcome=Outcome.NOT_STARTED)
+    tb.failpoint("after_wait_persisted", "crash")
+    seen = tb.observe("probe:after_wait_persisted",
+                      Observation(operations=(waiting,), approval_waits=(wait("w1", W),)))
+    crash = tb.crash("after_wait_persisted")
+    recovered = None
+    if recover != "never":
+        tb.restart()
+        recovered = tb.call("recover")
+        if recover == "returns":
+            if shown_after:
+                tb.prompt("s1", W, wait_id="w1")
+            tb.ret("recover")
+        else:
+            tb.raised("recover", "RuntimeError", expected=False)
+    final_wait = wait("w1", W) if pending_at_end else wait("w1", W, status=WaitStatus.REJECTED,
+                                                           applied=True)
+    final = tb.observe("final", Observation(operations=(waiting,), approval_waits=(final_wait,)))
+    return seen, crash, recovered, final
+
+
+def test_l3_2_a_recovery_shows_the_wait_a_crash_left_unshown():
+    tb = TB(ASK)
+    _committed_then_cut(tb)
+    verdict = check("L3.2", tb.build())
+    assert verdict.status is Status.PASS, verdict
+    assert verdict.exercised >= 1
+
+
+def test_l3_2_fails_when_the_recovery_never_shows_the_wait():
+    tb = TB(ASK)
+    seen, crash, recovered, final = _committed_then_cut(tb, shown_after=False)
+    verdict = check("L3.2", tb.build())
+    assert_fail_at(verdict, recovered)
+    # the crash is dated by the failpoint hit it happened at, where the probe saw the wait
+    assert crash == seen + 1
+    assert any({seen, recovered, final} <= set(e.trace_indexes) and "unanswerable" in e.note
+               for e in verdict.evidence), verdict.evidence
+
+
+def test_l3_2_an_unshown_wait_nobody_recovered_is_not_held_against_it():
+    for recover in ("never", "raises"):
+        tb = TB(ASK)
+        _committed_then_cut(tb, recover=recover, shown_after=False)
+        verdict = check("L3.2", tb.build())
+        assert verdict.status is Status.NOT_EXERCISED, (recover, verdict)
+
+
+def test_l3_2_an_unshown_wait_settled_by_the_end_is_not_held_against_it():
+    tb = TB(ASK)
+    _committed_then_cut(tb, shown_after=False, pending_at_end=False)
+    verdict = check("L3.2", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1, verdict
+
+
+def test_l3_2_fails_on_a_wait_never_shown_by_an_instance_that_lived_on():
+    tb = TB(ASK)
+    tb.respond("s1", (W,))
+    waiting = op(W, permission=Permission.ASK, decided_by=DecisionSource.ASK_RULE,
+                 outcome=Outcome.NOT_STARTED)
+    seen = tb.observe("probe:after_wait_persisted",
+                      Observation(operations=(waiting,), approval_waits=(wait("w1", W),)))
+    tb.ret("run_turn", {"session_id": "s1", "status": "awaiting_approval", "final_text": ""})
+    tb.observe("final", Observation(operations=(waiting,), approval_waits=(wait("w1", W),)))
+    assert_fail_at(check("L3.2", tb.build()), seen)
+
+
 def test_l3_2_not_exercised_without_prompts():
     tb = TB(ASK)
     tb.respond("s1", (W,))
