@@ -641,7 +641,8 @@ CRITERIA: tuple[Criterion, ...] = (
         "L3.2", "l3", "Waits are durable",
         "Every approval prompt matches a pending wait already committed when the prompt is "
         "shown; a crash after the prompt leaves the wait pending and answerable, and its answer "
-        "takes effect exactly once.",
+        "takes effect exactly once; a wait committed but not shown before a crash is shown by "
+        "the recovery that follows.",
         "分类拒绝后直接弹审批会缺少可恢复的持久化等待记录。",
         check_l3_2, (Feature.APPROVALS,),
     ),

@@ -350,7 +350,9 @@ def check_l5_5(trace: Trace) -> Verdict:
 
     Exercised (the hard case): an event whose status is not a plain success (not started,
     failed, unknown) compared with the stored history or the conversation — where a runtime
-    that reports one status live and another in history would show.
+    that reports one status live and another in history would show; and a result saved by
+    ``recover()`` that went live (:func:`_unannounced_results`: history that never went live
+    fails).
     """
     exercised, violations = 0, []
     ops = F.operations(trace)
@@ -406,7 +408,48 @@ def check_l5_5(trace: Trace) -> Verdict:
                                        f"{message.get('outcome')}", event.index, request.index))
             break
         exercised += int(compared and outcome != Outcome.SUCCEEDED.value)
+    unannounced_exercised, unannounced = _unannounced_results(trace, saved)
+    exercised += unannounced_exercised
+    violations += unannounced
     return judge("L5.5", exercised, violations, "no result_saved event of a non-success compared with history")
+
+
+def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) -> tuple[int, list]:
+    """History that never went live: a result the store holds at the end of a completed run
+    must have been carried by a realtime ``result_saved`` event, unless the driver call
+    during which it was saved was cut off by a crash (the instance may have died between its
+    commit and its event). A result saved by ``recover()`` is the hard case: recovery
+    settles what a crash left open, and a UI following the realtime channel would otherwise
+    show the call running for ever.
+
+    Exercised once per result saved during a ``recover()`` that was announced."""
+    final = s.final_point(trace)
+    if final is None or not trace.completed:
+        return 0, []
+    announced = {str(payload.get("execution_id", "")) for _, payload in saved}
+    settled = {view.identity.execution_id: view for view in final.observation.operations
+               if view.delivery is not Delivery.PENDING}
+    first_seen: dict[str, int] = {}
+    for point in trace.observations:
+        for view in point.observation.operations:
+            execution_id = view.identity.execution_id
+            if execution_id in settled and view.delivery is not Delivery.PENDING:
+                first_seen.setdefault(execution_id, point.index)
+    spans = s.driver_spans(trace)
+    exercised, violations = 0, []
+    for execution_id, view in settled.items():
+        seen = first_seen.get(execution_id, final.index)
+        span = s.innermost_span(spans, seen) or s.innermost_span(spans, seen + 1)
+        if execution_id in announced:
+            exercised += int(span is not None and span.method == "recover")
+            continue
+        if span is not None and span.end_kind == "crash":
+            continue  # cut off after the commit, perhaps before the event
+        during = f" (saved during {span.method}, event {span.index})" if span is not None else ""
+        violations.append(s.ev(
+            f"the store holds {view.identity.tool_call_id}'s result {view.outcome.value}{during}, but no "
+            "realtime result_saved event ever carried it", seen, final.index))
+    return exercised, violations
 
 
 # --------------------------------------------------------------------------- catalogue
@@ -446,7 +489,8 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L5.5", "l5", "Events and history agree",
         "The result status carried by realtime result events equals the host result in the "
-        "ledger, the store and the conversation history.",
+        "ledger, the store and the conversation history, and every result the store keeps "
+        "(recovery's included) was carried by one.",
         "实时事件和历史记录传递宿主结果状态。",
         check_l5_5,
     ),

@@ -306,7 +306,8 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "M1", "m", "One start, one end",
         "Every model request has a unique request_id and exactly one start and one end event, in "
-        "the realtime channel and in the store.",
+        "the realtime channel and in the store; a request a crash cut off gets its end from the "
+        "recovery that follows.",
         "每次发出的模型请求具有唯一 request_id，并且恰好记录一次开始和结束。",
         check_m1, (Feature.MODEL_EVENTS,),
     ),

@@ -116,4 +116,16 @@ MUTANTS: tuple[Mutant, ...] = (
         ("M1",),
         edits(edit(RC, find="    _end_interrupted_model_requests(store, world, signals)\n", replace="")),
     ),
+    Mutant(
+        "recovery-settles-unknown-silently",
+        "recovery saves an interrupted write as unknown (store, projection and conversation "
+        "all say so) but never announces it on the realtime channel, so a UI that follows "
+        "the events shows the call running for ever",
+        ("L5.5",),
+        edits(edit(RC, find="        if saved:\n"
+                            "            pipeline.announce_result(op.session_id, op.execution_id)\n"
+                            "            marked.append(op.execution_id)\n",
+                   replace="        if saved:\n            marked.append(op.execution_id)\n")),
+        trust_class="world_judges",
+    ),
 )

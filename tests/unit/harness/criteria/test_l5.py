@@ -322,6 +322,52 @@ def test_l5_5_fails_when_the_history_disagrees_with_the_event():
     assert_fail_at(check("L5.5", tb.build()), request)
 
 
+def _unknown_settled_by_recovery(tb, *, announced=True, recover_ends="return"):
+    """A write whose instance crashed after its start was recorded; the restart's recover()
+    saves it unknown (announced live or not) and the run ends with it in the store."""
+    unknown = op(W, outcome=Outcome.UNKNOWN, reconcile=True, delivery=Delivery.PROJECTED)
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", (W,))
+    tb.failpoint("after_start_recorded", "crash")
+    tb.crash("after_start_recorded")
+    tb.restart()
+    recover = tb.call("recover")
+    event = None
+    if announced:
+        event = tb.emit("result_saved", execution_id=xid("c1"), outcome="unknown")
+    tb.failpoint("after_projection")  # the probe at a failpoint inside recover()
+    settled = tb.observe("probe:after_projection", Observation(operations=(unknown,)))
+    if recover_ends == "return":
+        tb.ret("recover")
+    else:
+        tb.failpoint("after_projection", "crash")
+        tb.crash("after_projection")
+    final = tb.observe("final", Observation(operations=(unknown,)))
+    return recover, event, settled, final
+
+
+def test_l5_5_a_result_saved_by_recovery_is_announced_live():
+    tb = TB()
+    _unknown_settled_by_recovery(tb)
+    # the event agrees with the store (the older reading) and it went live (the new one)
+    assert_pass(check("L5.5", tb.build()), exercised=2)
+
+
+def test_l5_5_fails_on_a_result_that_never_went_live():
+    tb = TB()
+    recover, _, settled, final = _unknown_settled_by_recovery(tb, announced=False)
+    verdict = check("L5.5", tb.build())
+    assert_fail_at(verdict, settled)
+    assert any("no realtime result_saved event" in e.note and f"during recover, event {recover}" in e.note
+               and final in e.trace_indexes for e in verdict.evidence), verdict.evidence
+
+
+def test_l5_5_a_result_whose_call_was_cut_off_may_miss_its_event():
+    tb = TB()
+    _unknown_settled_by_recovery(tb, announced=False, recover_ends="crash")
+    assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
+
+
 def test_l5_5_not_exercised_without_result_events():
     tb = TB()
     tb.respond("s1", (W,))
