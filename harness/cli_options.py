@@ -173,8 +173,8 @@ def add_seed_option(parser: argparse.ArgumentParser) -> None:
 def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-limit-s", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
-        help="real-time limit per driver call before the run counts as hung "
-        f"(default: {DEFAULT_TIME_LIMIT_S:g})",
+        help="real-time seconds a driver call may go without calling the world before the "
+        f"run counts it as hung (default: {DEFAULT_TIME_LIMIT_S:g})",
     )
 
 

@@ -4,8 +4,12 @@ Guarantees of :meth:`DriverCalls.drive`:
 
 * the call is recorded (``DRIVER_CALL``) before its thread starts, and the world admits that
   thread alone to the instance's ports;
-* the main thread waits at most the run's ``limit`` seconds of wall-clock time; the call then
-  ends in exactly one :class:`Outcome`: ``returned`` (``DRIVER_RETURN``, the value checked
+* the main thread waits as long as the implementation makes progress, and at most the run's
+  ``limit`` seconds of wall-clock time without any (no world or lifecycle event recorded:
+  :meth:`~harness.world.log.EventLog.progress`), so a slow machine does not turn a long call
+  into a hang while a call that stops calling the world is still given up after ``limit``;
+  an implementation that calls the world for ever is stopped by the event limit
+  (``Limits.events_per_scenario``). The call then ends in exactly one :class:`Outcome`: ``returned`` (``DRIVER_RETURN``, the value checked
   against the contract: a value off it is recorded with ``contract_error`` and counts as
   ``raised``), ``raised`` (``DRIVER_RAISED``; ``expected`` only for an error the world itself
   raised into this instance), ``crashed`` (``CRASH``, the instance killed in the world; an
@@ -20,6 +24,7 @@ Guarantees of :meth:`DriverCalls.drive`:
 from __future__ import annotations
 
 import threading
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -116,6 +121,22 @@ class DriverCalls:
         call.thread.start()
         return self.finish(instance, method, call, allow_hold=allow_hold)
 
+    def _wait_while_progressing(self, ready: Callable[[], bool]) -> None:
+        """Wait (holding ``state.cond``) until ``ready()``, or until ``limit`` seconds passed
+        without progress. Wakes at most every quarter limit to look at the progress."""
+        state = self.state
+        limit = state.limit
+        seen = state.log.progress()
+        idle_until = time.monotonic() + limit
+        while not ready():
+            left = idle_until - time.monotonic()
+            if left <= 0:
+                return
+            state.cond.wait(min(left, limit / 4))
+            now = state.log.progress()
+            if now != seen:
+                seen, idle_until = now, time.monotonic() + limit
+
     def finish(self, instance: int, method: str, call: Call, *, allow_hold: bool = False
                ) -> Outcome:
         state = self.state
@@ -125,15 +146,15 @@ class DriverCalls:
             return call.done or (hold is not None and hold.held and not hold.reported)
 
         with state.cond:
-            state.cond.wait_for(ready, timeout=state.limit)
+            self._wait_while_progressing(ready)
             if not call.done and hold is not None and hold.held and not hold.reported:
                 hold.reported = True
                 return Outcome("held", call=call)
         state.foreign_thread_calls()
         if not call.done:
             state.event(Kind.HANG, instance, {"method": method, "limit_s": state.limit})
-            state.fail(f"{method} on instance {instance} did not return within "
-                       f"{state.limit:g}s of wall-clock time (hang)")
+            state.fail(f"{method} on instance {instance} did not return and made no progress "
+                       f"(no call to the world) for {state.limit:g}s of wall-clock time (hang)")
             state.hung = True
             state.abandoned.append((method, call))
             state.world.kill(instance)

@@ -26,6 +26,9 @@ class EventLog:
             else max_events
         self._guarded = 0
         self._events: list[TraceEvent] = []
+        self._progress = 0
+        """Guarded appends that recorded an event: how far the implementation got (read by
+        the hang check; a refused or dropped append is no progress)."""
         self._dead: set[int] = set()
         self._lock = threading.Lock()
 
@@ -44,7 +47,15 @@ class EventLog:
                                         "it made the world record too many events")
             event = TraceEvent(len(self._events), source, kind, instance, data)
             self._events.append(event)
+            if guarded:
+                self._progress += 1
             return event
+
+    def progress(self) -> int:
+        """How many world/IUT events were recorded so far (grows while the implementation
+        calls the world; a driver call that makes none is idle)."""
+        with self._lock:
+            return self._progress
 
     def kill(self, instance: int) -> None:
         with self._lock:

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,35 @@ def unstoppable_busy_loop_first_turn() -> Hostile:
     return Hostile(run_turn=_unstoppable_first_turn)
 
 
+SLOW_PORT_S = 0.15
+"""How long each world port call of :func:`slow_world_calls` takes: a dozen calls per turn
+outlast a 1 s limit, while no stretch without a recorded event comes near it."""
+
+
+class _SlowWorld:
+    """A world port whose every call takes :data:`SLOW_PORT_S` (a slow machine, a slow
+    network to the model): the driver call is long, but it keeps making progress."""
+
+    def __init__(self, world: Any) -> None:
+        self._world = world
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._world, name)
+        if not callable(attribute):
+            return attribute
+
+        def slow(*args: Any, **kwargs: Any) -> Any:
+            time.sleep(SLOW_PORT_S)
+            return attribute(*args, **kwargs)
+
+        return slow
+
+
+def slow_world_calls() -> Hostile:
+    inner = reference_impl.implementation()
+    return Hostile(open=lambda data_dir, world: inner.open(data_dir, _SlowWorld(world)))
+
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -301,11 +331,22 @@ def test_a_foreign_thread_call_is_never_recorded_so_runs_stay_alike(tmp_path):
     assert len(digests) == 1
 
 
+def test_a_long_call_that_keeps_calling_the_world_is_not_a_hang(tmp_path):
+    # Each turn's driver call outlasts the 1 s limit (every port call takes SLOW_PORT_S),
+    # but the implementation keeps calling the world: slow, not hung. The limit is for a
+    # call that stops making progress (the busy loop below is still one after 2 s).
+    _, scenarios = _run(tmp_path, "slow_world_calls", TURN, limit="1")
+    (result,) = scenarios.values()
+    assert result["status"] == "passed" and result["error"] == "", result["error"]
+    assert result["duration_s"] > 1.2  # the turn really outlasted the 1 s limit
+
+
 def test_a_busy_loop_is_a_hang_and_its_thread_is_stopped(tmp_path):
     code, scenarios = _run(tmp_path, "busy_loop_first_turn", TURN, OTHER_TURN, limit="2")
     assert code == 1
     hung, after = scenarios["m-eof-without-text"], scenarios["m-cancelled"]
-    assert "run_turn on instance 0 did not return within 2s" in hung["error"]
+    assert ("run_turn on instance 0 did not return and made no progress (no call to the world) "
+            "for 2s") in hung["error"]
     assert "could not be stopped" not in hung["error"]
     assert after["status"] == "passed" and after["error"] == ""
     assert not [t for t in threading.enumerate() if t.name.startswith("lh-run_turn")]
