@@ -192,8 +192,10 @@ def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
     """A served call may legitimately have no record when the run was cut, or a crash,
     restart or cancellation came between serving it and the next model request, or the
     turn is still waiting for the owner's answer about an earlier call of the same
-    response."""
+    response, or its answer lost a race with another instance (:func:`_superseded`)."""
     if not trace.completed:
+        return True
+    if _superseded(trace, op):
         return True
     nxt = F.next_model_request(trace, op.session_id, served_at)
     stop = nxt.index if nxt is not None else F.last_index(trace) + 1
@@ -205,6 +207,29 @@ def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
         if event.kind == Kind.DRIVER_CALL and event.data.get("method") == "cancel":
             return True
         if event.kind == Kind.FAILPOINT and event.data.get("action") == "cancel":
+            return True
+    return False
+
+
+def _superseded(trace: Trace, op: F.Op) -> bool:
+    """Two instances raced on one session and this call's answer lost: after the request
+    that served it was sent, another instance sent a request of the same session whose
+    conversation does not hold the call (the session moved on without it). An answer to a
+    conversation that is gone is dropped, not applied to the new one; nothing of it is
+    recorded. One instance alone never excuses itself this way: a second request of its
+    own for the same conversation is a retry (M4)."""
+    served = next((s for s in op.served if s.how == "end"), None)
+    if served is None:
+        return False
+    mine = trace.events[served.request_index].instance
+    for request in F.model_requests(trace, op.session_id):
+        if request.index <= served.request_index or request.instance == mine:
+            continue
+        carried = any(
+            call.get("tool_call_id") == op.tool_call_id
+            for message in request.data.get("messages", ()) if message.get("role") == "assistant"
+            for call in message.get("tool_calls") or ())
+        if not carried:
             return True
     return False
 

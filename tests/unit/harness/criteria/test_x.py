@@ -182,6 +182,37 @@ def test_x2_excuses_a_missing_record_after_a_crash():
     assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
+def _answer_lost_a_race(*, other_instance: bool, carried: bool):
+    """Instance 1's request serves c1; then a request of the same session (from another
+    instance, or from instance 1 again) is sent with a conversation that does or does not
+    hold c1; the final store has no record of c1."""
+    b = TraceBuilder("s1")
+    end = b.model("s1", [call("c1", "write_file", W)])[1]
+    if other_instance:
+        b.instance = 2
+    messages = (user(), assistant(call("c1", "write_file", W))) if carried else (user(),)
+    b.model("s1", [call("c2", "write_file", W)], messages=messages)
+    point = b.observe(op_view("s1", "c2", "write_file", W))
+    return b.build(), end, point
+
+
+def test_x2_excuses_an_answer_that_lost_a_race_with_another_instance():
+    trace, _, _ = _answer_lost_a_race(other_instance=True, carried=False)
+    assert v("X2", trace).status is not Status.FAIL
+
+
+def test_x2_fails_when_the_same_instance_asks_again_without_the_call():
+    trace, end, point = _answer_lost_a_race(other_instance=False, carried=False)
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+
+
+def test_x2_fails_when_the_other_instance_carries_the_call_it_never_recorded():
+    trace, end, point = _answer_lost_a_race(other_instance=True, carried=True)
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and {end, point} <= all_indexes(verdict)
+
+
 def _second_call_behind_a_wait(answered: bool):
     """One response, two calls; the first waits for the owner, the second is not reached."""
     b = TraceBuilder("s1")
