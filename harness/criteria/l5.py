@@ -418,7 +418,8 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     """History that never went live: a result the store holds at the end of a completed run
     must have been carried by a realtime ``result_saved`` event, unless the driver call
     during which it was saved was cut off by a crash (the instance may have died between its
-    commit and its event). A result saved by ``recover()`` is the hard case: recovery
+    commit and its event) or it still waits for the owner (a sandboxed attempt's result
+    under a pending escalation wait is not final). A result saved by ``recover()`` is the hard case: recovery
     settles what a crash left open, and a UI following the realtime channel would otherwise
     show the call running for ever.
 
@@ -427,8 +428,12 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     if final is None or not trace.completed:
         return 0, []
     announced = {str(payload.get("execution_id", "")) for _, payload in saved}
+    # A sandboxed attempt's result waiting for the owner's escalation answer is not final yet
+    # (its event comes with the answer).
+    waiting = {w.execution_id for w in final.observation.approval_waits
+               if w.status is WaitStatus.PENDING}
     settled = {view.identity.execution_id: view for view in final.observation.operations
-               if view.delivery is not Delivery.PENDING}
+               if view.delivery is not Delivery.PENDING and view.identity.execution_id not in waiting}
     first_seen: dict[str, int] = {}
     for point in trace.observations:
         for view in point.observation.operations:

@@ -368,6 +368,32 @@ def test_l5_5_a_result_whose_call_was_cut_off_may_miss_its_event():
     assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
 
 
+def test_l5_5_a_result_waiting_for_an_escalation_answer_is_not_final_yet():
+    tb = TB()
+    tb.call("answer_approval", wait_id="w1", approve=True)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="needs more", escalation=True)
+    attempt = op(W, outcome=Outcome.FAILED, failure_kind=FailureKind.FAILED, delivery=Delivery.RECORDED)
+    escalation = wait("w2", W)  # pending: the owner has not answered the escalation
+    tb.failpoint("after_wait_persisted")
+    tb.observe("probe:after_wait_persisted", Observation(operations=(attempt,),
+                                                          approval_waits=(escalation,)))
+    tb.ret("answer_approval", {"session_id": "s1", "status": "awaiting_approval", "final_text": ""})
+    tb.observe("final", Observation(operations=(attempt,), approval_waits=(escalation,)))
+    assert check("L5.5", tb.build()).status is Status.NOT_EXERCISED
+    answered = TB()  # the same result once the escalation is answered: its event is due
+    answered.call("answer_approval", wait_id="w1", approve=True)
+    answered.respond("s1", (W,))
+    answered.executed("s1", W, status="error", output="needs more", escalation=True)
+    answered.failpoint("after_wait_persisted")
+    settled = answered.observe("probe:after_wait_persisted", Observation(
+        operations=(attempt,), approval_waits=(wait("w2", W, status=WaitStatus.REJECTED, applied=True),)))
+    answered.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
+    answered.observe("final", Observation(operations=(attempt,), approval_waits=(
+        wait("w2", W, status=WaitStatus.REJECTED, applied=True),)))
+    assert_fail_at(check("L5.5", answered.build()), settled)
+
+
 def test_l5_5_not_exercised_without_result_events():
     tb = TB()
     tb.respond("s1", (W,))
