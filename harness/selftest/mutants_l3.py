@@ -122,4 +122,15 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "escalation-asks-anyone",
+        "a sandboxed attempt that asks for more permission gets an escalation wait whether or "
+        "not anyone can answer it (a non-interactive session, an owner without the right): "
+        "the turn waits for an approval that cannot come",
+        ("L3.3", "L3.10"),
+        edits(edit(EX, find="            asks_owner = sandboxed and outcome.escalation_requested and owner_can_answer(\n"
+                            "                current.config)\n",
+                   replace="            asks_owner = sandboxed and outcome.escalation_requested\n")),
+        trust_class="world_judges",
+    ),
 )

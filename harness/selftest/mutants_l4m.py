@@ -128,4 +128,15 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="        if saved:\n            marked.append(op.execution_id)\n")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "withdrawn-escalation-settles-silently",
+        "an escalation withdrawn before its prompt (the rules now forbid the call) makes the "
+        "sandboxed attempt's saved result final without announcing it on the realtime channel",
+        ("L5.5",),
+        edits(edit(EX, find="            if wait.purpose == approvals.ESCALATION:\n"
+                            "                self.announce_result(op.session_id, op.execution_id)  # now final\n"
+                            "            return\n",
+                   replace="            return\n")),
+        trust_class="world_judges",
+    ),
 )
