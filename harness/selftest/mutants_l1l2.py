@@ -87,4 +87,12 @@ MUTANTS: tuple[Mutant, ...] = (
                            "        and (idempotent or result.error_kind is FailureKind.FAILED)\n")),
         trust_class="catalogue",
     ),
+    Mutant(
+        "late-allow-accepted",
+        "a classifier allow that comes back after the session's classifier timeout is taken as "
+        "an allow and the call runs, instead of counting as a timeout (no verdict)",
+        ("L2.5",),
+        edits(edit(CG, find="        if too_slow and verdict.outcome is not ClassifierOutcome.TIMEOUT:\n",
+                   replace="        if too_slow and verdict.outcome is ClassifierOutcome.RISK_DENY:\n")),
+    ),
 )
