@@ -8,7 +8,10 @@ default, over one worker per core (tests/conftest.py); with ``--serial`` also wi
 in the same invocation, and prints the ratio of the two. Wall and CPU seconds (children
 included, from the kernel's rusage) per run, the ratio of wall to the 60 s target, the
 load average before each run (a busy machine inflates wall time, not CPU time), and the
-top durations. Writes JSON (default ``benchmarks/results/tests.json``). Exit 1 if a run
+top durations. Per worker (``benchmarks/worker_timeline.py``, loaded with ``-p``): tests
+run, seconds busy in them, when its first test started and its last one ended; and the
+tail, the gap between the workers' last ends (one worker still running while the other
+has nothing left). Writes JSON (default ``benchmarks/results/tests.json``). Exit 1 if a run
 fails: a fast red run is no figure.
 """
 
@@ -21,11 +24,13 @@ import re
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_WALL_S = 60.0
+TIMELINE_ENV = "LH_BENCH_TIMELINE"  # benchmarks/worker_timeline.py writes there
 DURATION_LINE = re.compile(r"^(\d+\.\d+)s (call|setup|teardown)\s+(\S+)$", re.M)
 
 
@@ -36,12 +41,17 @@ def _children_cpu_s() -> float:
 
 def _run(extra: list[str], top: int) -> dict:
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-            f"--durations={top}", *extra]
+            f"--durations={top}", "-p", "benchmarks.worker_timeline", *extra]
     load_before = os.getloadavg()[0]
     cpu_before = _children_cpu_s()
-    started = time.monotonic()
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
-    wall_s = time.monotonic() - started
+    with tempfile.TemporaryDirectory() as scratch:
+        timeline_file = Path(scratch) / "timeline.json"
+        started = time.monotonic()
+        done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, TIMELINE_ENV: str(timeline_file)})
+        wall_s = time.monotonic() - started
+        timeline = (json.loads(timeline_file.read_text(encoding="utf-8"))
+                    if timeline_file.exists() else {"workers": {}, "tail_s": None})
     cpu_s = _children_cpu_s() - cpu_before
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     durations = [{"seconds": float(s), "phase": phase, "test": test}
@@ -49,6 +59,7 @@ def _run(extra: list[str], top: int) -> dict:
     return {"argv": argv[1:], "exit_code": done.returncode, "wall_s": round(wall_s, 1),
             "cpu_s": round(cpu_s, 1), "load_average_before": round(load_before, 2),
             "summary": summary, "top_durations": durations,
+            "workers": timeline["workers"], "tail_s": timeline["tail_s"],
             "tail": "" if done.returncode == 0 else (done.stdout + done.stderr)[-3000:]}
 
 
@@ -71,6 +82,11 @@ def main() -> int:
         print(f"  wall {run['wall_s']:.1f} s ({run['wall_s'] / TARGET_WALL_S:.2f} x the "
               f"{TARGET_WALL_S:.0f} s target), CPU {run['cpu_s']:.1f} s, load average "
               f"before {run['load_average_before']:.2f} on {os.cpu_count()} core(s)")
+        for worker, seen in run["workers"].items():
+            print(f"  {worker}: {seen['tests']} tests, {seen['busy_s']:.1f} s busy, first "
+                  f"start {seen['first_start_s']:.1f} s, last end {seen['last_end_s']:.1f} s")
+        if run["tail_s"] is not None:
+            print(f"  tail (one worker still running, the other done): {run['tail_s']:.1f} s")
         if run["exit_code"] != 0:
             failed = True
             print(f"  exit {run['exit_code']}:\n{run['tail']}")

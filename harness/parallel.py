@@ -95,7 +95,12 @@ class _Worker(Generic[T]):
 def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str,
            next_case: Any = None, parent: int = 0) -> None:
     os.setpgid(0, 0)  # our own group: a kill of the case takes what it started along
+    from harness.driving.hung_threads import TAINTS
     from harness.runner import DATA_ROOT_ENV
+
+    # A fork keeps only this thread: the threads the parent's taints name are not here, and
+    # only a hang in this worker may retire it (as in the runner's own forked worker).
+    TAINTS.clear()
 
     os.environ[DATA_ROOT_ENV] = scratch  # data dirs the parent removes whatever happens here
     while True:

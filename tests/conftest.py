@@ -9,6 +9,14 @@ pytest 9.2 no longer reads). Anything the command line says wins: `-n 0` or `-p 
 runs in one process, `-n N`/`--dist` are left alone, and a run of named paths (a targeted
 run) stays in one process unless it asks for workers. `--pdb` and `--collect-only` are never
 distributed.
+
+Tests go to the workers one at a time (`--maxschedchunk 1`: a worker holds the test it runs
+and the next one), so the workers share one queue in collection order. xdist's default hands
+each worker a quarter of its share in one consecutive chunk up front (229 of 1,838 tests):
+the first chunk held every whole-suite test (tests/conformance, tests/hostile) and kept one
+worker busy for 110 s after the other had run out of work (the workers' tests took 296 s
+and 409 s; 7 min 11 s wall on a busy machine). The tests that start a shared result run
+first (tests/conformance/conftest.py).
 """
 
 from __future__ import annotations
@@ -30,3 +38,5 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     if config.getoption("collectonly", False):
         return
     config.option.numprocesses = "auto"
+    if config.getoption("maxschedchunk", None) is None:
+        config.option.maxschedchunk = 1

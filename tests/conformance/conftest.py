@@ -10,6 +10,15 @@ raises stores nothing, so the next caller tries again and fails the same way.
 ``reference_suite_run``: the whole bundled suite on the reference through the command line
 (`run --check-determinism`: every scenario twice, digests compared), shared by every test
 that only reads it.
+
+The tests that start a shared result run first: a worker that asks for a result another
+worker is building waits for it, idle (20-40 s for the reference suite), and with tests
+handed out one at a time (tests/conftest.py) the readers of one result, next to each other
+in collection order, would go to both workers at once. So the first test asking for each
+result (a fixture built through ``run_once``, per parametrization: one per profile) moves
+to the front of the run, in collection order, and its readers stay where they are, so they
+reach a worker after the result had a head start. A test that reads the results of every
+parametrization (the README matrix of all the profiles) is a reader, not a starter.
 """
 
 from __future__ import annotations
@@ -20,11 +29,60 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence, TypeVar
 
 import pytest
 
 from harness import cli
+
+T = TypeVar("T")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = starters_first(items, [(_shared_results(item), _params(item)) for item in items])
+
+
+def starters_first(items: Sequence[T], asks: Sequence[tuple[tuple[str, ...], str | None]]
+                   ) -> list[T]:
+    """``items`` with the starter of each shared result moved to the front; both parts keep
+    their order. ``asks[i]``: the shared results ``items[i]`` asks for and its parametrization
+    id (None when not parametrized). A result is keyed by its name and the parametrization
+    of the item asking; a result some items ask for parametrized is started only by those
+    (an unparametrized item asking for it reads what they built)."""
+    parametrized = {name for names, params in asks if params is not None for name in names}
+    seen: set[tuple[str, str | None]] = set()
+    starters: list[T] = []
+    others: list[T] = []
+    for item, (names, params) in zip(items, asks, strict=True):
+        keys = {(name, params) for name in names if params is not None or name not in parametrized}
+        (starters if keys - seen else others).append(item)
+        seen |= keys
+    return starters + others
+
+
+def _shared_results(item: pytest.Item) -> tuple[str, ...]:
+    """The fixtures built through ``run_once`` that ``item`` asks for."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None or "run_once" not in item.fixturenames:
+        return ()
+    return tuple(name for name in item.fixturenames
+                 if name != "run_once" and "run_once" in _closure_of(info, name))
+
+
+def _closure_of(info, name: str) -> set[str]:
+    found, frontier = set(), [name]
+    while frontier:
+        for definition in info.name2fixturedefs.get(frontier.pop(), ()):
+            for argname in definition.argnames:
+                if argname not in found:
+                    found.add(argname)
+                    frontier.append(argname)
+    return found
+
+
+def _params(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return None if callspec is None else callspec.id
 
 
 @pytest.fixture(scope="session")

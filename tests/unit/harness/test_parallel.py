@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -214,11 +215,31 @@ def test_a_worker_left_with_a_hung_calls_thread_takes_no_further_case():
             parallel._tainted = slowly_tainted  # in this worker only
         return os.getpid()
 
+    before = dict(TAINTS)
     results = run_cases(work, 6, jobs=1 + 1, reuse_workers=True)
     # every case ran (none handed to the retiring worker and stranded there) ...
     assert not [r for r in results if isinstance(r, CaseFailure)], results
     assert results[0] not in results[1:]  # ... and case 0's worker ended after it
-    assert not TAINTS  # the parent's own table is untouched
+    assert TAINTS == before  # the parent's own table is untouched
+
+
+def test_a_taint_of_the_parent_does_not_retire_the_reused_workers():
+    # An earlier hang in this process left a thread running; the workers forked from it do
+    # not have that thread (a fork keeps one), so each still takes case after case.
+    from harness.driving.hung_threads import TAINTS
+
+    release = threading.Event()
+    abandoned = threading.Thread(target=release.wait, name="lh-test-abandoned", daemon=True)
+    abandoned.start()
+    TAINTS[-2] = (None, ["a hang in an earlier run"], [abandoned])
+    try:
+        results = run_cases(_pid_of, 12, jobs=3, reuse_workers=True)
+    finally:
+        del TAINTS[-2]
+        release.set()
+        abandoned.join()
+    assert [i for i, _ in results] == list(range(12))
+    assert len({pid for _, pid in results}) <= 3
 
 
 def test_reused_workers_remove_their_data_dirs(tmp_path, monkeypatch):
