@@ -31,7 +31,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import trace_readings as s
-from harness.criteria import races, trusted_denials
+from harness.criteria import prepared_calls, races, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
@@ -596,6 +596,9 @@ def check_l4_8(trace: Trace) -> Verdict:
                     if view is not None and view.turn_status is TurnStatus.COMPLETED:
                         violations.append(s.ev(f"recovery left session {session} completed without a completed "
                                                "model answer", restart.index, point.index))
+    count, found = prepared_calls.forgotten_calls(trace)
+    exercised += count
+    violations += found
     return judge("L4.8", exercised, violations, "no restart over executed operations or open turns")
 
 
