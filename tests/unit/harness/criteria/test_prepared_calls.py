@@ -1,11 +1,12 @@
 """A call a crash left prepared is taken up by the recovery that follows (L4.8).
 
-The seed-73 shape: an auto-mode Bash call is prepared and its instance dies at
-``after_prepare`` (before any decision). After a restart that drives the session's turn the
-call must be decided and closed (here: reviewed, run, result saved); a recovery that leaves
-it ``pending``/``not_started`` fails, whether the turn then ends, goes on asking the model
-or is left running. An instance that is never restarted is not judged (instance B of a
-concurrent turn, dropped when it dies).
+An auto-mode Bash call is prepared and its instance dies at ``after_prepare`` (before any
+decision). After a restart that drives the session's turn the call must be decided and
+closed (here: reviewed, run, result saved; or, in a cancelled session, closed as not
+executed); a recovery that leaves it ``pending``/``not_started`` fails, whether the turn
+then ends, goes on asking the model or is left running. The seed-73 shape (instance B of a
+concurrent turn dies there and is dropped, never restarted) is not judged without a
+restart, and judged like any other once a restarted runtime recovers that store.
 """
 
 from __future__ import annotations
@@ -154,9 +155,9 @@ def test_a_call_behind_a_pending_wait_of_its_session_is_not_yet_due():
     assert prepared_calls.forgotten_calls(b.build()) == (1, [])
 
 
-def test_the_seed_73_shape_without_a_recovery_is_not_judged():
-    """Instance B of a concurrent turn dies at after_prepare and is dropped: no restart,
-    nothing recovers its store, the call stays prepared (L2.2 does not judge it either)."""
+def test_an_instance_never_restarted_is_not_judged():
+    """The instance dies at after_prepare and nothing restarts on its store: the call stays
+    prepared, and no recovery was there to take it up (L2.2 does not judge it either)."""
     b, _ = _crashed_after_prepare()
     b.observe(PREPARED, label="final", sessions=_status(TurnStatus.CANCELLED))
     trace = b.build()
@@ -223,3 +224,62 @@ def test_a_call_decided_before_the_crash_is_judged_but_is_not_the_hard_case():
             _after_recovery(b, DONE)
         exercised, violations = prepared_calls.forgotten_calls(b.build())
         assert exercised == 0 and bool(violations) is forgets, violations
+
+
+# --------------------------------------------------------------------------- the seed-73 shape
+
+CANCELLED_CLOSED = op_view("s1", "c1", "Bash", LS, permission="deny", decided_by="cancellation",
+                           delivery="projected")
+
+
+def _seed_73(recovery=None):
+    """A's concurrent turn is cancelled before it is held; B runs the turn alone and dies
+    right after preparing c1 (dropped: no restart). Then, for ``recovery``, a runtime is
+    restarted on that store: "closes" settles the cancelled session's prepared call as not
+    executed, "forgets" leaves it prepared."""
+    b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
+    b.driver("concurrent_turn", session_id="s1", user_text="go", hold_at="before_model_request", role="A")
+    b.failpoint("before_model_request", "cancel", {"session_id": "s1"}, params={"session": "s1"})
+    b.lifecycle("turn_ended", "s1", status="cancelled")
+    b.turn_returns(status="cancelled", method="concurrent_turn")
+    b.instance = 2
+    b.driver("open")
+    b.returned("open")
+    b.driver("concurrent_turn", session_id="s1", user_text="go", hold_at="before_model_request", role="B",
+             held=False)
+    end = b.model("s1", [C1])[1]
+    crash = b.crash("after_prepare", context=CONTEXT)
+    probe = b.probe("failpoint:after_prepare", PREPARED, at=crash - 1, sessions=_status(TurnStatus.RUNNING))
+    if recovery is None:
+        b.observe(PREPARED, label="final", sessions=_status(TurnStatus.RUNNING))
+        return b, end, probe, None
+    restart, _ = _recover(b)
+    if recovery == "closes":
+        b.lifecycle("permission_decided", "s1", CONTEXT["execution_id"], permission="deny",
+                    decided_by="cancellation")
+        b.failpoint("after_permission_decision", context=CONTEXT)
+        _, point = _after_recovery(b, CANCELLED_CLOSED, status=TurnStatus.CANCELLED)
+    else:
+        _, point = _after_recovery(b, PREPARED, status=TurnStatus.RUNNING)
+    return b, end, probe, point
+
+
+def test_seed_73_without_a_recovery_stays_passing():
+    b, _, _, _ = _seed_73()
+    trace = b.build()
+    assert prepared_calls.forgotten_calls(trace) == (0, [])
+    assert l48(trace).status is not Status.FAIL
+    assert verdict_of(l2.CRITERIA, "L2.2", trace).status is Status.NOT_EXERCISED
+
+
+def test_seed_73_with_a_recovery_that_closes_the_call_passes():
+    b, _, _, _ = _seed_73("closes")
+    trace = b.build()
+    assert prepared_calls.forgotten_calls(trace) == (1, [])
+    assert l48(trace).status is Status.PASS
+
+
+def test_seed_73_with_a_recovery_that_leaves_the_call_prepared_fails():
+    b, _, probe, point = _seed_73("forgets")
+    verdict = l48(b.build())
+    assert verdict.status is Status.FAIL and {probe, point} <= all_indexes(verdict), verdict
