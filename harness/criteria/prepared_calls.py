@@ -14,18 +14,20 @@ Guarantees of :func:`forgotten_calls` (pure, over the trace):
 * *A recovery that should have taken it up* is a restart on the store (every instance of a
   scenario shares its data dir) after which the restarted runtime drives that session's
   turn: it ends a turn of the session (``turn_ended`` from the new instance, or a
-  ``run_turn``/``answer_approval`` of the session returning from it), or its ``recover()``
-  returns while the session's turn was ``running`` when the instance stopped (recovery
-  resumes a running turn). An instance that is never restarted (instance B of a concurrent
-  turn, dropped when it dies) has no recovery: its left calls are not judged.
-* Judged on the first store reading at rest (after_restart, quiescent, final) from that
-  moment on, before any later crash: a left call of the session still without result,
-  start or pending wait fails, unless the session has a pending approval wait there (the
-  loop is paused before it). A drive cut short (a crash, or an injected exception the
-  driver call raised, between its driver call and its end) does not count as one; a later
-  drive does. Also judged on the world: every
-  model request of the session sent after the restart must carry a tool message for each
-  call it left (the conversation went on without its result otherwise).
+  ``run_turn``/``answer_approval`` of the session returning from it; a turn ``deferred`` to
+  another live instance is not ended), or its ``recover()`` returns while the session's
+  turn was ``running`` when the instance stopped (recovery resumes a running turn). A drive
+  cut short (a crash, or an injected exception the driver call raised, between its driver
+  call and its end) is none; a later one is. An instance that is never restarted (instance
+  B of a concurrent turn, dropped when it dies) has no recovery: its left calls are not
+  judged, nor are those of a session whose turn was not running and that no restarted
+  runtime drove.
+* Judged on the first store reading at rest (after_restart, quiescent, final) after that
+  drive, before any later crash or restart: a left call of the session still without
+  result, start or pending wait fails, unless the session has a pending approval wait there
+  (the loop is paused before it). Also judged on the world: every model request of the
+  session sent after the restart must carry a tool message for each call it left (the
+  conversation went on without its result otherwise).
 * Exercised only by the hard case: the call was prepared, its instance died before
   deciding it (a crash at ``after_prepare`` or ``during_classifier_review`` whose context
   names it, the store read there holding it with no result and no start), and a recovery
@@ -47,7 +49,7 @@ BEFORE_DECIDING = ("after_prepare", "during_classifier_review")
 
 @dataclass(frozen=True, slots=True)
 class Recovery:
-    """One restart and where the restarted runtime drove a session's turn."""
+    """One restart: the instance it started, the crash before it, where its readings end."""
 
     restart: TraceEvent
     instance: int
@@ -80,20 +82,23 @@ def _recoveries(trace: Trace) -> list[Recovery]:
 
 def _drives(trace: Trace, recovery: Recovery, session_id: str, running_at_stop: bool) -> int | None:
     """Where the restarted runtime first drove the session's turn through to its end (see
-    the module doc): a drive cut short by a crash or an injected exception does not count."""
+    the module doc): a drive cut short by a crash or an injected exception does not count,
+    nor a turn deferred to another live instance that owns it from there."""
     spans = s.driver_spans(trace)
     marks: list[tuple[int, int]] = []  # (where the drive ended, where it began)
     for event, payload in s.lifecycle_of(trace, "turn_ended"):
         if (recovery.restart.index < event.index < recovery.stop and event.instance == recovery.instance
-                and payload.get("session_id") == session_id):
+                and payload.get("session_id") == session_id
+                and (payload.get("data") or {}).get("status") != TurnStatus.DEFERRED):
             span = s.innermost_span(spans, event.index)
             marks.append((event.index, span.index if span is not None else recovery.restart.index))
     for span in spans:
         if (span.end_kind != "return" or span.end_index is None or span.instance != recovery.instance
                 or not recovery.restart.index < span.end_index < recovery.stop):
             continue
-        if span.method in ("run_turn", "answer_approval") and (
-                (span.end_data.get("result") or {}).get("session_id") == session_id):
+        result = span.end_data.get("result") or {}
+        if span.method in ("run_turn", "answer_approval") and result.get("session_id") == session_id \
+                and result.get("status") != TurnStatus.DEFERRED:
             marks.append((span.end_index, span.index))
         elif span.method == "recover" and running_at_stop:
             marks.append((span.end_index, span.index))

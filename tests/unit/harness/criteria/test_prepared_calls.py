@@ -155,6 +155,30 @@ def test_a_call_behind_a_pending_wait_of_its_session_is_not_yet_due():
     assert prepared_calls.forgotten_calls(b.build()) == (1, [])
 
 
+def test_a_turn_deferred_to_another_live_instance_is_not_an_end():
+    """The session's turn was not running at the crash, recovery did not resume it; the
+    owner's next turn finds another live instance owning the call and defers: not due yet."""
+    b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
+    b.turn()
+    b.model("s1", [C1])
+    crash = b.crash("after_prepare", context=CONTEXT)
+    b.probe("failpoint:after_prepare", PREPARED, at=crash - 1, sessions=_status(TurnStatus.INCOMPLETE))
+    _recover(b)
+    b.returned("recover", {"results_completed": [], "projections_replayed": [],
+                           "reconciliation_required": [], "turns_resumed": []})
+    b.turn()
+    b.lifecycle("turn_ended", "s1", status="deferred")
+    b.turn_returns(status="deferred")
+    b.observe(PREPARED, label="final", sessions=_status(TurnStatus.RUNNING))
+    assert prepared_calls.forgotten_calls(b.build()) == (0, [])
+    b.turn()  # the next turn that ends must have taken it up
+    b.lifecycle("turn_ended", "s1", status="completed")
+    b.turn_returns(status="completed")
+    b.observe(PREPARED, label="final", sessions=_status(TurnStatus.COMPLETED))
+    exercised, violations = prepared_calls.forgotten_calls(b.build())
+    assert exercised == 1 and len(violations) == 1, violations
+
+
 def test_an_instance_never_restarted_is_not_judged():
     """The instance dies at after_prepare and nothing restarts on its store: the call stays
     prepared, and no recovery was there to take it up (L2.2 does not judge it either)."""
