@@ -187,7 +187,9 @@ def _never_decided(trace: Trace, op: F.Op) -> bool:
     context names it) with nobody taking it up again (no later failpoint hit naming it, no
     prompt, no tool attempt) and nothing saved for it? Then no permission decision was ever
     taken: the stored permission is only what the record holds before one (a crashed
-    instance B of a concurrent turn gets no recovery), and there is no decision to judge."""
+    instance B of a concurrent turn gets no recovery), and there is no decision to judge.
+    A recovery that should have taken it up and did not is L4.8's failure
+    (:mod:`harness.criteria.prepared_calls`), not a decision L2.2 could judge."""
     view = op.latest
     if view is None or F.value(view.delivery) != "pending" or F.value(view.outcome) != "not_started":
         return False

@@ -31,7 +31,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import trace_readings as s
-from harness.criteria import races, trusted_denials
+from harness.criteria import prepared_calls, races, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
@@ -533,7 +533,13 @@ def check_l4_8(trace: Trace) -> Verdict:
     executed without a trusted denial of that exact call (never another call's); and when
     recovery marks an interrupted turn completed without a completed model answer. A turn
     call cut by the crash does not count as interrupted when another instance ended that
-    session's turn ``completed`` while the call ran: recovery found it completed."""
+    session's turn ``completed`` while the call ran: recovery found it completed.
+
+    Also exercised by each call whose instance died before deciding it (``after_prepare``,
+    ``during_classifier_review``) and that a recovery then judged; fails when a call the
+    crash left prepared (no result, not started, no pending wait) is still so after the
+    restarted runtime drove its session's turn, or when the model is asked again without
+    its result (:mod:`harness.criteria.prepared_calls`)."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
     sessions = s.request_sessions(trace)
@@ -596,6 +602,9 @@ def check_l4_8(trace: Trace) -> Verdict:
                     if view is not None and view.turn_status is TurnStatus.COMPLETED:
                         violations.append(s.ev(f"recovery left session {session} completed without a completed "
                                                "model answer", restart.index, point.index))
+    count, found = prepared_calls.forgotten_calls(trace)
+    exercised += count
+    violations += found
     return judge("L4.8", exercised, violations, "no restart over executed operations or open turns")
 
 
@@ -744,8 +753,10 @@ CRITERIA: tuple[Criterion, ...] = (
         "Recovery matches each exact call against trusted permission events: an executed "
         "operation is never recorded as not started (whatever its output says), an operation "
         "in flight counts as not executed only when a trusted denial of that exact call says so "
-        "(never another call's), and an interrupted turn is never marked complete without a "
-        "completed model answer.",
+        "(never another call's), an interrupted turn is never marked complete without a "
+        "completed model answer, and a call left prepared and not started is taken up when "
+        "the restarted runtime drives its turn (decided again or closed as not executed, "
+        "never forgotten).",
         "修复旧会话必须核对精确调用与可信权限事件，不能只根据一段任意工具文字猜测未执行，更不能把整个任务标成完成。",
         check_l4_8,
     ),

@@ -267,6 +267,21 @@ L4_MUTANTS: tuple[Mutant, ...] = (
                    replace="    for session_id in running:\n        turns.end(session_id, TurnStatus.COMPLETED)\n")),
     ),
     Mutant(
+        "recovery-forgets-prepared-calls",
+        "recovery ends a resumed turn whose next call its crashed instance prepared but never "
+        "decided, instead of taking the call up: it stays pending and not started for ever, "
+        "with no decision, no result and nothing in the conversation",
+        ("L4.8",),
+        edits(edit(RC, find="    for session_id in running:\n        turns.drive(session_id)\n",
+                   replace="    for session_id in running:\n"
+                           "        if store.connection.execute(\n"
+                           "                \"SELECT 1 FROM operations WHERE session_id = ? AND stage = 'prepared'\",\n"
+                           "                (session_id,)).fetchone():  # undecided: the crashed instance's\n"
+                           "            turns.end(session_id, TurnStatus.INCOMPLETE)\n"
+                           "            continue\n"
+                           "        turns.drive(session_id)\n")),
+    ),
+    Mutant(
         "unknown-reported-succeeded",
         "the model-facing tool message of an operation whose outcome is unknown says it "
         "succeeded",

@@ -82,3 +82,29 @@ def _snapshot() -> dict[str, object]:
                 for attribute, member in vars(value).items():
                     found[f"{info.name}.{name}.{attribute}"] = member
     return found
+
+
+def test_a_recovery_that_forgets_a_prepared_call_is_caught_by_l4_8_alone(monkeypatch):
+    """The brief's question, answered on the bundled scenario that stages it: only L4.8's
+    taken-up rule (harness.criteria.prepared_calls) sees a call left prepared for ever; with
+    it switched off, every criterion passes the mutant's trace."""
+    from pathlib import Path
+
+    import reference_impl
+    from harness.criteria import prepared_calls
+    from harness.criteria.base import Status, run_check
+    from harness.runner import run_scenario
+    from harness.scenarios import load
+    from harness.selftest.mutant import MutantImplementation
+
+    scenario = load(Path(__file__).resolve().parents[4] / "scenarios/l4/recovery_takes_up_prepared_call.toml")
+    reference = run_scenario(reference_impl.implementation(), scenario, 0).trace
+    assert prepared_calls.forgotten_calls(reference) == (2, [])
+    mutant = mutants.by_name("recovery-forgets-prepared-calls")
+    trace = run_scenario(MutantImplementation(reference_impl.implementation(), mutant), scenario, 0).trace
+    verdict = run_check(catalogue.by_id("L4.8"), trace)
+    assert verdict.status is Status.FAIL
+    assert any(e.note.startswith("c1 was left prepared") for e in verdict.evidence), verdict.evidence
+    monkeypatch.setattr(prepared_calls, "forgotten_calls", lambda trace: (0, []))
+    failing = [c.id for c in catalogue.CRITERIA if run_check(c, trace).status is Status.FAIL]
+    assert failing == []
