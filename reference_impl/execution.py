@@ -302,6 +302,11 @@ class OperationPipeline:
                 "the rules changed before the approval was asked"
                 + (f": {blocked.reason}" if blocked else ""),
                 redecide=blocked is None, now=self._world.now())
+            if withdrawn:
+                # The loop goes on from here (a new decision, or the escalation's attempt
+                # delivered): a crash from now on must find the turn running, so that
+                # recovery resumes it instead of leaving it awaiting an answer to nothing.
+                records.set_turn_status(conn, op.session_id, TurnStatus.RUNNING)
         if withdrawn:
             self._signals.emit(EventType.APPROVAL_ANSWERED, op.session_id, op.execution_id,
                                wait_id=wait.wait_id, approved=False, withdrawn=True)

@@ -15,13 +15,12 @@ Guarantees of :func:`forgotten_calls` (pure, over the trace):
   scenario shares its data dir) after which the restarted runtime drives that session's
   turn: it ends a turn of the session (``turn_ended`` from the new instance, or a
   ``run_turn``/``answer_approval`` of the session returning from it; a turn ``deferred`` to
-  another live instance is not ended), or its ``recover()`` returns while the session's
-  turn was ``running`` when the instance stopped (recovery resumes a running turn). A drive
-  cut short (a crash, or an injected exception the driver call raised, between its driver
-  call and its end) is none; a later one is. An instance that is never restarted (instance
-  B of a concurrent turn, dropped when it dies) has no recovery: its left calls are not
-  judged, nor are those of a session whose turn was not running and that no restarted
-  runtime drove.
+  another live instance is not ended), or its ``recover()`` returns (whatever the turn's
+  stored status: a turn left ``awaiting_approval`` with no wait pending still has a call
+  nobody decided). A drive cut short (a crash, or an injected exception the driver call
+  raised, between its driver call and its end) is none; a later one is. An instance that is
+  never restarted (instance B of a concurrent turn, dropped when it dies) has no recovery:
+  its left calls are not judged.
 * Judged on the first store reading at rest (after_restart, quiescent, final) after that
   drive, before any later crash or restart: a left call of the session still without
   result, start or pending wait fails, unless the session has a pending approval wait there
@@ -80,7 +79,7 @@ def _recoveries(trace: Trace) -> list[Recovery]:
     return out
 
 
-def _drives(trace: Trace, recovery: Recovery, session_id: str, running_at_stop: bool) -> int | None:
+def _drives(trace: Trace, recovery: Recovery, session_id: str) -> int | None:
     """Where the restarted runtime first drove the session's turn through to its end (see
     the module doc): a drive cut short by a crash or an injected exception does not count,
     nor a turn deferred to another live instance that owns it from there."""
@@ -100,7 +99,7 @@ def _drives(trace: Trace, recovery: Recovery, session_id: str, running_at_stop: 
         if span.method in ("run_turn", "answer_approval") and result.get("session_id") == session_id \
                 and result.get("status") != TurnStatus.DEFERRED:
             marks.append((span.end_index, span.index))
-        elif span.method == "recover" and running_at_stop:
+        elif span.method == "recover":
             marks.append((span.end_index, span.index))
     for end, begin in sorted(marks):
         if not s.interrupted_between(trace, begin, end, session_id):
@@ -158,9 +157,10 @@ def forgotten_calls(trace: Trace) -> tuple[int, list[Evidence]]:
             if untaken(op, before.observation):
                 left.setdefault(op.session_id, []).append(op)
         for session_id, ops in sorted(left.items()):
-            view = next((v for v in before.observation.sessions if v.session_id == session_id), None)
-            running = view is not None and view.turn_status is TurnStatus.RUNNING
-            driven = _drives(trace, recovery, session_id, running)
+            # Any recovery that returns must take up what a crash left prepared, whatever the
+            # turn's stored status: a turn left "awaiting approval" with no wait pending is
+            # still a turn with a call nobody has decided.
+            driven = _drives(trace, recovery, session_id)
             point = _first_rest(trace, driven, recovery.stop) if driven is not None else None
             later = [r for r in requests if recovery.restart.index < r.index < recovery.stop
                      and r.data.get("session_id") == session_id]

@@ -139,4 +139,19 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="            return\n")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "withdrawn-wait-leaves-turn-awaiting",
+        "a wait withdrawn before its prompt (the rules changed) sends its call back for a new "
+        "decision but leaves the turn stored as awaiting approval, so a crash during that "
+        "decision is followed by a recovery that does not resume the turn: the call stays "
+        "prepared for ever",
+        ("L4.8",),
+        edits(edit(EX, find="            if withdrawn:\n"
+                            "                # The loop goes on from here (a new decision, or the escalation's attempt\n"
+                            "                # delivered): a crash from now on must find the turn running, so that\n"
+                            "                # recovery resumes it instead of leaving it awaiting an answer to nothing.\n"
+                            "                records.set_turn_status(conn, op.session_id, TurnStatus.RUNNING)\n",
+                   replace="")),
+        trust_class="world_judges",
+    ),
 )

@@ -156,16 +156,16 @@ def test_a_call_behind_a_pending_wait_of_its_session_is_not_yet_due():
 
 
 def test_a_turn_deferred_to_another_live_instance_is_not_an_end():
-    """The session's turn was not running at the crash, recovery did not resume it; the
-    owner's next turn finds another live instance owning the call and defers: not due yet."""
+    """Recovery was cut short (an injected fault escaped recover()); the owner's next turn
+    finds another live instance owning the call and defers: not due yet."""
     b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
     b.turn()
     b.model("s1", [C1])
     crash = b.crash("after_prepare", context=CONTEXT)
     b.probe("failpoint:after_prepare", PREPARED, at=crash - 1, sessions=_status(TurnStatus.INCOMPLETE))
     _recover(b)
-    b.returned("recover", {"results_completed": [], "projections_replayed": [],
-                           "reconciliation_required": [], "turns_resumed": []})
+    b.failpoint("before_model_request", "raise", context={"session_id": "s1"})
+    b.raised("recover", "InjectedFault", expected=True)
     b.turn()
     b.lifecycle("turn_ended", "s1", status="deferred")
     b.turn_returns(status="deferred")
@@ -190,17 +190,20 @@ def test_an_instance_never_restarted_is_not_judged():
     assert verdict_of(l2.CRITERIA, "L2.2", trace).status is Status.NOT_EXERCISED
 
 
-def test_a_restart_that_never_drives_the_session_does_not_judge_it():
-    """The turn was not running when the instance stopped and nobody ran a turn of the
-    session after the restart: this recovery had no turn of it to carry on."""
-    b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
-    b.turn()
-    b.model("s1", [C1])
-    crash = b.crash("after_prepare", context=CONTEXT)
-    b.probe("failpoint:after_prepare", PREPARED, at=crash - 1, sessions=_status(TurnStatus.CANCELLED))
-    _recover(b)
-    _after_recovery(b, PREPARED, status=TurnStatus.CANCELLED)
-    assert prepared_calls.forgotten_calls(b.build()) == (0, [])
+def test_a_recovery_takes_up_a_prepared_call_whatever_the_turn_status():
+    """The turn was not running when the instance stopped (cancelled, or left awaiting an
+    approval whose wait was withdrawn): a recover() that returns must still settle the call
+    (decide it, or record a cancelled session's call not executed), not leave it prepared."""
+    for status in (TurnStatus.CANCELLED, TurnStatus.AWAITING_APPROVAL):
+        b = TraceBuilder(_auto(), tools=[("Bash", "bash")])
+        b.turn()
+        b.model("s1", [C1])
+        crash = b.crash("after_prepare", context=CONTEXT)
+        b.probe("failpoint:after_prepare", PREPARED, at=crash - 1, sessions=_status(status))
+        _recover(b)
+        _after_recovery(b, PREPARED, status=status)
+        exercised, violations = prepared_calls.forgotten_calls(b.build())
+        assert exercised == 1 and len(violations) == 1, (status, violations)
 
 
 def _cut_short(then_turn):
