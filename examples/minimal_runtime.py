@@ -1070,6 +1070,11 @@ class Runtime:
             "SELECT session_id FROM sessions WHERE turn_status = 'running' ORDER BY rowid")]
         for session_id in running:
             self.drive(session_id)
+        # A cancelled turn's calls are recorded not executed, never left undecided: the loop
+        # does it when it sees the cancellation, recovery when a crash came first.
+        for row in self.store.all("SELECT session_id FROM sessions WHERE cancelled = 1 AND"
+                                  " turn_status != 'running' ORDER BY rowid"):
+            self.settle_pending(row["session_id"])
         return {"results_completed": completed, "projections_replayed": replayed,
                 "reconciliation_required": unknown, "turns_resumed": running}
 
