@@ -419,9 +419,9 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     must have been carried by a realtime ``result_saved`` event, unless the driver call
     during which it was saved was cut off by a crash (the instance may have died between its
     commit and its event) or it still waits for the owner (a sandboxed attempt's result
-    under a pending escalation wait is not final). A result saved by ``recover()`` is the hard case: recovery
-    settles what a crash left open, and a UI following the realtime channel would otherwise
-    show the call running for ever.
+    under a pending escalation wait is not final). A result saved by ``recover()`` is the
+    hard case: recovery settles what a crash left open, and a UI following the realtime
+    channel would otherwise show the call running for ever.
 
     Exercised once per result saved during a ``recover()`` that was announced."""
     final = s.final_point(trace)
