@@ -250,7 +250,8 @@ def check_m5(trace: Trace) -> Verdict:
     """Exercised per stream ended by EOF, transport error or cancellation. Fails when an EOF
     request is not stored incomplete with its partial text, when the turn ends completed
     (or, after EOF, anything but incomplete) on it, or when its partial text is later sent as
-    a complete assistant answer."""
+    a complete assistant answer. A stream a crash cut off before its end was recorded
+    decides no turn status: the turn recovery resumes ends on what follows."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)
@@ -276,6 +277,11 @@ def check_m5(trace: Trace) -> Verdict:
                                        stream.index, final.index))
         following = [r for r in requests if r.index > stream.index and r.data.get("session_id") == session]
         horizon = following[0].index if following else len(trace.events)
+        if lost:
+            # The stream's end never reached the store: recovery ended the request and
+            # resumed the turn, which ends on what happens next (a cancellation, another
+            # answer); a resumed turn marked completed without an answer is L4.8's.
+            horizon = stream.index
         for event, payload in s.lifecycle_of(trace, "turn_ended"):
             if stream.index < event.index < horizon and payload.get("session_id") == session:
                 status = (payload.get("data") or {}).get("status")

@@ -357,3 +357,36 @@ def test_m5_partial_text_lost_in_a_crash_before_its_end_was_recorded_is_not_requ
     tb.observe("final", Observation(model_requests=(
         request_view(rid, status=ModelRequestStatus.INCOMPLETE, partial="", incomplete=True),)))
     assert_pass(check("M5", tb.build()))
+
+
+def _eof_then_cancelled(tb, *, crash):
+    """An EOF stream with partial text; (``crash``) the instance dies before its end is
+    recorded and the resumed turn is cancelled before its next request, else the same turn
+    is cancelled; the turn ends cancelled either way."""
+    rid, _ = _request(tb, how="eof", text="partial", ends=0 if crash else 1, status="incomplete")
+    if crash:
+        tb.failpoint("after_model_stream_ended", "crash")
+        tb.crash("after_model_stream_ended")
+        tb.restart()
+        tb.call("recover")
+        tb.emit("model_request_ended", request_id=rid, status="incomplete", interrupted=True)
+    tb.failpoint("before_model_request", "cancel", {"session_id": "s1"})
+    ended = tb.emit("turn_ended", status="cancelled")
+    tb.observe("final", Observation(model_requests=(
+        request_view(rid, status=ModelRequestStatus.INCOMPLETE, partial="" if crash else "partial",
+                     incomplete=True),)))
+    return ended
+
+
+def test_m5_a_turn_resumed_after_a_crash_ends_on_what_follows():
+    # Chaos seed 402: the EOF answer was lost in the crash, recovery ended the request and
+    # resumed the turn, and the session was cancelled before the next request.
+    tb = TB()
+    _eof_then_cancelled(tb, crash=True)
+    assert check("M5", tb.build()).status is not Status.FAIL
+
+
+def test_m5_still_fails_a_turn_that_ends_cancelled_on_an_eof_it_recorded():
+    tb = TB()
+    ended = _eof_then_cancelled(tb, crash=False)
+    assert_fail_at(check("M5", tb.build()), ended)
