@@ -154,14 +154,4 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="")),
         trust_class="world_judges",
     ),
-    Mutant(
-        "new-turn-abandons-pending-calls",
-        "a new user message does not settle the calls an earlier turn left pending: the "
-        "message is appended after them and the model is sent calls without their results",
-        ("X3",),
-        edits(edit("reference_impl.runtime",
-                   find="        if self._turns.settle_pending_calls(session_id) is StepResult.DEFERRED:\n"
-                        "            return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)\n",
-                   replace="")),
-    ),
 )
