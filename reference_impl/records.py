@@ -135,14 +135,15 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
     row = conn.execute(
         "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
     ).fetchone()
-    # A step reads the operation it works on again and again between its writes.
-    return remembered_view(conn, "operation", row, operation_from_row) if row else None
+    return operation_from_row(row) if row else None
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
                     decode: Callable[[sqlite3.Row], Any]) -> Any:
     """``decode(row)``, or the view decoded last time for a row of ``kind`` with the very
-    same column values (one slot per kind: a step reads the same row over and over).
+    same column values (one slot per kind: a step reads the same row over and over; an
+    operation's row changes between a step's reads of it, so operations are decoded afresh:
+    measured, a memo of them never hit).
     A cache checked against the row just read, never state of its own (see
     store.StoreConnection)."""
     memo = getattr(conn, "memo", None)

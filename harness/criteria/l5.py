@@ -444,7 +444,7 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     exercised, violations = 0, []
     for execution_id, view in settled.items():
         seen = first_seen.get(execution_id, final.index)
-        span = s.innermost_span(spans, seen) or s.innermost_span(spans, seen + 1)
+        span = s.innermost_span(spans, seen)
         if execution_id in announced:
             exercised += int(span is not None and span.method == "recover")
             continue

@@ -30,11 +30,11 @@ def _events_by_request(trace: Trace, type_: str) -> dict[str, list[TraceEvent]]:
     return out
 
 
-def _interrupted(trace: Trace, start: int, ends: list[TraceEvent]) -> bool:
-    """A crash (or an injected exception that escaped) cut the request off before any end
-    was recorded."""
+def _interruption(trace: Trace, start: int, ends: list[TraceEvent]) -> s.Interruption | None:
+    """The crash (or escaped injected exception) that cut the request off before any end
+    was recorded, if one did."""
     first_end = min((e.index for e in ends), default=None)
-    return s.interrupted_between(trace, start, first_end)
+    return s.first_interruption(trace, start, first_end)
 
 
 def _lost_in_crash(trace: Trace, stream: TraceEvent, ends: list[TraceEvent]) -> bool:
@@ -62,20 +62,6 @@ def _ended_abnormally(trace: Trace) -> set[str]:
             if ended.get(str(r.data.get("request_id", "")), "") != "end"}
 
 
-def _left_open_by_recovery(trace: Trace, start: int, ends: list[TraceEvent]) -> TraceEvent | None:
-    """The ``recover()`` call that returned after an interruption cut this request off and
-    before any end was recorded: recovery then had to record its end (a request a crashed
-    instance left behind ends ``incomplete``; exactly one end per request)."""
-    first_end = min((e.index for e in ends), default=None)
-    cut = s.first_interruption(trace, start, first_end)
-    if cut is None:
-        return None
-    recovery = s.recovery_after(trace, cut.index)
-    if recovery is None or (first_end is not None and first_end < recovery.index):
-        return None
-    return trace.events[recovery.index]
-
-
 def check_m1(trace: Trace) -> Verdict:
     """Exercised per model request the world received whose stream did not end normally
     (EOF, transport error, cancellation, no end at all) or that a crash or injected fault cut
@@ -98,11 +84,13 @@ def check_m1(trace: Trace) -> Verdict:
             continue
         seen[rid] = request.index
         mine_starts, mine_ends = starts.get(rid, []), ends.get(rid, [])
-        cut = _interrupted(trace, request.index, mine_ends)
-        exercised += rid in hard or cut
-        recovery = _left_open_by_recovery(trace, request.index, mine_ends) if cut else None
-        if recovery is not None:
-            cut = False  # recovered: the end is owed now
+        interruption = _interruption(trace, request.index, mine_ends)
+        exercised += rid in hard or interruption is not None
+        # A recover() that returned after the cut owes the request its one end (a request a
+        # crashed instance left behind ends incomplete); only a cut nobody recovered excuses it.
+        recovery = (s.recovery_after(trace, interruption.index) if interruption is not None
+                    else None)
+        cut = interruption is not None and recovery is None
         if len(mine_starts) != 1:
             violations.append(s.ev(f"request {rid} has {len(mine_starts)} start events", request.index,
                                    *(e.index for e in mine_starts)))
