@@ -363,8 +363,14 @@ class Runtime:
 
     def run_turn(self, session_id: str, user_text: str) -> dict:
         self.session(session_id)
-        try:  # calls an earlier turn left pending are settled before the new message
-            self.settle_pending(session_id)
+        # Calls an earlier turn left pending are settled before the new message, which
+        # answers "no" to every approval they still wait for: no model request may carry a
+        # call without its result (X3).
+        self.refuse_waits(session_id)
+        try:
+            while (self.settle_pending(session_id) == "awaiting_approval"
+                   and self.refuse_waits(session_id)):
+                pass
         except Deferred:
             return self.end(session_id, "deferred", persist=False)
         with self.store as db:
@@ -373,37 +379,58 @@ class Runtime:
                        " WHERE session_id = ?", (session_id,))
         return self.drive(session_id)
 
+    def apply_answer(self, db, wait, approve: bool, reason: str) -> bool:
+        """Apply an answer to a pending wait (False: it was answered already)."""
+        applied = db.execute(
+            "UPDATE waits SET status = ? WHERE wait_id = ? AND status = 'pending'",
+            ("approved" if approve else "rejected", wait["wait_id"])).rowcount
+        if not applied:
+            return False
+        db.execute("UPDATE operations SET stage = 'decided', permission = ?,"
+                   " decided_by = 'approval', reason = ?, permission_version = ?"
+                   " WHERE execution_id = ? AND stage = 'waiting'",
+                   ("allow" if approve else "deny", reason, wait["permission_version"],
+                    wait["execution_id"]))
+        key = (wait["session_id"], wait["permission_version"])
+        if approve:
+            db.execute("UPDATE denial_counters SET consecutive = 0 WHERE session_id = ?"
+                       " AND permission_version = ?", key)
+        if "cumulative" in wait["trigger"]:
+            db.execute("UPDATE denial_counters SET cumulative = 0 WHERE session_id = ?"
+                       " AND permission_version = ?", key)
+        return True
+
+    def announce_answer(self, wait, approve: bool) -> None:
+        session_id, execution_id = wait["session_id"], wait["execution_id"]
+        self.world.emit("approval_answered", session_id, execution_id,
+                        wait_id=wait["wait_id"], approved=approve)
+        self.world.emit("permission_decided", session_id, execution_id,
+                        permission="allow" if approve else "deny", decided_by="approval")
+
+    def refuse_waits(self, session_id: str) -> bool:
+        """A new message is the owner moving on: it answers "no" to the session's waits."""
+        with self.store as db:
+            pending = db.execute("SELECT * FROM waits WHERE session_id = ? AND"
+                                 " status = 'pending' ORDER BY rowid", (session_id,)).fetchall()
+            refused = [wait for wait in pending if self.apply_answer(
+                db, wait, False, "the owner sent a new message instead of answering")]
+        for wait in refused:
+            self.announce_answer(wait, False)
+        return bool(refused)
+
     def answer_approval(self, wait_id: str, approve: bool) -> dict:
         with self.store as db:
             wait = db.execute("SELECT * FROM waits WHERE wait_id = ?", (wait_id,)).fetchone()
             if wait is None:
                 raise KeyError(f"no approval wait {wait_id!r} in this store")
-            applied = db.execute(
-                "UPDATE waits SET status = ? WHERE wait_id = ? AND status = 'pending'",
-                ("approved" if approve else "rejected", wait_id)).rowcount
+            applied = self.apply_answer(
+                db, wait, approve, "approved by the owner" if approve else "rejected by the owner")
             if applied:
-                permission = "allow" if approve else "deny"
-                reason = "approved by the owner" if approve else "rejected by the owner"
-                db.execute("UPDATE operations SET stage = 'decided', permission = ?,"
-                           " decided_by = 'approval', reason = ?, permission_version = ?"
-                           " WHERE execution_id = ? AND stage = 'waiting'",
-                           (permission, reason, wait["permission_version"],
-                            wait["execution_id"]))
-                key = (wait["session_id"], wait["permission_version"])
-                if approve:
-                    db.execute("UPDATE denial_counters SET consecutive = 0 WHERE session_id = ?"
-                               " AND permission_version = ?", key)
-                if "cumulative" in wait["trigger"]:
-                    db.execute("UPDATE denial_counters SET cumulative = 0 WHERE session_id = ?"
-                               " AND permission_version = ?", key)
                 db.execute("UPDATE sessions SET turn_status = 'running', cancelled = 0"
                            " WHERE session_id = ?", (wait["session_id"],))
         session_id, execution_id = wait["session_id"], wait["execution_id"]
         if applied:
-            self.world.emit("approval_answered", session_id, execution_id, wait_id=wait_id,
-                            approved=approve)
-            self.world.emit("permission_decided", session_id, execution_id,
-                            permission="allow" if approve else "deny", decided_by="approval")
+            self.announce_answer(wait, approve)
         op = self.op(execution_id)
         try:  # the answered operation is carried to its result, then the loop goes on
             self.pipeline(session_id, {"tool_call_id": op["tool_call_id"], "tool": op["tool"],
@@ -754,6 +781,8 @@ class Runtime:
         """Show a committed wait, unless the rules changed since it was asked (then it is
         withdrawn: refused when no approval could lift the rules, else decided again)."""
         wait = self.store.one("SELECT * FROM waits WHERE wait_id = ?", wait_id)
+        if wait["status"] != "pending":  # answered meanwhile (a new message, elsewhere)
+            return
         op = self.op(wait["execution_id"])
         session = self.session(op["session_id"])
         blocked = session.fixed_decision(op["tool"], json.loads(op["args"]))

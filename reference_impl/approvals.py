@@ -155,7 +155,21 @@ def prompt_for(wait: WaitRecord, op: OperationRecord) -> ApprovalPrompt:
     )
 
 
-def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, now: float) -> bool:
+REJECTED_REASON = "rejected by the owner; not executed"
+MOVED_ON_REASON = ("the owner sent a new message instead of answering the approval; "
+                   "not executed")
+
+
+def pending_of_session(conn: sqlite3.Connection, session_id: str) -> tuple[WaitRecord, ...]:
+    rows = conn.execute(
+        "SELECT * FROM approval_waits WHERE session_id = ? AND status = ? ORDER BY rowid",
+        (session_id, WaitStatus.PENDING.value),
+    ).fetchall()
+    return tuple(_from_row(row) for row in rows)
+
+
+def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, now: float,
+                 rejection_reason: str = REJECTED_REASON) -> bool:
     """Apply the owner's answer; False when the wait was already answered (nothing changes)."""
     status = WaitStatus.APPROVED if approve else WaitStatus.REJECTED
     answered = conn.execute(
@@ -170,7 +184,7 @@ def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, n
     if approve:
         permission, reason = Permission.ALLOW, "approved by the owner"
     else:
-        permission, reason = Permission.DENY, "rejected by the owner; not executed"
+        permission, reason = Permission.DENY, rejection_reason
     conn.execute(
         "UPDATE operations SET stage = ?, permission = ?, decided_by = ?, reason = ?,"
         " permission_version = ? WHERE execution_id = ? AND stage = ?",

@@ -290,9 +290,13 @@ class OperationPipeline:
 
     def prompt(self, wait: WaitRecord, *, with_failpoint: bool) -> None:
         """Show a committed wait to the owner (also used by recovery for unshown waits),
-        unless the rules changed meanwhile so that no approval could lift them (L3.4)."""
+        unless the rules changed meanwhile so that no approval could lift them (L3.4), or it
+        is no longer pending (another instance's new message answered it before the prompt)."""
         op = self._operation(wait.execution_id)
         with self._store.transaction() as conn:
+            current = approvals.load(conn, wait.wait_id)
+            if current is None or current.status is not WaitStatus.PENDING:
+                return
             session = records.load_session(conn, op.session_id)
             blocked = fixed_layer_decision(session.config, op.tool, op.args)
             stale = (wait.purpose == approvals.PERMISSION

@@ -65,16 +65,44 @@ class ReferenceRuntime:
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         self._require_open()
         records.load_session(self._store.connection, session_id)
-        # Calls of an earlier turn still pending (interrupted, or held by another instance)
-        # are settled first, so their results reach the model before the new message.
-        if self._turns.settle_pending_calls(session_id) is StepResult.DEFERRED:
-            return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
+        # Calls of an earlier turn still pending (interrupted, waiting for an answer, or held
+        # by another instance) are settled first, so their results reach the model before
+        # the new message; the message answers "no" to every question they still ask.
+        self._refuse_unanswered_waits(session_id)
+        while True:
+            settled = self._turns.settle_pending_calls(session_id)
+            if settled is StepResult.DEFERRED:
+                return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
+            # A later call of the same answer asked in turn: the message answers it too
+            # (nothing left to refuse would mean a wait without a pending record: stop).
+            if settled is not StepResult.AWAITING_APPROVAL or not self._refuse_unanswered_waits(session_id):
+                break
         # ORDERED: nobody relies on the message before the turn's next synced commit
         with self._store.transaction(Durability.ORDERED) as conn:
             continuation.append(conn, session_id, Message("user", user_text),
                                 reason="user_message", now=self._world.now())
             _start_running(conn, session_id)
         return self._turns.drive(session_id)
+
+    def _refuse_unanswered_waits(self, session_id: str) -> bool:
+        """A new message while calls wait for approval is the owner moving on: each wait is
+        answered "no" (its call is not executed), so that its result reaches the model before
+        the message; a model request never carries a call without its result (X3)."""
+        with self._store.transaction() as conn:
+            refused = [wait for wait in approvals.pending_of_session(conn, session_id)
+                       if approvals.apply_answer(conn, wait, False, now=self._world.now(),
+                                                 rejection_reason=approvals.MOVED_ON_REASON)]
+        for wait in refused:
+            self._signals.emit(EventType.APPROVAL_ANSWERED, wait.session_id, wait.execution_id,
+                               wait_id=wait.wait_id, approved=False, purpose=wait.purpose,
+                               by="new_message")
+            if wait.purpose == approvals.ESCALATION:  # the sandboxed attempt's result is final
+                self._pipeline.announce_result(wait.session_id, wait.execution_id)
+            else:
+                self._signals.emit(
+                    EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
+                    permission=Permission.DENY.value, decided_by=DecisionSource.APPROVAL.value)
+        return bool(refused)
 
     def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
         self._require_open()

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_for
+from harness.criteria import approval_answers
 from harness.criteria import trace_readings as s
 from harness.criteria.base import per_trace
 from harness.trace import Kind, ObservationPoint, Trace
@@ -292,9 +293,9 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
             session = str((d.get("event") or {}).get("session_id", ""))
             steps.append(_Step(event.index, "allowed", session, s.version_at(trace, session, event.index, changes),
                                uncertain=True))
-        elif event.kind == Kind.DRIVER_CALL and d.get("method") == "answer_approval":
-            wait_id, approve = s.answer_args(event)
-            steps.append(_Step(event.index, "answer", wait_id=wait_id, approve=approve))
+    # every answer, explicit or by a new message (a repeated one finds no armed fallback)
+    steps += [_Step(a.index, "answer", wait_id=a.wait_id, approve=a.approve)
+              for a in approval_answers.answers(trace)]
     steps += _needs(trace, changes, all_reviews)
     for point in trace.observations:
         if point.label in s.DURABLE_LABELS and (point.label != "final" or trace.completed):

@@ -37,6 +37,7 @@ from harness.contract import (
     ToolKind,
     canonical_json,
 )
+from harness.criteria import approval_answers
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
@@ -635,15 +636,10 @@ def pre_call_denied(op: Op) -> bool:
 # --------------------------------------------------------------------------- approvals
 
 
-def answers(trace: Trace) -> dict[str, TraceEvent]:
-    """The first answer driver call per wait id."""
-    found: dict[str, TraceEvent] = {}
-    for event in trace.of_kind(Kind.DRIVER_CALL):
-        if event.data.get("method") in ANSWER_METHODS and not event.data.get("skipped"):
-            wait_id = driver_args(event).get("wait_id")
-            if wait_id is not None:
-                found.setdefault(str(wait_id), event)
-    return found
+def answers(trace: Trace) -> Mapping[str, "approval_answers.Answer"]:
+    """The answer that took effect per wait id: an ``answer_approval`` call or a new message
+    in the wait's session (:mod:`harness.criteria.approval_answers`)."""
+    return approval_answers.first_answers(trace)
 
 
 def approval_between(trace: Trace, op: Op, lo: int, hi: int) -> tuple[TraceEvent, TraceEvent] | None:
@@ -653,8 +649,8 @@ def approval_between(trace: Trace, op: Op, lo: int, hi: int) -> tuple[TraceEvent
         if not lo < prompt.index < hi:
             continue
         answer = answered.get(str(prompt.data.get("wait_id")))
-        if answer is not None and answer.index < hi and bool(driver_args(answer).get("approve")):
-            return (prompt, answer)
+        if answer is not None and answer.index < hi and answer.approve:
+            return (prompt, answer.event)
     return None
 
 

@@ -70,6 +70,7 @@ from harness.contract import (
     execution_id_for,
     result_digest,
 )
+from harness.criteria import approval_answers
 from harness.criteria.base import Criterion, Evidence, Status, Verdict, per_trace
 from harness.trace import Kind, Source, Trace, TraceEvent
 
@@ -170,6 +171,9 @@ class _Index:
             if event.data.get("method") in ("answer_approval", "answer"):
                 wait_id = str((event.data.get("args") or {}).get("wait_id", ""))
                 self.answers.setdefault(wait_id, []).append(event.index)
+        for answer in approval_answers.answers(trace):  # a new message answers "no" too
+            if answer.by_new_message:
+                self.answers.setdefault(answer.wait_id, []).append(answer.call_index)
         self.first_event: dict[int, int] = {}
         self.acts: list[TraceEvent] = []
         for event in trace.events:

@@ -19,6 +19,7 @@ from typing import Mapping
 from dataclasses import dataclass
 
 from harness.contract import DecisionSource, EventType, Feature, Permission, execution_id_for
+from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -214,7 +215,11 @@ def check_l1_1(trace: Trace) -> Verdict:
 
 
 def _disturbed(trace: Trace, lo: int, hi: int) -> bool:
-    """Anything between two observations that may legitimately change a stored decision."""
+    """Anything between two observations that may legitimately change a stored decision
+    (a new message among them: it may answer a wait "no")."""
+    if any(lo <= answer.call_index <= hi and answer.by_new_message
+           for answer in approval_answers.answers(trace)):
+        return True
     for event in F.events_between(trace, lo, hi + 1):
         if event.kind in (Kind.APPROVAL_PROMPT, Kind.CRASH, Kind.RESTART):
             return True

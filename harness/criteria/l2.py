@@ -724,7 +724,7 @@ def check_l2_9(trace: Trace) -> Verdict:
         judged = False
         for prompt in op.prompts:
             answer = answered.get(str(prompt.data.get("wait_id")))
-            if answer is None or not F.driver_args(answer).get("approve"):
+            if answer is None or not answer.approve:
                 continue
             if first is not None and first.index < prompt.index:
                 continue

@@ -25,6 +25,7 @@ from harness.contract import (
     Permission,
     WaitStatus,
 )
+from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import trace_readings as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -148,7 +149,9 @@ def _approval_voided(trace: Trace, key: tuple[str, str], since: int, final: int)
 
 def check_l3_2(trace: Trace) -> Verdict:
     """Each prompt matches a pending wait already durable when it was shown (probe), survives a
-    crash after it, and its first answer takes effect exactly once, judged from the ledger: an
+    crash after it, and its first answer (an ``answer_approval``, or a new message in its
+    session, which answers "no": :mod:`harness.criteria.approval_answers`) takes effect
+    exactly once, judged from the ledger: an
     approved wait leads to exactly one execution after the answer (none before), unless the
     operation's record shows it not started, stopped by revalidation or a rule that cannot be
     lifted (for an escalation, whose sandboxed result stands: unless the rules changed after
@@ -159,7 +162,7 @@ def check_l3_2(trace: Trace) -> Verdict:
     before its answer, or an answered prompt."""
     exercised, violations = 0, []
     spans = s.driver_spans(trace)
-    all_answers = s.answers(trace)
+    all_answers = approval_answers.answers(trace)
     final = s.final_point(trace)
     for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
         d = prompt.data
@@ -176,7 +179,7 @@ def check_l3_2(trace: Trace) -> Verdict:
                     f"wait {wait_id} stored when its prompt was shown is {wait.status.value} for "
                     f"{wait.session_id}/{wait.tool_call_id}, expected pending for {key[0]}/{key[1]}",
                     prompt.index, probe.index))
-        mine = [a for a in all_answers if s.answer_args(a)[0] == wait_id and a.index > prompt.index]
+        mine = [a for a in all_answers if a.wait_id == wait_id and a.index >= prompt.index]
         first_answer = mine[0] if mine else None
         horizon = first_answer.index if first_answer else None
         for crash in trace.crashes():
@@ -195,7 +198,7 @@ def check_l3_2(trace: Trace) -> Verdict:
         if first_answer is None:
             continue
         exercised += 1
-        approve = s.answer_args(first_answer)[1]
+        approve = first_answer.approve
         rows = s.ledger_rows_for(trace, key)
         early = [r for r in rows if r.index < first_answer.index and r.index > prompt.index]
         if early:
@@ -243,7 +246,7 @@ def check_l3_2(trace: Trace) -> Verdict:
         if final is not None and trace.completed and final.index > first_answer.index:
             wait = s.find_wait(final.observation, wait_id)
             wanted = WaitStatus.APPROVED if approve else WaitStatus.REJECTED
-            span = next((sp for sp in spans if sp.index == first_answer.index), None)
+            span = next((sp for sp in spans if sp.index == first_answer.call_index), None)
             if wait is None or wait.status is not wanted:
                 state = "missing" if wait is None else wait.status.value
                 violations.append(s.ev(f"wait {wait_id} answered {wanted.value} is {state} in the store",

@@ -24,6 +24,7 @@ from harness.contract import (
 from harness.criteria import facts as F
 from harness.criteria import trace_readings as s
 from harness.criteria import projection_oracle as O
+from harness.criteria.approval_answers import first_answers
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Kind, Trace
 
@@ -46,8 +47,8 @@ def _escalated_run_started(trace: Trace, key: tuple[str, str], change: int) -> b
     rules before the change; its result rightly replaces the sandboxed attempt's after it."""
     waits = {p.data.get("wait_id") for p in trace.of_kind(Kind.APPROVAL_PROMPT)
              if (p.data.get("session_id"), p.data.get("tool_call_id")) == key and p.index < change}
-    approved = [a.index for a in s.answers(trace)
-                if a.index < change and s.answer_args(a)[1] and s.answer_args(a)[0] in waits]
+    approved = sorted(a.index for wait_id, a in first_answers(trace).items()
+                      if a.index < change and a.approve and wait_id in waits)
     return bool(approved) and any(approved[0] < row.index < change
                                   for row in s.ledger_rows_for(trace, key))
 

@@ -42,6 +42,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.criteria.approval_answers import first_answers
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
 
@@ -221,15 +222,12 @@ def _world_result(trace: Trace, op: F.Op, before: int) -> WorldResult:
 
 
 def wait_pending(trace: Trace, op: F.Op, before: int) -> bool | None:
-    """Is a prompt for ``op`` shown and unanswered through ``before - 1``? ``None`` when a
-    rule change or cancellation since the prompt may have withdrawn it (the world cannot
-    tell)."""
-    answered = {
-        str(F.driver_args(e).get("wait_id")): e.index
-        for e in trace.of_kind(Kind.DRIVER_CALL)
-        if e.data.get("method") in F.ANSWER_METHODS and not e.data.get("skipped")
-        and e.index < before
-    }
+    """Is a prompt for ``op`` shown and unanswered through ``before - 1``? An answer is the
+    owner's or a new message in the session (:mod:`harness.criteria.approval_answers`).
+    ``None`` when a rule change or cancellation since the prompt may have withdrawn it, or a
+    new message is answering it and has not reached the model yet (the world cannot tell)."""
+    answers = first_answers(trace)
+    answered = {wait_id for wait_id, answer in answers.items() if answer.settled < before}
     open_prompts = [p for p in op.prompts if p.index < before
                     and str(p.data.get("wait_id")) not in answered]
     if not open_prompts:
@@ -237,6 +235,9 @@ def wait_pending(trace: Trace, op: F.Op, before: int) -> bool | None:
     since = open_prompts[-1].index
     if F.rule_changes_between(trace, op.session_id, since, before):
         return None
+    answer = answers.get(str(open_prompts[-1].data.get("wait_id")))
+    if answer is not None and answer.index < before:
+        return None  # a new message is answering it: taken effect or not, only the store knows
     for event in F.events_between(trace, since, before, Kind.DRIVER_CALL, Kind.FAILPOINT):
         if (event.kind == Kind.DRIVER_CALL and event.data.get("method") == "cancel") or (
                 event.kind == Kind.FAILPOINT and event.data.get("action") == "cancel"):

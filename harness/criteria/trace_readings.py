@@ -705,15 +705,6 @@ def cancelled(trace: Trace, session_id: str, after: int = -1) -> bool:
     )
 
 
-def answers(trace: Trace) -> tuple[TraceEvent, ...]:
-    return tuple(e for e in trace.of_kind(Kind.DRIVER_CALL) if e.data.get("method") == "answer_approval")
-
-
-def answer_args(event: TraceEvent) -> tuple[str, bool]:
-    args = event.data.get("args") or {}
-    return str(args.get("wait_id", "")), bool(args.get("approve", False))
-
-
 def lifecycle_of(trace: Trace, *types: str) -> Iterator[tuple[TraceEvent, dict[str, Any]]]:
     for event, payload in trace.lifecycle_events():
         if payload.get("type") in types:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from harness.contract import args_digest, canonical_json
 from harness.criteria import trace_readings as s
+from harness.criteria.approval_answers import first_answers
 from harness.trace import Kind, Trace
 
 
@@ -51,7 +52,8 @@ def trusted_denial(trace: Trace, key: s.OpKey, before: int) -> int | None:
             found.append(review.index)
             break
 
-    rejected = {s.answer_args(e)[0]: e.index for e in s.answers(trace) if not s.answer_args(e)[1] and e.index < before}
+    rejected = {wait_id: a.index for wait_id, a in first_answers(trace).items()
+                if not a.approve and a.index < before}
     for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
         d = prompt.data
         if (d.get("wait_id") in rejected and (d.get("session_id"), d.get("tool_call_id")) == key

@@ -20,6 +20,7 @@ from harness.contract import (
     args_digest,
     execution_id_for,
 )
+from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import projection_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -178,7 +179,8 @@ def _held_by_unanswered_wait(trace: Trace, op: F.Op, served_at: int, stop: int) 
         (event.data.get("args") or {}).get("wait_id")
         for event in F.events_between(trace, served_at, F.last_index(trace) + 1, Kind.DRIVER_CALL)
         if event.data.get("method") == "answer_approval" and not event.data.get("skipped")
-    }
+    } | {answer.wait_id for answer in approval_answers.answers(trace)
+         if answer.by_new_message and answer.call_index > served_at}
     return any(
         prompt.data.get("session_id") == op.session_id
         and prompt.data.get("tool_call_id") in earlier
@@ -381,7 +383,37 @@ def check_x3(trace: Trace) -> Verdict:
                     f"{F.describe(op)} was denied but its tool result reached the model with "
                     f"outcome {message.get('outcome')!r} instead of 'not_started'",
                     (served_at, request.index)))
+    violations += _dangling_calls(trace)
     return judge("X3", exercised, violations, "no denied call with a continuation to judge")
+
+
+def _dangling_calls(trace: Trace) -> list[Evidence]:
+    """A call's result goes back to the model before the conversation goes on: no model
+    request carries an assistant tool call whose tool result is missing while a later
+    message (a user message, another assistant answer) follows it. Judged on the world's
+    model requests alone (each request's own messages); a call the conversation ends with
+    is the loop asking again (a call still pending at a request's end is not carried on)."""
+    found: list[Evidence] = []
+    for request in F.model_requests(trace):
+        messages = request.data.get("messages") or ()
+        for position, message in enumerate(messages):
+            if message.get("role") != "assistant" or not message.get("tool_calls"):
+                continue
+            calls = [c.get("tool_call_id") for c in message.get("tool_calls") or ()]
+            answered: set[str] = set()
+            for later in messages[position + 1:]:
+                if later.get("role") == "tool":
+                    answered.add(later.get("tool_call_id"))
+                    continue
+                missing = [c for c in calls if c not in answered]
+                if missing:
+                    found.append(_ev(
+                        f"request {request.data.get('request_id')} of {request.data.get('session_id')} "
+                        f"carries call(s) {', '.join(map(str, missing))} without their result, "
+                        f"followed by a {later.get('role')} message: the result never went back to "
+                        "the model before the conversation went on", (request.index,)))
+                break
+    return found
 
 
 # --------------------------------------------------------------------------- X4
@@ -739,7 +771,8 @@ CRITERIA: tuple[Criterion, ...] = (
         title="A denial is not task completion",
         statement=(
             "A permission denial is saved as 'not executed', returned to the model in the next "
-            "request of the loop, and never ends the turn as completed by itself."
+            "request of the loop, and never ends the turn as completed by itself; no request "
+            "carries a call without its result while the conversation goes on past it."
         ),
         seed_clause=(
             "权限拒绝表示这次操作未开始，不表示整个任务完成。 … "

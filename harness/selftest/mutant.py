@@ -62,7 +62,8 @@ class _PatchedRuntime:
         @functools.wraps(attribute)
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._patches():
-                return attribute(*args, **kwargs)
+                # Looked up again inside the patches: a mutant may edit this very method.
+                return getattr(self._runtime, name)(*args, **kwargs)
 
         return call
 

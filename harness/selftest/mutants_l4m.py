@@ -154,4 +154,29 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "new-turn-abandons-pending-calls",
+        "a new user message does not settle the calls an earlier turn left pending: the "
+        "message is appended after them and the model is sent calls without their results",
+        ("X3",),
+        edits(edit("reference_impl.runtime",
+                   find="        self._refuse_unanswered_waits(session_id)\n"
+                        "        while True:\n"
+                        "            settled = self._turns.settle_pending_calls(session_id)\n",
+                   replace="        while False:\n"
+                           "            settled = self._turns.settle_pending_calls(session_id)\n")),
+    ),
+    Mutant(
+        "new-message-leaves-waits-pending",
+        "a new user message while calls wait for approval leaves the waits pending and is "
+        "appended after the unanswered calls: the model is sent calls without their results, "
+        "and a late approval still runs a call the conversation has moved past",
+        ("X3",),
+        edits(edit("reference_impl.runtime",
+                   find="        self._refuse_unanswered_waits(session_id)\n        while True:\n",
+                   replace="        while True:\n"),
+              edit("reference_impl.runtime",
+                   find="or not self._refuse_unanswered_waits(session_id):\n",
+                   replace="or True:\n")),
+    ),
 )

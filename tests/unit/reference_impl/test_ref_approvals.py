@@ -209,16 +209,37 @@ def test_without_an_owner_an_escalation_request_just_fails(start, impl, data_dir
         Outcome.FAILED, True, 1, [])
 
 
-def test_an_approval_answered_after_the_conversation_moved_on_still_applies(start, impl, data_dir):
+def test_a_new_message_answers_the_waiting_call_no_before_it_reaches_the_model(
+        start, impl, data_dir):
+    """The owner moved on: the waiting call is refused (not executed), its result goes to the
+    model before the new message, and a late approval changes nothing."""
     world = FakeWorld(replies={"s1": [Reply("", (call("c1", "delete_branch", branch="old"),)),
                                       Reply("something else then.")]})
     runtime = start(world, config(rules=(ask("delete_branch"),)))
     runtime.run_turn("s1", "delete")
     assert runtime.run_turn("s1", "never mind, something else").status is TurnStatus.COMPLETED
+    roles = [(m.role, m.tool_call_id) for m in world.requests[-1].messages]
+    assert roles == [("user", ""), ("assistant", ""), ("tool", "c1"), ("user", "")]
+    assert world.requests[-1].messages[2].outcome is Outcome.NOT_STARTED
     runtime.answer_approval(world.prompts[0].wait_id, True)
     op = impl.inspect(data_dir).operation("c1")
-    assert (op.outcome, world.executed("c1")) == (Outcome.SUCCEEDED, 1)
-    assert world.ui[-1].status == "succeeded"
+    assert (op.outcome, op.decided_by, world.executed("c1")) == (
+        Outcome.NOT_STARTED, DecisionSource.APPROVAL, 0)
+    (waited,) = impl.inspect(data_dir).approval_waits
+    assert (waited.status, waited.applied) == (WaitStatus.REJECTED, True)
+    assert world.ui[-1].status == "denied"
+
+
+def test_a_new_message_answers_each_call_of_the_waiting_answer_in_turn(start, impl, data_dir):
+    world = FakeWorld(replies={"s1": [Reply("", (call("c1", "delete_branch", branch="a"),
+                                                 call("c2", "delete_branch", branch="b"))),
+                                      Reply("kept both.")]})
+    runtime = start(world, config(rules=(ask("delete_branch"),)))
+    runtime.run_turn("s1", "delete both")
+    assert runtime.run_turn("s1", "stop").status is TurnStatus.COMPLETED
+    assert [p.tool_call_id for p in world.prompts] == ["c1", "c2"]
+    assert [m.tool_call_id for m in world.requests[-1].messages if m.role == "tool"] == ["c1", "c2"]
+    assert world.requests[-1].messages[-1].role == "user" and not world.ledger
 
 
 def test_a_wait_the_new_rules_forbid_is_withdrawn_not_shown(start, impl, data_dir):

@@ -659,3 +659,33 @@ def test_x6_a_rerun_after_a_crash_is_not_a_retry():
     b.restart()
     b.executed("s1", "e3", "web_post", {"url": "https://c"})
     assert v("X6", b.build()).status is Status.PASS
+
+
+# --------------------------------------------------------------------------- X3: dangling calls
+
+
+def _conversation_with(*later):
+    """One request whose conversation holds an assistant message with calls c1 and c2, then
+    ``later`` messages; returns (trace, request index)."""
+    b = TraceBuilder("s1")
+    calls = [call("c1", "write_file", W), call("c2", "write_file", W)]
+    request = b.model("s1", messages=(user(), assistant(*calls), *later))[0]
+    return b.build(), request
+
+
+def test_x3_a_call_whose_result_went_back_before_the_conversation_went_on_passes():
+    trace, _ = _conversation_with(tool_result("c1"), tool_result("c2"), user("and now?"))
+    assert v("X3", trace).status is not Status.FAIL
+    trace, _ = _conversation_with(tool_result("c1"))  # c2 still pending: the loop asks again
+    assert v("X3", trace).status is not Status.FAIL
+
+
+def test_x3_fails_on_a_call_left_without_its_result_before_a_new_message():
+    trace, request = _conversation_with(tool_result("c1"), user("never mind"))
+    verdict = v("X3", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert any("c2 without their result, followed by a user message" in e.note
+               for e in verdict.evidence), verdict.evidence
+    trace, request = _conversation_with(assistant(text="done"))
+    verdict = v("X3", trace)
+    assert verdict.status is Status.FAIL and "c1, c2" in verdict.evidence[0].note
