@@ -17,6 +17,14 @@ Guarantees of :func:`run_selftest`:
   scenarios are left out of ``killed_by`` (the matrix's ``+`` cells; ``full=True`` gives
   them all). The scenarios of a :data:`FAULT_FIRED` mutant are ordered so that those
   together planning at every failpoint come first (:func:`new_plans_first`);
+* each mutant runs only the scenarios whose reference run called one of the functions or
+  methods it replaces (:mod:`harness.selftest.target_coverage`; also with ``full=True``),
+  plus any the reference did not pass or whose coverage is unknown: a scenario calling none
+  of them runs identically under the mutant, so every verdict, ``killed_by`` and score is
+  the same as without the selection (``select=False``). A mutant that cannot be tracked
+  that way (it edits a top-level assignment, declares its own features, or is not made of
+  text edits) keeps every scenario. A mutant no scenario of the suite executes is reported
+  not caught with :data:`NEVER_EXECUTED` as its reason, without running any scenario;
 * a mutant whose edits no longer apply to the reference (:class:`MutantError`) is reported
   not caught, with the reason, without running any scenario;
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
@@ -38,8 +46,9 @@ Guarantees of :func:`run_selftest`:
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 from harness.criteria.base import Criterion
 from harness.fault_coverage import FAULT_FIRED
@@ -54,7 +63,18 @@ from harness.result import (
 )
 from harness.selftest.mutant import TRUST_CLASSES, Mutant, MutantImplementation
 from harness.selftest.source_patch import MutantError
-from harness.suite import run_suite
+from harness.selftest.target_coverage import (
+    Tracking,
+    covering_runner,
+    read_coverage,
+    recording,
+    tracking,
+)
+from harness.suite import default_runner, run_suite
+
+NEVER_EXECUTED = "no bundled scenario executes the code it edits"
+"""The reason a mutant is reported not caught when no scenario's reference run called any
+function or method it replaces: a gap in the scenarios, not in the criteria."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,30 +120,58 @@ def run_selftest(
     time_limit_s: float = 20.0,
     progress: Callable[[SelftestProgress], None] | None = None,
     jobs: int = 1,
+    select: bool = True,
 ) -> tuple[RunResult, SelftestResult]:
     """The reference's RunResult and the kill matrix over ``mutants``.
 
     ``jobs`` > 1 runs mutants in forked worker processes (:mod:`harness.parallel`; each
     mutant's patches then live in its own process); the result does not depend on the
     number of jobs, and a worker that dies is that mutant's failure, not the run's.
+    ``select`` (default) runs each mutant only on the scenarios that execute what it edits
+    (see the module doc); False runs every scenario its stages name.
     """
-    reference_result = run_suite(
-        reference, scenarios, seed, criteria=criteria, runner=runner, time_limit_s=time_limit_s,
-        jobs=jobs,
-    )
+    trackings = [tracking(mutant) for mutant in mutants] if select else []
+    with tempfile.TemporaryDirectory(prefix="lh-coverage-") as folder, \
+            recording(t for tracked in trackings for t in tracked.targets):
+        reference_result = run_suite(
+            reference, scenarios, seed, criteria=criteria,
+            runner=covering_runner(runner or default_runner(), folder) if select else runner,
+            time_limit_s=time_limit_s, jobs=jobs,
+        )
+        coverage = read_coverage(folder) if select else {}
+    if coverage and not any(coverage.values()):
+        coverage = {}  # no call seen at all: the reference did not run here; select nothing
     if progress:
         progress(SelftestProgress("reference", 0, len(mutants), reference.info.name,
                                   reference_clean(reference_result)))
     criterion_ids = [c.id for c in reference_result.criteria]
     exercising = exercising_scenarios(reference_result)
     exercising[FAULT_FIRED] = {s.id for s in scenarios if _plans_something(s)}
+    kept = [kept_scenarios(tracked, reference_result, coverage) for tracked in trackings] \
+        or [None] * len(mutants)
     plans = [
-        (mutant, _scenarios_for(mutant, scenarios, exercising, full)) for mutant in mutants
+        (mutant, _scenarios_for(mutant, scenarios, exercising, full, keep))
+        for mutant, keep in zip(mutants, kept)
     ]
     job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s,
-               full)
+               full, frozenset(m.name for m, keep in zip(mutants, kept) if keep == frozenset()))
     outcomes = run_mutants(job, jobs, progress, len(mutants))
     return reference_result, selftest_result(reference_result, outcomes, criterion_ids)
+
+
+def kept_scenarios(tracked: Tracking, reference_result: RunResult,
+                   coverage: Mapping[str, frozenset[str]]) -> frozenset[str] | None:
+    """Ids of the scenarios a mutant must run on (None: every one): those whose reference
+    run called one of its targets, or passed nothing to decide on (it did not pass, or its
+    coverage is unknown: such a scenario is kept, which is always sound)."""
+    if tracked.untracked:
+        return None
+    names = tracked.names
+    return frozenset(
+        s.id for s in reference_result.scenarios
+        if s.status is not ScenarioStatus.PASSED or s.id not in coverage
+        or coverage[s.id] & names
+    )
 
 
 def run_mutants(job: "_Job", jobs: int, progress: Callable[[SelftestProgress], None] | None,
@@ -233,6 +281,8 @@ class _Job:
     time_limit_s: float
     full: bool = False
     """Run every scenario set whole (no stop once the named criteria failed)."""
+    never_executed: frozenset[str] = frozenset()
+    """Names of the mutants no scenario's reference run executes the code of."""
 
     def run(self, position: int) -> MutantResult:
         mutant, stages = self.plans[position]
@@ -240,6 +290,10 @@ class _Job:
         if unapplied:  # every scenario would only error on it: say so once, run nothing
             return MutantResult(name=mutant.name, defect=mutant.defect, expected=mutant.expected,
                                 killed_by=(), caught=False, scenario_errors=(unapplied,),
+                                trust_class=mutant.trust_class)
+        if mutant.name in self.never_executed:  # it would run exactly as the reference
+            return MutantResult(name=mutant.name, defect=mutant.defect, expected=mutant.expected,
+                                killed_by=(), caught=False, scenario_errors=(NEVER_EXECUTED,),
                                 trust_class=mutant.trust_class)
         expected = set(mutant.expected)
         killed: set[str] = set()
@@ -318,7 +372,8 @@ def default_jobs() -> int:
 
 
 def _scenarios_for(
-    mutant: Mutant, scenarios: Sequence[Any], exercising: dict[str, set[str]], full: bool
+    mutant: Mutant, scenarios: Sequence[Any], exercising: dict[str, set[str]], full: bool,
+    keep: Collection[str] | None = None,
 ) -> tuple[tuple[Any, ...], ...]:
     """The scenario sets a mutant is tried on, in order, until one catches it.
 
@@ -326,9 +381,13 @@ def _scenarios_for(
     folder is where its defects are staged), then every scenario that exercises them on the
     reference, then the whole suite — so the matrix shows what catches a mutant even when
     its expected criteria miss it. Within its own stages the hand-written scenarios come
-    before the variants of scenario templates. ``full`` runs the whole suite at once."""
+    before the variants of scenario templates. ``full`` runs the whole suite at once.
+    ``keep`` (None: all) are the ids of the only scenarios that can kill it (see
+    :func:`kept_scenarios`); every set holds only those, in the same order."""
+    if keep is not None:
+        scenarios = tuple(s for s in scenarios if s.id in keep)
     if full:
-        return (tuple(scenarios),)
+        return (tuple(scenarios),) if scenarios else ()
     wanted = set().union(*(exercising.get(c, set()) for c in mutant.expected))
     stages = {_stage_of(c) for c in mutant.expected}
     own_stage = tuple(s for s in scenarios if s.id in wanted and s.stage in stages)

@@ -42,8 +42,26 @@ def edit(module: str, find: str, replace: str) -> Edit:
     return Edit(module, find, replace)
 
 
-def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str) -> list[tuple[str, ...]]:
-    """Paths (("func",) or ("Class", "method") or ("CONST",)) of the nodes holding an edit."""
+@dataclass(frozen=True, slots=True)
+class Target:
+    """What one edit replaces: a top-level function, a method, or a top-level assignment."""
+
+    module: str
+    path: tuple[str, ...]
+    """("func",), ("Class", "method") or ("CONST",)."""
+    assignment: bool = False
+    """A top-level assignment (its value is read at import or at call time, so no call
+    wrapper can tell which runs use it)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.module}:{'.'.join(self.path)}"
+
+
+def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str
+             ) -> list[tuple[tuple[str, ...], bool]]:
+    """Paths (("func",) or ("Class", "method") or ("CONST",)) of the nodes holding an edit,
+    each with whether it is a top-level assignment."""
     line_starts = [0]
     for line in source.splitlines(keepends=True):
         line_starts.append(line_starts[-1] + len(line))
@@ -59,7 +77,7 @@ def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str) -> l
         return low + 1
 
     spans = [(line_of(start), line_of(max(start, end - 1))) for start, end in offsets]
-    found: list[tuple[str, ...]] = []
+    found: list[tuple[tuple[str, ...], bool]] = []
 
     def covers(node: ast.AST) -> bool:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
@@ -67,10 +85,10 @@ def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str) -> l
 
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and covers(node):
-            found.append((node.name,))
+            found.append(((node.name,), False))
         elif isinstance(node, ast.ClassDef) and covers(node):
             methods = [
-                (node.name, item.name)
+                ((node.name, item.name), False)
                 for item in node.body
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and covers(item)
             ]
@@ -79,13 +97,16 @@ def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str) -> l
             found.extend(methods)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)) and covers(node):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            found.extend((t.id,) for t in targets if isinstance(t, ast.Name))
+            found.extend(((t.id,), True) for t in targets if isinstance(t, ast.Name))
     if len(found) < 1:
         raise MutantError("an edit must lie inside a function, a method or a top-level assignment")
     return found
 
 
-def _replacements(module_name: str, module_edits: list[Edit]) -> list[tuple[Any, str, Any]]:
+def _located(module_name: str, module_edits: list[Edit]
+             ) -> tuple[types.ModuleType, str, list[tuple[tuple[str, ...], bool]]]:
+    """The module, its mutated source, and the targets the edits lie in (MutantError when
+    an edit does not apply)."""
     module = importlib.import_module(module_name)
     source = inspect.getsource(module)
     offsets = []
@@ -102,7 +123,29 @@ def _replacements(module_name: str, module_edits: list[Edit]) -> list[tuple[Any,
         if mutated.count(item.find) != 1:
             raise MutantError(f"mutant edits for {module_name} overlap: {item.find!r}")
         mutated = mutated.replace(item.find, item.replace)
-    paths = _targets(ast.parse(source), offsets, source)
+    return module, mutated, _targets(ast.parse(source), offsets, source)
+
+
+def targets(*items: Edit) -> tuple[Target, ...]:
+    """What the edits replace, in edit order per module (MutantError when one does not
+    apply): the same finding :func:`edits` patches by."""
+    found: list[Target] = []
+    for module_name, module_edits in _by_module(items).items():
+        _, _, located = _located(module_name, module_edits)
+        found += [Target(module_name, path, assignment) for path, assignment in located]
+    return tuple(found)
+
+
+def _by_module(items: tuple[Edit, ...]) -> dict[str, list[Edit]]:
+    by_module: dict[str, list[Edit]] = {}
+    for item in items:
+        by_module.setdefault(item.module, []).append(item)
+    return by_module
+
+
+def _replacements(module_name: str, module_edits: list[Edit]) -> list[tuple[Any, str, Any]]:
+    module, mutated, located = _located(module_name, module_edits)
+    paths = [path for path, _ in located]
     namespace: dict[str, Any] = {
         "__name__": module.__name__,
         "__file__": module.__file__,
@@ -123,10 +166,10 @@ def _replacements(module_name: str, module_edits: list[Edit]) -> list[tuple[Any,
     for name, value in vars(module).items():
         if name not in replaced_functions:
             namespace[name] = value
-    return replacements + _importers(module, replacements)
+    return replacements + importers(module, replacements)
 
 
-def _importers(module: types.ModuleType, replacements: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
+def importers(module: types.ModuleType, replacements: list[tuple[Any, str, Any]]) -> list[tuple[Any, str, Any]]:
     """The same swaps in sibling modules that imported a replaced function by name.
 
     ``from reference_impl.permissions import rule_layer_decision`` binds the original in the
@@ -155,10 +198,7 @@ def edits(*items: Edit) -> Callable[[], ContextManager[Any]]:
     @contextlib.contextmanager
     def apply() -> Iterator[None]:
         if not compiled:
-            by_module: dict[str, list[Edit]] = {}
-            for item in items:
-                by_module.setdefault(item.module, []).append(item)
-            for module_name, module_edits in by_module.items():
+            for module_name, module_edits in _by_module(items).items():
                 compiled.extend(_replacements(module_name, module_edits))
         with contextlib.ExitStack() as stack:
             for owner, attribute, value in compiled:
@@ -166,4 +206,12 @@ def edits(*items: Edit) -> Callable[[], ContextManager[Any]]:
                 stack.enter_context(mock.patch.object(owner, attribute, value))
             yield
 
+    apply.edits = items  # type: ignore[attr-defined]  # what :func:`edits_of` reads back
     return apply
+
+
+def edits_of(patches: Callable[[], ContextManager[Any]]) -> tuple[Edit, ...] | None:
+    """The edits a ``patches`` factory made by :func:`edits` applies; None for any other
+    factory (its effect is not text edits, so nothing is known of what it replaces)."""
+    found = getattr(patches, "edits", None)
+    return found if isinstance(found, tuple) else None
