@@ -174,8 +174,8 @@ def _chaos(budget: int, jobs: int) -> dict[str, float]:
             "schedule_run_ms": round(1000 * schedules_s / max(len(ran), 1), 1)}
 
 
-def _selftest(report_root: str) -> dict[str, float]:
-    report_dir = os.path.join(report_root, "selftest")
+def _selftest(report_root: str, report_dir: str | None = None) -> dict[str, float]:
+    report_dir = report_dir or os.path.join(report_root, "selftest")
     wall, cpu, code = _timed(lambda: _cli("selftest", "--report-dir", report_dir))
     report = json.loads(Path(report_dir, "report.json").read_text(encoding="utf-8"))
     mutants = report["selftest"]["mutants"]
@@ -183,7 +183,8 @@ def _selftest(report_root: str) -> dict[str, float]:
     # each mutant's scenarios up to the one that caught it
     return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "exit_code": code,
             "mutants": len(mutants), "reference_scenarios": len(report["scenarios"]),
-            "mutant_scenario_runs": sum(len(m["scenarios_run"]) for m in mutants)}
+            "mutant_scenario_runs": sum(len(m["scenarios_run"]) for m in mutants),
+            "caught": sum(1 for m in mutants if m["caught"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,8 +199,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit-s", type=float, default=None, metavar="S",
                         help="the suites' per-call limit (default: run's own); raise it on a "
                         "busy machine, where a long scenario can pass the default as a hang")
+    parser.add_argument("--selftest-only", action="store_true",
+                        help="with --selftest: skip process mode and chaos (the in-process "
+                        "suite still runs: the self-test's CPU is reported as a multiple of it)")
+    parser.add_argument("--selftest-report-dir", default=None, metavar="DIR",
+                        help="keep the self-test's reports in DIR (default: a temporary folder), "
+                        "e.g. to compare two trees' kill matrices")
     parser.add_argument("--json", default="benchmarks/results/harness.json", metavar="FILE")
     args = parser.parse_args(argv)
+    if args.selftest_only:
+        args.selftest = args.no_process = True
 
     figures: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
     with tempfile.TemporaryDirectory(prefix="lh-bench-") as root:
@@ -231,19 +240,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"suite in process mode: {process['wall_s']:.2f} s wall = "
                   f"{process['wall_ratio']:.2f}x in-process, CPU {process['cpu_ratio']:.2f}x "
                   "(target ≤ 1.5x)")
-        figures["chaos"] = chaos = _chaos(args.chaos_budget, args.chaos_jobs)
-        print(f"chaos ({chaos['jobs']} job(s)): {chaos['schedules']} schedules in "
-              f"{chaos['phase_s']:.2f} s = {chaos['schedules_per_s']:.1f}/s (target ≥ 100/s; "
-              f"one schedule's run + judging {chaos['schedule_run_ms']:.0f} ms), after "
-              f"{chaos['learning_bases_s']:.2f} s learning {chaos['bases']} bases")
+        if not args.selftest_only:
+            figures["chaos"] = chaos = _chaos(args.chaos_budget, args.chaos_jobs)
+            print(f"chaos ({chaos['jobs']} job(s)): {chaos['schedules']} schedules in "
+                  f"{chaos['phase_s']:.2f} s = {chaos['schedules_per_s']:.1f}/s (target ≥ 100/s; "
+                  f"one schedule's run + judging {chaos['schedule_run_ms']:.0f} ms), after "
+                  f"{chaos['learning_bases_s']:.2f} s learning {chaos['bases']} bases")
         if args.selftest:
-            figures["selftest"] = selftest = _selftest(root)
+            figures["selftest"] = selftest = _selftest(root, args.selftest_report_dir)
             selftest["cpu_ratio_to_suite"] = round(selftest["cpu_s"] / suite["cpu_s"], 2)
             print(f"selftest: {selftest['wall_s']:.1f} s wall, {selftest['cpu_s']:.1f} s CPU = "
                   f"{selftest['cpu_ratio_to_suite']:.1f}x the suite in-process; "
                   f"{selftest['reference_scenarios']} reference scenarios + "
                   f"{selftest['mutant_scenario_runs']} mutant scenario runs for "
-                  f"{selftest['mutants']} mutants; exit {selftest['exit_code']} (target ≤ 20 s)")
+                  f"{selftest['mutants']} mutants, {selftest['caught']} caught; "
+                  f"exit {selftest['exit_code']} (target ≤ 20 s)")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -261,7 +261,9 @@ def _add_selftest(sub: Any) -> None:
         "--full", action="store_true",
         help="run every scenario for every mutant, so the matrix lists every criterion that "
         "kills it (default: the scenarios that exercise the mutant's expected criteria on the "
-        "reference, one at a time, until each of them has failed)",
+        "reference, one at a time, until each of them has failed); either way a mutant runs "
+        "only the scenarios whose reference run calls code it edits (the others run as the "
+        "reference did and cannot kill it)",
     )
     add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)
@@ -777,6 +779,7 @@ def _mutants() -> tuple[Any, ...]:
 
 def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest, score_lines
+    from harness.selftest.killmatrix import NEVER_EXECUTED, never_executed
 
     check_report_dir_option(args.report_dir)
     mutants = _mutants()
@@ -837,6 +840,9 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     for mutant in selftest.mutants:
         if not mutant.caught:
             ctx.out(f"MISSED {mutant.name}: {mutant.defect} (expected {', '.join(mutant.expected)})")
+            if never_executed(mutant):  # a gap in the scenarios, not a criterion's miss
+                ctx.out(f"    not run: {NEVER_EXECUTED}; add a scenario that reaches it")
+                continue
             ctx.out(f"    replay a scenario: lifecycle-harness replay FILE --impl mutant:{mutant.name}")
     if selftest.blind_criteria:
         ctx.out("criteria that kill no mutant (flagged): " + ", ".join(selftest.blind_criteria))

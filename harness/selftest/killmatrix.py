@@ -132,15 +132,13 @@ def run_selftest(
     """
     trackings = [tracking(mutant) for mutant in mutants] if select else []
     with tempfile.TemporaryDirectory(prefix="lh-coverage-") as folder, \
-            recording(t for tracked in trackings for t in tracked.targets):
+            recording((t for tracked in trackings for t in tracked.targets), reference):
         reference_result = run_suite(
             reference, scenarios, seed, criteria=criteria,
             runner=covering_runner(runner or default_runner(), folder) if select else runner,
             time_limit_s=time_limit_s, jobs=jobs,
         )
         coverage = read_coverage(folder) if select else {}
-    if coverage and not any(coverage.values()):
-        coverage = {}  # no call seen at all: the reference did not run here; select nothing
     if progress:
         progress(SelftestProgress("reference", 0, len(mutants), reference.info.name,
                                   reference_clean(reference_result)))
@@ -445,12 +443,18 @@ def _stage_of(criterion_id: str) -> str:
     return criterion_id.split(".")[0].lower() if "." in criterion_id else criterion_id[0].lower()
 
 
+def never_executed(mutant: MutantResult) -> bool:
+    """Was the mutant left unrun because no scenario executes the code it edits?"""
+    return not mutant.scenarios_run and mutant.scenario_errors == (NEVER_EXECUTED,)
+
+
 def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[str]:
     """The kill matrix as text: one row per mutant, one column per criterion.
 
     ``#`` expected criterion that killed it, ``o`` expected criterion that did not, ``+``
     another criterion that killed it, ``.`` none. A :data:`FAULT_FIRED` column follows the
-    criteria when a mutant expects it or was killed by it.
+    criteria when a mutant expects it or was killed by it. The row of a mutant no scenario
+    executes says so after its cells (its criteria never saw it: not a criterion's miss).
     """
     if any(FAULT_FIRED in (*m.expected, *m.killed_by) for m in result.mutants):
         criterion_ids = (*criterion_ids, FAULT_FIRED)
@@ -468,7 +472,9 @@ def matrix_lines(result: SelftestResult, criterion_ids: Sequence[str]) -> list[s
                 cells.append("#" if c in m.killed_by else "o")
             else:
                 cells.append("+" if c in m.killed_by else ".")
-        lines.append(f"{m.name:<{name_width}} {'caught ' if m.caught else 'MISSED '}{''.join(cells)}")
+        why = f"  ({NEVER_EXECUTED})" if never_executed(m) else ""
+        lines.append(f"{m.name:<{name_width}} {'caught ' if m.caught else 'MISSED '}"
+                     f"{''.join(cells)}{why}")
     counts = {**result.kills_per_criterion,
               FAULT_FIRED: sum(1 for m in result.mutants if FAULT_FIRED in m.killed_by)}
     kills = "".join(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import sys
@@ -103,6 +104,13 @@ def _targets(tree: ast.Module, offsets: list[tuple[int, int]], source: str
     return found
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(source: str) -> ast.Module:
+    """A module source's syntax tree: every mutant of a module locates its edits in the same
+    one (never mutated: only read)."""
+    return ast.parse(source)
+
+
 def _located(module_name: str, module_edits: list[Edit]
              ) -> tuple[types.ModuleType, str, list[tuple[tuple[str, ...], bool]]]:
     """The module, its mutated source, and the targets the edits lie in (MutantError when
@@ -123,7 +131,7 @@ def _located(module_name: str, module_edits: list[Edit]
         if mutated.count(item.find) != 1:
             raise MutantError(f"mutant edits for {module_name} overlap: {item.find!r}")
         mutated = mutated.replace(item.find, item.replace)
-    return module, mutated, _targets(ast.parse(source), offsets, source)
+    return module, mutated, _targets(_parsed(source), offsets, source)
 
 
 def targets(*items: Edit) -> tuple[Target, ...]:

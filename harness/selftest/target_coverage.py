@@ -26,9 +26,11 @@ Guarantees:
 * :func:`covering_runner` is a runner that, per scenario, clears that set before the run
   and writes the names called during it to a file of ``folder`` afterwards: the side
   channel that brings coverage back from the suite's forked workers without a field in
-  every report (the ``--jobs 1`` and ``--jobs N`` readings are the same). A scenario with
-  no readable file (skipped, its worker died, or the runner moved it to a fresh process
-  of its own) reads as *unknown*, and unknown keeps it for every mutant;
+  every report (the ``--jobs 1`` and ``--jobs N`` readings are the same). It writes only
+  when the implementation opened a runtime in this very process (:data:`OPENED`: the
+  code the wrappers watch ran here). A scenario with no readable file (skipped, never
+  opened here, its worker died, or the runner moved it to a fresh process of its own)
+  reads as *unknown*, and unknown keeps it for every mutant;
 * :func:`read_coverage` is every recorded scenario's set of called target names.
 """
 
@@ -119,10 +121,21 @@ def _recorder(value: Any, name: str) -> Any:
     return None
 
 
+OPENED = "<opened here>"
+"""Recorded when the implementation given to :func:`recording` opens a runtime in this
+process: only then does a scenario's reading say anything (see :func:`covering_runner`)."""
+
+
 @contextlib.contextmanager
-def recording(chosen: Iterable[Target]) -> Iterator[None]:
-    """Every call of a ``chosen`` target is recorded while inside (see the module doc)."""
+def recording(chosen: Iterable[Target], implementation: Any = None) -> Iterator[None]:
+    """Every call of a ``chosen`` target is recorded while inside (see the module doc), and
+    :data:`OPENED` when ``implementation`` opens a runtime."""
     sites: list[tuple[Any, str, Any]] = []
+    if implementation is not None:
+        owner = next((k for k in type(implementation).__mro__ if "open" in vars(k)), None)
+        probe = None if owner is None else _recorder(vars(owner)["open"], OPENED)
+        if probe is not None:
+            sites.append((owner, "open", probe))
     for target in sorted(set(chosen), key=lambda t: t.name):
         module = sys.modules[target.module]
         wrapper = _recorder(_current(target), target.name)
@@ -177,8 +190,8 @@ def covering_runner(runner: Callable[..., Any], folder: str) -> Callable[..., An
         known = not still_running(implementation)
         _CALLED.clear()
         outcome = runner(implementation, scenario, seed, **options)
-        if known:
-            _write(folder, str(scenario.id), sorted(_CALLED))
+        if known and OPENED in _CALLED:
+            _write(folder, str(scenario.id), sorted(_CALLED - {OPENED}))
         return outcome
 
     return run
