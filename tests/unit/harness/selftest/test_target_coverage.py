@@ -33,7 +33,6 @@ from harness.selftest.target_coverage import (
 from harness.selftest.targets import FP
 from harness.suite import default_runner, run_suite
 
-L1 = ["scenarios/l1/seventeen_distinct_failures.toml", "scenarios/l1/bash_description_only.toml"]
 SUBSET = ["scenarios/l1/bash_description_only.toml", "scenarios/l2/classifier_faults.toml",
           "scenarios/l2/slow_allow_is_a_timeout.toml", "scenarios/l3/no_double_counting.toml",
           "scenarios/l4/crash_after_result_saved.toml", "scenarios/m/eof_without_text.toml"]
