@@ -153,8 +153,28 @@ def run_selftest(
     ]
     job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s,
                full, frozenset(m.name for m, keep in zip(mutants, kept) if keep == frozenset()))
+    if jobs > 1 and len(mutants) > 1:
+        warm_up_here(reference, scenarios, seed, criteria, runner, time_limit_s)
     outcomes = run_mutants(job, jobs, progress, len(mutants))
     return reference_result, selftest_result(reference_result, outcomes, criterion_ids)
+
+
+def warm_up_here(reference: Any, scenarios: Sequence[Any], seed: int,
+                 criteria: Sequence[Criterion] | None, runner: Callable[..., Any] | None,
+                 time_limit_s: float) -> None:
+    """Run the reference on the suite's shortest scenario (fewest steps) in this process,
+    result discarded, before a worker is forked per mutant: what a first run in a process
+    builds lazily (imports, caches) is then inherited instead of built again per mutant.
+    A scenario run leaves nothing behind that changes a later one (the premise of the
+    suite's reused workers), so no result changes; a failure here only forgoes the gain."""
+    if not scenarios:
+        return
+    shortest = min(scenarios, key=lambda s: len(getattr(s, "steps", ())))
+    try:
+        run_suite(reference, (shortest,), seed, criteria=criteria, runner=runner,
+                  time_limit_s=time_limit_s)
+    except Exception:  # noqa: BLE001 - only a speed-up: each mutant's own run reports problems
+        return
 
 
 def kept_scenarios(tracked: Tracking, reference_result: RunResult,
