@@ -159,6 +159,18 @@ def test_an_edit_of_a_top_level_assignment_keeps_every_scenario():
         is None
 
 
+def test_a_bundled_constant_edit_runs_every_scenario_even_those_calling_nothing_it_edits():
+    constant = by_name("risk-denials-consume-repeat-budget")  # edits _BUDGET_FREE_DENIALS
+    assert "top-level assignment" in tracking(constant).untracked
+    scenarios = discover([SUBSET[0], SUBSET[4], SUBSET[5]])
+    _, selftest = run_selftest(reference_impl.implementation(), scenarios,
+                               [constant, by_name("bash-key-keeps-description")], 0, full=True)
+    every, selected = selftest.mutants
+    assert every.scenarios_run == tuple(s.id for s in scenarios)
+    # a function edit of the same module skips the one that never computes a repeat key
+    assert selected.scenarios_run == tuple(s.id for s in scenarios[:2])
+
+
 def test_mutants_that_are_not_text_edits_or_declare_features_keep_every_scenario():
     assert "not text edits" in tracking(
         Mutant("inert", "nothing", ("L1.1",), contextlib.nullcontext)).untracked
