@@ -414,6 +414,9 @@ class Runtime:
                                  " status = 'pending' ORDER BY rowid", (session_id,)).fetchall()
             refused = [wait for wait in pending if self.apply_answer(
                 db, wait, False, "the owner sent a new message instead of answering")]
+            if refused:  # a crash from here on must find the turn to resume
+                db.execute("UPDATE sessions SET turn_status = 'running' WHERE session_id = ?"
+                           " AND turn_status = 'awaiting_approval'", (session_id,))
         for wait in refused:
             self.announce_answer(wait, False)
         return bool(refused)

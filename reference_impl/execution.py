@@ -476,11 +476,15 @@ class OperationPipeline:
                 if decided_by is not DecisionSource.CANCELLATION:
                     decided_by = DecisionSource.REVALIDATION
             if escalating:
-                # The sandboxed attempt's saved result stands; only the escalation is refused.
+                # The sandboxed attempt's saved result stands; only the escalation is refused,
+                # and the operation stays bound to the version that attempt ran under (the
+                # approval moved it to the escalation's).
                 refused = conn.execute(
-                    "UPDATE operations SET stage = ?, reason = ?"
+                    "UPDATE operations SET stage = ?, reason = ?, permission_version ="
+                    " (SELECT permission_version FROM result_records WHERE execution_id = ?)"
                     " WHERE execution_id = ? AND stage = ?",
-                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.stage.value),
+                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.execution_id,
+                     op.stage.value),
                 ).rowcount
                 conn.execute(
                     "UPDATE result_records SET reason = ? WHERE execution_id = ?",
