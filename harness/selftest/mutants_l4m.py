@@ -179,4 +179,14 @@ MUTANTS: tuple[Mutant, ...] = (
                    find="or not self._refuse_unanswered_waits(session_id):\n",
                    replace="or True:\n")),
     ),
+    Mutant(
+        "prompt-shows-an-answered-wait",
+        "an instance shows the prompt of a wait it committed although another instance's new "
+        "message answered it meanwhile: the owner is asked about a call already refused",
+        ("L3.2",),
+        edits(edit("reference_impl.execution",
+                   find="            if current is None or current.status is not WaitStatus.PENDING:\n"
+                        "                return\n",
+                   replace="")),
+    ),
 )
