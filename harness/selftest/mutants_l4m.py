@@ -154,4 +154,17 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "stale-answer-appended",
+        "a model answer that comes back after another instance moved the conversation on is "
+        "appended to the new conversation anyway: the model is later sent an answer it gave "
+        "to a conversation that is gone (and its calls run after the turn was done)",
+        ("M5",),
+        edits(edit(TU, find="                if (current.sequence if current else 0) != sent_at_sequence[0]:\n"
+                            "                    # Another instance moved the conversation on while this request ran: the\n"
+                            "                    # answer is to a conversation that is gone; the loop asks from the new one.\n"
+                            "                    return\n",
+                   replace="")),
+        trust_class="world_judges",
+    ),
 )
