@@ -335,8 +335,9 @@ def check_x2(trace: Trace) -> Verdict:
 
 def check_x3(trace: Trace) -> Verdict:
     """After a pre-call denial the loop goes on: the session's next model request carries
-    the call's tool message with outcome not_started, and the turn is not reported
-    ``completed`` without such a request.
+    the call's tool message with outcome not_started and the denial's reason (the one the
+    UI was shown, else the one the host saved: :func:`_untold_why`), and the turn is not
+    reported ``completed`` without such a request.
 
     Exercised (the hard case): a call denied before it ran (not by a cancellation) followed
     by the session's next model request or by the end of its turn.
@@ -381,7 +382,45 @@ def check_x3(trace: Trace) -> Verdict:
                     f"{F.describe(op)} was denied but its tool result reached the model with "
                     f"outcome {message.get('outcome')!r} instead of 'not_started'",
                     (served_at, request.index)))
+            else:
+                untold = _untold_why(trace, op, request, message)
+                if untold is not None:
+                    violations.append(untold)
     return judge("X3", exercised, violations, "no denied call with a continuation to judge")
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _untold_why(trace: Trace, op: F.Op, request: TraceEvent, message: dict) -> Evidence | None:
+    """The denial reaches the model with its reason (the contract: the tool message of a
+    call that did not run "says why in content"), so that the model can change course
+    instead of trying the same call again. The wording is the implementation's; what is
+    judged is that the model is told the same why as the owner: the reason of the last
+    settled publication the world's UI received for the operation before the request, or,
+    when none was published yet, the reason of the host's saved record read last before it
+    (each must be in the tool message's content, whitespace aside). With no reason on either
+    side the content must still say something."""
+    content = _plain(str(message.get("content") or ""))
+    shown = [p for p in O.publications_of(O.publications(trace), op, request.index)
+             if p.status in O.SETTLED_STATUSES and p.reason.strip()]
+    if shown:
+        why, where, at = _plain(shown[-1].reason), "the UI was shown", shown[-1].event.index
+    else:
+        saved = [(p, v) for p, v in op.views
+                 if p.index < request.index and F.value(v.delivery) != "pending" and v.reason.strip()]
+        if not saved:
+            if content:
+                return None
+            return _ev(f"{F.describe(op)} was denied and its tool result reached the model empty: "
+                       f"the model is not told why", (op.served[0].end_index, request.index))
+        why, where, at = _plain(saved[-1][1].reason), "the host recorded", saved[-1][0].index
+    if why in content:
+        return None
+    return _ev(
+        f"{F.describe(op)} was denied and the model was not told why: {where} {why[:80]!r}, the "
+        f"tool message says {content[:80]!r}", (at, request.index))
 
 
 # --------------------------------------------------------------------------- X4
@@ -739,7 +778,8 @@ CRITERIA: tuple[Criterion, ...] = (
         title="A denial is not task completion",
         statement=(
             "A permission denial is saved as 'not executed', returned to the model in the next "
-            "request of the loop, and never ends the turn as completed by itself."
+            "request of the loop with its reason (the why the owner is shown), and never ends "
+            "the turn as completed by itself."
         ),
         seed_clause=(
             "权限拒绝表示这次操作未开始，不表示整个任务完成。 … "
