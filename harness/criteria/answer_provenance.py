@@ -249,6 +249,30 @@ def _moved_on(requests: list[_Request], ends: dict[str, TraceEvent]
     return tuple(found)
 
 
+@by_identity(4)
+def imported_lengths(trace: Trace) -> dict[int, int]:
+    """Per MODEL_REQUEST index, how many of its leading messages are history loaded from a
+    checkpoint: the prefix it shares with the first request of its session after the latest
+    load before it (0 for a session no checkpoint was loaded into)."""
+    requests = [_Request(e, str(e.data.get("session_id", "")),
+                         tuple(m for m in e.data.get("messages") or () if isinstance(m, dict)), ())
+                for e in trace.of_kind(Kind.MODEL_REQUEST)]
+    requests = [_Request(r.event, r.session_id, r.messages, _prefix_digests(r.messages)) for r in requests]
+    loads = _loads_by_session(trace, requests)
+    lengths = {}
+    for request in requests:
+        load = next((ld for ld in reversed(loads.get(request.session_id, []))
+                     if ld.call.index < request.event.index), None)
+        shared = 0
+        if load is not None and load.first_request is not None:
+            first = load.first_request
+            limit = min(len(first.messages), len(request.messages))
+            while shared < limit and first.prefixes[shared + 1] == request.prefixes[shared + 1]:
+                shared += 1
+        lengths[request.event.index] = shared
+    return lengths
+
+
 def describe(item: Unsourced) -> str:
     """One line for the evidence: which message, and where the world did serve it."""
     message = item.message

@@ -22,6 +22,7 @@ from harness.contract import (
 )
 from harness.criteria import facts as F
 from harness.criteria import projection_oracle as O
+from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace import Kind, Trace, TraceEvent
 
@@ -238,7 +239,9 @@ def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
     served once or several times has exactly one record (and one identity), and every
-    ledger row of it runs under that execution id with the args the model emitted.
+    ledger row of it runs under that execution id with the args the model emitted. In
+    every model request, each tool message answers a call an assistant message before it
+    emitted, and no call is answered twice after the message that emitted it.
 
     Exercised (the hard case): a call delivered more than once — served twice, or read back
     after a crash/restart that came after it was first seen — whose records were judged.
@@ -327,7 +330,15 @@ def check_x2(trace: Trace) -> Verdict:
                     (complete[0].end_index, final.index)))
         if judged and redelivered:
             exercised += 1
+    violations += _results_in_conversation(trace)
     return judge("X2", exercised, violations, "no call was delivered twice or read back after a restart")
+
+
+def _results_in_conversation(trace: Trace) -> list[Evidence]:
+    """A call is bound to one result in the conversation the model is sent, as in the
+    store: each tool message answers a call emitted before it, once
+    (:mod:`harness.criteria.result_messages`)."""
+    return [_ev(item.describe(), (item.request.index,)) for item in R.misplaced_results(trace)]
 
 
 # --------------------------------------------------------------------------- X3
@@ -767,7 +778,9 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Each operation is bound to its execution id, its tool call id, a digest of the "
             "arguments the model emitted and the permission version; a call delivered twice "
-            "maps to the same identity and a single record."
+            "maps to the same identity and a single record, and to a single result in the "
+            "conversation the model is sent (a tool message answers a call emitted before it, "
+            "once)."
         ),
         seed_clause="每次操作通过 execution ID、tool call ID、参数摘要、权限版本绑定。",
         check=check_x2,

@@ -167,4 +167,23 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "recovery-refolds-projected-results",
+        "recovery that finds a result checkpointed but not projected appends its tool message "
+        "to the conversation again before replaying the projection: the model is told the "
+        "call returned twice (no tool runs again, the store keeps one record)",
+        ("X2",),
+        edits(edit(RC, find="    for row in rows:\n"
+                            "        pipeline.project(row[\"execution_id\"], with_failpoint=False)\n",
+                   replace="    from reference_impl import continuation\n"
+                           "    for row in rows:\n"
+                           "        with store.transaction() as conn:  # make sure the model has it\n"
+                           "            op = records.load_operation(conn, row[\"execution_id\"])\n"
+                           "            record = results.load(conn, row[\"execution_id\"])\n"
+                           "            if record is not None:\n"
+                           "                continuation.append(conn, op.session_id, results.tool_message(record),\n"
+                           "                                    reason=\"recovery\", now=0.0)\n"
+                           "        pipeline.project(row[\"execution_id\"], with_failpoint=False)\n")),
+        trust_class="world_judges",
+    ),
 )

@@ -253,6 +253,55 @@ def test_x2_not_exercised_on_an_empty_trace():
     assert v("X2", TraceBuilder("s1").build()).status is Status.NOT_EXERCISED
 
 
+def _conversation(*later_messages):
+    """c1 served, executed and answered; then a request carrying ``later_messages`` after
+    [user, assistant(c1)]; returns (trace, that request's index)."""
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.executed("s1", "c1", "write_file", W)
+    b.observe(op_view("s1", "c1", "write_file", W))
+    request = b.model("s1", messages=[user(), assistant(call("c1", "write_file", W)), *later_messages])[0]
+    return b.build(), request
+
+
+def test_x2_one_result_per_call_in_the_conversation_passes():
+    trace, _ = _conversation(tool_result("c1"))
+    assert v("X2", trace).status is not Status.FAIL
+
+
+def test_x2_fails_when_the_model_is_told_a_call_returned_twice():
+    # The recovery-refolds-projected-results mutant's shape.
+    trace, request = _conversation(tool_result("c1"), tool_result("c1"))
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "two tool messages for call 'c1'" in verdict.evidence[0].note
+
+
+def test_x2_fails_on_a_result_for_a_call_the_conversation_does_not_hold():
+    trace, request = _conversation(tool_result("c1"), tool_result("c9"))
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "no assistant message before it emitted" in verdict.evidence[0].note
+
+
+def test_x2_a_call_delivered_again_is_answered_again_after_its_second_delivery():
+    c1 = call("c1", "write_file", W)
+    trace, _ = _conversation(tool_result("c1"), assistant(c1), tool_result("c1"))
+    assert v("X2", trace).status is not Status.FAIL
+
+
+def test_x2_history_loaded_from_a_checkpoint_is_not_judged_for_its_results():
+    for loaded in (True, False):
+        b = TraceBuilder("s1")
+        if loaded:
+            b.driver("load_checkpoint", session_id="s1", fixture="v1")
+            b.returned("load_checkpoint")
+        old = [user("old"), tool_result("c0"), tool_result("c0")]
+        b.model("s1", messages=[*old, user("continue")])
+        b.model("s1", messages=[*old, user("continue"), assistant(text="done"), user("again")])
+        assert (v("X2", b.build()).status is Status.FAIL) is not loaded
+
+
 # --------------------------------------------------------------------------- X3
 
 
