@@ -6,9 +6,10 @@ stream ended, the text, the tool calls). An implementation may hold an assistant
 its conversation for three reasons only, and this module finds, for each assistant message
 of each request, which one applies:
 
-* **answered**: the world served exactly this message (text and tool calls) as the complete
-  answer (stream ended ``end``) to an earlier request of the session whose messages are
-  exactly the messages before it: the answer joined the conversation it was asked from;
+* **answered**: the world served exactly this message (text, surrounding whitespace aside,
+  and tool calls) as the complete answer (stream ended ``end``) to an earlier request of
+  the session whose messages are exactly the messages before it: the answer joined the
+  conversation it was asked from;
 * **partial**: the message is marked ``incomplete``, its text is the text the world served
   to such a request (any ending) and its tool calls, if any, are ones served to it (M5 keeps
   an EOF's partial text, marked so);
@@ -92,6 +93,10 @@ def _prefix_digests(messages: tuple[dict[str, Any], ...]) -> tuple[bytes, ...]:
     return tuple(digests)
 
 
+def _text(message: dict[str, Any]) -> str:
+    return str(message.get("content") or "").strip()
+
+
 def _calls_of(message: dict[str, Any]) -> list[Any]:
     return list(message.get("tool_calls") or ())
 
@@ -119,7 +124,8 @@ def answers(message: dict[str, Any], served: ServedAnswer) -> bool:
     """Is ``message`` the world's ``served`` reply as a conversation may hold it: the
     complete answer of a normally ended stream, or its text marked incomplete (with none or
     some of its calls)?"""
-    if message.get("role") != "assistant" or str(message.get("content") or "") != served.text:
+    # Surrounding whitespace aside: trimming the model's text changes nothing it said.
+    if message.get("role") != "assistant" or _text(message) != served.text.strip():
         return False
     carried = _calls_of(message)
     if message.get("incomplete"):
@@ -203,7 +209,7 @@ def provenance(trace: Trace) -> Provenance:
         for asked, answer in pending:
             if answer.end.index < request.event.index:
                 served_to.setdefault((asked.session_id, asked.prefixes[-1]), []).append(answer)
-                by_text.setdefault((asked.session_id, answer.text), []).append(answer)
+                by_text.setdefault((asked.session_id, answer.text.strip()), []).append(answer)
             else:
                 still.append((asked, answer))
         pending = still
@@ -215,8 +221,7 @@ def provenance(trace: Trace) -> Provenance:
                 continue
             if _imported(loads.get(request.session_id, []), request, position):
                 continue
-            elsewhere = tuple(a for a in by_text.get((request.session_id,
-                                                      str(message.get("content") or "")), ())
+            elsewhere = tuple(a for a in by_text.get((request.session_id, _text(message)), ())
                               if answers(message, a) or (
                                   message.get("incomplete") is not True and a.how == "end"
                                   and [_call_id(c) for c in _calls_of(message)]

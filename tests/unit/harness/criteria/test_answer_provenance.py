@@ -29,7 +29,8 @@ def _json(message):
 def test_a_complete_answer_is_its_text_and_its_calls_exactly():
     served = _served()
     assert P.answers(_json(assistant((W,), content="hi")), served)
-    assert not P.answers(_json(assistant((W,), content="hi ")), served)  # the text as served
+    assert P.answers(_json(assistant((W,), content="hi\n")), served)  # trimmed or not
+    assert not P.answers(_json(assistant((W,), content="hi there")), served)  # the text as served
     assert not P.answers(_json(assistant((), content="hi")), served)  # a call dropped
     other = ToolCall("c1", "write_file", {"path": "/repo/a", "content": "y"})
     assert not P.answers(_json(assistant((other,), content="hi")), served)  # args rewritten
