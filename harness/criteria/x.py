@@ -24,6 +24,7 @@ from harness.criteria import facts as F
 from harness.criteria import projection_oracle as O
 from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.identity_memo import by_identity
 from harness.trace import Kind, Trace, TraceEvent
 
 STAGE = "x"
@@ -400,6 +401,11 @@ def check_x3(trace: Trace) -> Verdict:
     return judge("X3", exercised, violations, "no denied call with a continuation to judge")
 
 
+@by_identity(4)  # asked once per denied call of the trace
+def _publications(trace: Trace) -> tuple[O.Publication, ...]:
+    return O.publications(trace)
+
+
 def _plain(text: str) -> str:
     return " ".join(text.split())
 
@@ -414,7 +420,7 @@ def _untold_why(trace: Trace, op: F.Op, request: TraceEvent, message: dict) -> E
     (each must be in the tool message's content, whitespace aside). With no reason on either
     side the content must still say something."""
     content = _plain(str(message.get("content") or ""))
-    shown = [p for p in O.publications_of(O.publications(trace), op, request.index)
+    shown = [p for p in O.publications_of(_publications(trace), op, request.index)
              if p.status in O.SETTLED_STATUSES and p.reason.strip()]
     if shown:
         why, where, at = _plain(shown[-1].reason), "the UI was shown", shown[-1].event.index
