@@ -6,10 +6,10 @@ stream ended, the text, the tool calls). An implementation may hold an assistant
 its conversation for three reasons only, and this module finds, for each assistant message
 of each request, which one applies:
 
-* **answered**: the world served exactly this message (text, surrounding whitespace aside,
-  and tool calls) as the complete answer (stream ended ``end``) to an earlier request of
-  the session whose messages are exactly the messages before it: the answer joined the
-  conversation it was asked from;
+* **answered**: the world served exactly this message (its tool calls, and its text but for
+  surrounding whitespace or, beside calls, left out) as the complete answer (stream ended
+  ``end``) to an earlier request of the session whose messages are exactly the messages
+  before it: the answer joined the conversation it was asked from;
 * **partial**: the message is marked ``incomplete``, its text is the text the world served
   to such a request (any ending) and its tool calls, if any, are ones served to it (M5 keeps
   an EOF's partial text, marked so);
@@ -123,15 +123,30 @@ def _same_calls(carried: list[Any], served: tuple[Any, ...]) -> bool:
 def answers(message: dict[str, Any], served: ServedAnswer) -> bool:
     """Is ``message`` the world's ``served`` reply as a conversation may hold it: the
     complete answer of a normally ended stream, or its text marked incomplete (with none or
-    some of its calls)?"""
-    # Surrounding whitespace aside: trimming the model's text changes nothing it said.
-    if message.get("role") != "assistant" or _text(message) != served.text.strip():
+    some of its calls)? The text is compared without surrounding whitespace (trimming the
+    model's text changes nothing it said), and a complete answer with calls may leave its
+    text out: its calls (ids, tools, args) already say which answer it is."""
+    if message.get("role") != "assistant":
         return False
     carried = _calls_of(message)
+    text = _text(message)
+    if text != served.text.strip() and (text or not carried or message.get("incomplete")):
+        return False
     if message.get("incomplete"):
         ids = [_call_id(c) for c in served.tool_calls]
         return [_call_id(c) for c in carried] == ids[:len(carried)]
     return served.how == "end" and _same_calls(carried, served.tool_calls)
+
+
+def _first_call_id(message: dict[str, Any]) -> str | None:
+    calls = _calls_of(message)
+    return str(_call_id(calls[0])) if calls else None
+
+
+def _same_answer(message: dict[str, Any], served: ServedAnswer) -> bool:
+    """``message`` is ``served`` as a conversation may hold it, or its complete form with
+    its incomplete flag wrong: evidence of where it came from, whatever else is wrong."""
+    return answers(message, served) or answers({**message, "incomplete": False}, served)
 
 
 def _fixture_messages(call: TraceEvent) -> list[dict[str, Any]] | None:
@@ -201,7 +216,8 @@ def provenance(trace: Trace) -> Provenance:
     loads = _loads_by_session(trace, requests)
     # (session, digest of the conversation a request carried) -> what the world served it
     served_to: dict[tuple[str, bytes], list[ServedAnswer]] = {}
-    by_text: dict[tuple[str, str], list[ServedAnswer]] = {}
+    # answers by text and by first call id, to name where a misplaced answer was served
+    served_like: dict[tuple[str, str, str | None], list[ServedAnswer]] = {}
     pending: list[tuple[_Request, ServedAnswer]] = []  # served, not yet usable (ends later)
     unsourced: list[Unsourced] = []
     for request in requests:
@@ -209,7 +225,10 @@ def provenance(trace: Trace) -> Provenance:
         for asked, answer in pending:
             if answer.end.index < request.event.index:
                 served_to.setdefault((asked.session_id, asked.prefixes[-1]), []).append(answer)
-                by_text.setdefault((asked.session_id, answer.text.strip()), []).append(answer)
+                served_like.setdefault((asked.session_id, "text", answer.text.strip()), []).append(answer)
+                if answer.tool_calls:
+                    served_like.setdefault((asked.session_id, "calls", str(_call_id(answer.tool_calls[0]))),
+                                           []).append(answer)
             else:
                 still.append((asked, answer))
         pending = still
@@ -221,11 +240,9 @@ def provenance(trace: Trace) -> Provenance:
                 continue
             if _imported(loads.get(request.session_id, []), request, position):
                 continue
-            elsewhere = tuple(a for a in by_text.get((request.session_id, _text(message)), ())
-                              if answers(message, a) or (
-                                  message.get("incomplete") is not True and a.how == "end"
-                                  and [_call_id(c) for c in _calls_of(message)]
-                                  == [_call_id(c) for c in a.tool_calls]))
+            elsewhere = tuple({id(a): a for key in ((request.session_id, "text", _text(message)),
+                                                    (request.session_id, "calls", _first_call_id(message)))
+                               for a in served_like.get(key, ()) if _same_answer(message, a)}.values())
             unsourced.append(Unsourced(request.event, position, message, elsewhere))
         end = ends.get(str(request.event.data.get("request_id", "")))
         if end is not None:

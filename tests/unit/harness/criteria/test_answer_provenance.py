@@ -32,6 +32,8 @@ def test_a_complete_answer_is_its_text_and_its_calls_exactly():
     assert P.answers(_json(assistant((W,), content="hi\n")), served)  # trimmed or not
     assert not P.answers(_json(assistant((W,), content="hi there")), served)  # the text as served
     assert not P.answers(_json(assistant((), content="hi")), served)  # a call dropped
+    assert P.answers(_json(assistant((W,), content="")), served)  # the calls say which answer
+    assert not P.answers(_json(assistant((), content="")), _served(calls=()))  # "" is not "hi"
     other = ToolCall("c1", "write_file", {"path": "/repo/a", "content": "y"})
     assert not P.answers(_json(assistant((other,), content="hi")), served)  # args rewritten
     assert not P.answers(_json(Message("user", "hi")), served)
