@@ -398,6 +398,17 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                            " op.args, False)\n"
                            "                continue\n")),
     ),
+    Mutant(
+        "cancel-before-start-runs-tool",
+        "the revalidation before the start forgets the cancellation: a session cancelled after "
+        "the permission decision and before the start still runs the allowed tool",
+        ("L2.7",),
+        edits(edit(EX, find="        if session.cancelled:\n"
+                            "            return Decision(Permission.DENY, DecisionSource.CANCELLATION,\n"
+                            "                            \"the session was cancelled before execution\")\n",
+                   replace="")),
+        trust_class="catalogue",
+    ),
 )
 
 MUTANTS: tuple[Mutant, ...] = X_MUTANTS + L1_MUTANTS + L2_MUTANTS
