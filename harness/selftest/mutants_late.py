@@ -12,6 +12,8 @@ from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
 from harness.selftest.targets import AP, DC, EX, FP, MR, PM, RC, RS, TU, VI
 
+RT = "reference_impl.runtime"
+
 # --------------------------------------------------------------------------- stage L3
 
 L3_MUTANTS: tuple[Mutant, ...] = (
@@ -299,6 +301,18 @@ L4_MUTANTS: tuple[Mutant, ...] = (
                             "                (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),\n",
                    replace="                \" WHERE execution_id = ? AND permission = ?\",\n"
                            "                (Stage.STARTED.value, op.execution_id, Permission.ALLOW.value),\n")),
+    ),    Mutant(
+        "deferred-turn-reported-completed",
+        "an instance that finds the session's pending call held by another instance leaves it "
+        "to that instance and reports the turn completed instead of deferred",
+        ("L4.10",),
+        edits(edit(TU, find="                    return self.end(session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="                    return self.end(session_id, TurnStatus.COMPLETED, persist=False)\n"),
+              edit(RT, find="            return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="            return self._turns.end(session_id, TurnStatus.COMPLETED, persist=False)\n"),
+              edit(RT, find="            return self._turns.end(wait.session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="            return self._turns.end(wait.session_id, TurnStatus.COMPLETED, persist=False)\n")),
+        trust_class="world_judges",
     ),
 )
 
