@@ -97,4 +97,14 @@ MUTANTS: tuple[Mutant, ...] = (
                            "                             for rule in config.rules))  # denied somewhere: hide it\n")),
         trust_class="catalogue",
     ),
+    Mutant(
+        "projection-reason-from-operation",
+        "the projection (and inspect(), built by the same function) takes its reason from the "
+        "operation's decision record rather than from the result record: a failed call is "
+        "shown with the rule that allowed it",
+        ("L5.4",),
+        edits(edit(VI, find="    reason = result.reason if result else op.reason\n",
+                   replace="    reason = op.reason if op.reason else (result.reason if result else \"\")\n")),
+        trust_class="world_judges",
+    ),
 )
