@@ -418,6 +418,16 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                            "                continue\n")),
     ),
     Mutant(
+        "revalidation-refusal-marks-started",
+        "an operation refused at revalidation (its approval or rules went stale) is saved with "
+        "execution_started=true, as if the tool had been called",
+        ("L2.10",),
+        edits(edit(RS, find="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)\n",
+                   replace="    return ToolOutcome(Outcome.NOT_STARTED, failure,\n"
+                           "                       op.decided_by is DecisionSource.REVALIDATION, False, op.reason)\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
         "cancel-before-start-runs-tool",
         "the revalidation before the start forgets the cancellation: a session cancelled after "
         "the permission decision and before the start still runs the allowed tool",

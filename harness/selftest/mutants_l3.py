@@ -133,16 +133,4 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="            asks_owner = sandboxed and outcome.escalation_requested\n")),
         trust_class="world_judges",
     ),
-    Mutant(
-        "rejected-fallback-resets-streak",
-        "any answer to a fallback approval ends the denial streak: a rejected fallback resets "
-        "the consecutive count as an approved one does, so the next operation needing review "
-        "goes back to the classifier instead of the owner",
-        ("L3.5", "L3.1"),
-        edits(edit(AP, find="    if approve:\n"
-                            "        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)\n",
-                   replace="    if True:  # the owner answered: the streak is over\n"
-                           "        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)\n")),
-        trust_class="catalogue",
-    ),
 )
