@@ -55,6 +55,7 @@ from harness.contract import (
     ToolCall,
     ToolInvocation,
     ToolKind,
+    ToolResult,
     ToolUnavailable,
     TurnStatus,
     WaitStatus,
@@ -520,6 +521,7 @@ class OperationPipeline:
         idempotent = session.tool_is_idempotent(op.tool)
         attempts = 0
         returned_before = False
+        last_returned: ToolResult | None = None  # the last attempt that ran: its result stands
         while True:
             attempts += 1
             try:
@@ -528,12 +530,16 @@ class OperationPipeline:
                 if failure_policy.may_retry_unavailable(attempts - 1, retries_max):
                     continue
                 if returned_before:  # an earlier attempt did run: not "certainly not started"
+                    assert last_returned is not None
                     return (ToolOutcome(Outcome.FAILED, FailureKind.TRANSIENT,
                                         True, False, f"the retry could not start: {exc}"),
-                            "", None, attempts)
+                            last_returned.output,
+                            result_digest(last_returned.status.value, last_returned.output),
+                            attempts)
                 return failure_policy.tool_unavailable_outcome(str(exc)), "", None, attempts
             except Exception as exc:  # the world broke mid-call; SimulatedCrash passes
                 return failure_policy.invocation_error_outcome(exc), "", None, attempts
+            last_returned = result
             returned_before = True
             if failure_policy.may_retry_result(result, idempotent, attempts - 1, retries_max):
                 continue

@@ -107,4 +107,14 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="        content = \"not executed\"\n")),
         trust_class="world_judges",
     ),
+    Mutant(
+        "projection-reason-from-operation",
+        "the projection (and inspect(), built by the same function) takes its reason from the "
+        "operation's decision record rather than from the result record: a failed call is "
+        "shown with the rule that allowed it",
+        ("L5.4",),
+        edits(edit(VI, find="    reason = result.reason if result else op.reason\n",
+                   replace="    reason = op.reason if op.reason else (result.reason if result else \"\")\n")),
+        trust_class="world_judges",
+    ),
 )

@@ -886,3 +886,42 @@ def test_fresh_checkpoints_are_those_no_earlier_observation_showed():
                        for point in trace.observations for session in ("s1", "s2")}
     assert answers[(1, "s1")] == [1] and answers[(3, "s1")] == [2] and answers[(3, "s2")] == [1]
     assert answers[(2, "s1")] == [3] and answers[(5, "s1")] == []  # shown at 2 already
+
+
+def _deferred(tb, b_status="deferred", a_final=True):
+    """A is held after recording the start of c1; B delivers c1 again, finds it held by A and
+    returns ``b_status``; A is released, runs c1 and (``a_final``) gets the final answer."""
+    args = {"session_id": "s1", "user_text": "go", "hold_at": "after_start_recorded"}
+    _driver(tb, "driver_call", 1, "concurrent_turn", args={**args, "role": "A"})
+    tb.respond("s1", (W,), instance=1)
+    _hit(tb, "after_start_recorded", "hold", CTX, IN_FLIGHT, instance=1)
+    _driver(tb, "driver_call", 2, "concurrent_turn", args={**args, "role": "B", "held": True})
+    tb.respond("s1", (W,), instance=2)
+    b_return = _driver(tb, "driver_return", 2, "concurrent_turn",
+                       result={"session_id": "s1", "status": b_status, "final_text": ""})
+    tb.executed("s1", W, instance=1)
+    if a_final:
+        tb.respond("s1", text="Written.", instance=1)
+    a_return = _driver(tb, "driver_return", 1, "concurrent_turn",
+                       result={"session_id": "s1", "status": "completed", "final_text": "Written."})
+    tb.observe("quiescent", Observation(operations=(SAVED,), result_records=1))
+    return b_return, a_return
+
+
+def test_l4_10_passes_when_the_instance_that_left_the_call_says_deferred():
+    tb = TB(S1)
+    _deferred(tb)
+    assert_pass(check("L4.10", tb.build()), exercised=3)  # the raced call and both returns
+
+
+def test_l4_10_fails_when_the_instance_that_left_the_call_reports_the_turn_completed():
+    """The probe deferred-turn-reported-completed: B's turn ended on A's unsettled call."""
+    tb = TB(S1)
+    b_return, _ = _deferred(tb, b_status="completed")
+    assert_fail_at(check("L4.10", tb.build()), b_return)
+
+
+def test_l4_10_fails_when_the_released_instance_reports_completed_without_a_final_answer():
+    tb = TB(S1)
+    _, a_return = _deferred(tb, a_final=False)
+    assert_fail_at(check("L4.10", tb.build()), a_return)
