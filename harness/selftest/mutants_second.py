@@ -1,0 +1,49 @@
+"""A second mutant for criteria the self-test covered with one: each guards its checker
+against a loosening that the first mutant would not notice (a different defect of the same
+rule). Found by probing the reference with realistic defects, all caught as they are."""
+
+from __future__ import annotations
+
+from harness.selftest.mutant import Mutant
+from harness.selftest.source_patch import edit, edits
+from harness.selftest.targets import FP, MR, TU
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "tools-cached-per-session",
+        "the turn loop computes the tools it offers once per session and reuses them: a tool "
+        "revoked later is still offered in every later request",
+        ("L5.1",),
+        edits(edit(TU, find="            return (current.messages if current else ()), visible_tools(config)\n",
+                   replace="            return (current.messages if current else ()), self.__dict__.setdefault(\n"
+                           "                \"_tools_\" + session_id, visible_tools(config))\n")),
+    ),
+    Mutant(
+        "cancel-reraised-as-transport-error",
+        "a cancelled model stream is recorded failed and re-raised as another error, not as "
+        "the cancellation the world raised",
+        ("M3",),
+        edits(edit(MR, find="        except ModelStreamCancelled as exc:\n"
+                            "            return ModelReply(request.request_id, ModelRequestStatus.CANCELLED, \"\".join(text),\n"
+                            "                              error=exc)\n",
+                   replace="        except ModelStreamCancelled as exc:\n"
+                           "            return ModelReply(request.request_id, ModelRequestStatus.FAILED, \"\".join(text),\n"
+                           "                              error=RuntimeError(str(exc)))\n")),
+    ),
+    Mutant(
+        "risk-denials-use-repeat-budget",
+        "classifier risk denials count against the execution-failure repeat budget, so a call "
+        "the classifier keeps denying is refused as a repeat before the approval fallback",
+        ("L3.9",),
+        edits(edit(FP, find="    DecisionSource.CLASSIFIER,  # risk denials must be able to reach the approval fallback\n",
+                   replace="")),
+    ),
+    Mutant(
+        "description-dropped-for-every-tool",
+        "a field named description is left out of every tool's dedup key, not only Bash's "
+        "display-only one",
+        ("L1.4",),
+        edits(edit(FP, find="    if is_bash(tool, kind):\n        args = {name",
+                   replace="    if True:\n        args = {name")),
+    ),
+)
