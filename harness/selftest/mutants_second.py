@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
-from harness.selftest.targets import FP, MR, TU
+from harness.selftest.targets import EX, FP, MR, TU
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -45,5 +45,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ("L1.4",),
         edits(edit(FP, find="    if is_bash(tool, kind):\n        args = {name",
                    replace="    if True:\n        args = {name")),
+    ),
+    Mutant(
+        "cancel-ignored-after-approval",
+        "revalidation checks the cancellation only for calls a rule or the classifier allowed: "
+        "a call the owner approved runs although the session was cancelled before its start",
+        ("L2.7",),
+        edits(edit(EX, find="        if session.cancelled:\n"
+                            "            return Decision(Permission.DENY, DecisionSource.CANCELLATION,\n"
+                            "                            \"the session was cancelled before execution\")\n",
+                   replace="        if session.cancelled and op.decided_by is not DecisionSource.APPROVAL:\n"
+                           "            return Decision(Permission.DENY, DecisionSource.CANCELLATION,\n"
+                           "                            \"the session was cancelled before execution\")\n")),
     ),
 )
