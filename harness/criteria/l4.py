@@ -31,7 +31,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import trace_readings as s
-from harness.criteria import prepared_calls, races, trusted_denials
+from harness.criteria import prepared_calls, races, recovery_reports, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
@@ -627,7 +627,9 @@ def _completed_elsewhere(trace: Trace, session: str, span: s.DriverSpan, crash_i
 def check_l4_9(trace: Trace) -> Verdict:
     """Exercised per operation cut off between its recorded start and its saved result
     (as for L4.3) that something later reports on: the restarted store, a UI publication,
-    a ``result_saved`` event or a model request. Fails when any report is not unknown."""
+    a ``result_saved`` event, a model request, or the recovery that follows the crash.
+    Fails when any report is not unknown, or when that recovery's ``RecoveryReport`` (or its
+    ``recovered`` event for the session) does not list it as needing reconciliation."""
     exercised, violations = 0, []
     for crash, key in _unconfirmable(trace):
         execution_id = execution_id_for(*key)
@@ -650,6 +652,15 @@ def check_l4_9(trace: Trace) -> Verdict:
                 message = s.tool_message(request, key[1])
                 if message is not None and message.get("outcome") is not None:
                     reports.append((request.index, str(message.get("outcome"))))
+        recovery = recovery_reports.first_after(trace, crash.index)
+        if recovery is not None:
+            reports.append((recovery.return_index, Outcome.UNKNOWN.value))  # judged below
+            omitted_by = recovery.lists(execution_id, key[0])
+            if omitted_by is not None:
+                violations.append(s.ev(
+                    f"{key[1]} could not be confirmed (crash after its start) yet {omitted_by} "
+                    "does not list it as needing reconciliation", crash.index,
+                    recovery.call_index, recovery.return_index))
         if not reports:
             continue
         exercised += 1

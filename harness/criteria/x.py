@@ -23,6 +23,7 @@ from harness.contract import (
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import projection_oracle as O
+from harness.criteria import recovery_reports
 from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.identity_memo import by_identity
@@ -539,7 +540,36 @@ def check_x4(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: marked reconciliation_required/unknown without any crash "
                 f"between its start record and its result ({', '.join(F.CRASH_AFTER_START)}) "
                 f"and without an unknown tool answer", indexes, rows))
-    return judge("X4", exercised, violations, "no operation was marked reconciliation_required")
+    exercised_reports, dishonest = _listed_by_recovery(trace, ops)
+    return judge("X4", exercised + exercised_reports, violations + dishonest,
+                 "no operation was marked reconciliation_required")
+
+
+def _listed_by_recovery(trace: Trace, ops) -> tuple[int, list[Evidence]]:
+    """Every operation a ``RecoveryReport`` (or one of its ``recovered`` events) lists as
+    needing reconciliation may have run without a known result: a crash before that recovery
+    cut it off between its start record and its result, or the tool answered unknown
+    (:mod:`harness.criteria.recovery_reports`)."""
+    by_execution = {execution_id_for(*key): op for key, op in ops.items()}
+    exercised, found = 0, []
+    for report in recovery_reports.reports(trace):
+        for execution_id in sorted(report.listed()):
+            exercised += 1
+            op = by_execution.get(execution_id)
+            if op is None:
+                found.append(_ev(f"the recovery at event {report.call_index} lists {execution_id} "
+                                 "as needing reconciliation, an operation nobody saw",
+                                 (report.return_index,)))
+                continue
+            crash = F.crashed_mid_execution(trace, op, ops)
+            tool_said_unknown = any(r.data.get("error_kind") == "unknown"
+                                    and r.index < report.call_index for r in op.rows)
+            if not tool_said_unknown and (crash is None or crash.index > report.call_index):
+                found.append(_ev(
+                    f"the recovery at event {report.call_index} lists {F.describe(op)} as needing "
+                    "reconciliation, yet no crash cut it off between its start record and its "
+                    "result before it and no tool answered unknown", (report.return_index,)))
+    return exercised, found
 
 
 # --------------------------------------------------------------------------- X5

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
-from harness.selftest.targets import EX, FP, MR, TU
+from harness.selftest.targets import EX, FP, MR, RC, TU
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -57,5 +57,24 @@ MUTANTS: tuple[Mutant, ...] = (
                    replace="        if session.cancelled and op.decided_by is not DecisionSource.APPROVAL:\n"
                            "            return Decision(Permission.DENY, DecisionSource.CANCELLATION,\n"
                            "                            \"the session was cancelled before execution\")\n")),
+    ),
+    Mutant(
+        "recovery-report-omits-unknown",
+        "recover() marks an interrupted write unknown in the store but its RecoveryReport and "
+        "recovered events list nothing as needing reconciliation: the UI never asks the owner "
+        "to reconcile it",
+        ("L4.9",),
+        edits(edit(RC, find="        reconciliation_required=unknown,\n        turns_resumed=running,\n",
+                   replace="        reconciliation_required=(),\n        turns_resumed=running,\n"),
+              edit(RC, find="                     reconciliation_required=list(unknown),\n",
+                   replace="                     reconciliation_required=[],\n")),
+    ),
+    Mutant(
+        "recovery-report-lists-completed-as-unknown",
+        "recover() lists the results it only folded into a checkpoint (known, saved before the "
+        "crash) as needing reconciliation too",
+        ("X4",),
+        edits(edit(RC, find="        reconciliation_required=unknown,\n        turns_resumed=running,\n",
+                   replace="        reconciliation_required=unknown + completed,\n        turns_resumed=running,\n")),
     ),
 )

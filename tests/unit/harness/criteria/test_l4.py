@@ -925,3 +925,58 @@ def test_l4_10_fails_when_the_released_instance_reports_completed_without_a_fina
     tb = TB(S1)
     _, a_return = _deferred(tb, a_final=False)
     assert_fail_at(check("L4.10", tb.build()), a_return)
+
+
+# --------------------------------------------------------------------------- what recover() reports
+
+
+def _reported(tb, listed, announced=None):
+    """An operation cut off after its tool returned; the recovery that follows returns a
+    RecoveryReport listing ``listed`` (and emits a recovered event listing ``announced``)."""
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_tool_returned", CTX, IN_FLIGHT)
+    if announced is not None:
+        tb.emit("recovered", "s1", reconciliation_required=list(announced))
+    returned = tb.ret("recover", {"results_completed": [], "projections_replayed": [],
+                                  "reconciliation_required": list(listed), "turns_resumed": []})
+    tb.observe("after_restart", Observation(operations=(UNKNOWN,)))
+    return returned
+
+
+def test_l4_9_passes_when_the_recovery_lists_the_unconfirmed_operation():
+    tb = TB(S1)
+    _reported(tb, [xid("c1")], announced=[xid("c1")])
+    assert_pass(check("L4.9", tb.build()))
+
+
+def test_l4_9_fails_when_the_recovery_report_or_event_leaves_it_out():
+    tb = TB(S1)
+    returned = _reported(tb, [])
+    verdict = check("L4.9", tb.build())
+    assert_fail_at(verdict, returned)  # passed before recovery_reports: the report was not read
+    assert "RecoveryReport" in verdict.evidence[0].note
+    tb = TB(S1)
+    returned = _reported(tb, [xid("c1")], announced=[])
+    verdict = check("L4.9", tb.build())
+    assert_fail_at(verdict, returned)
+    assert "recovered event of s1" in verdict.evidence[0].note
+
+
+def test_x4_fails_when_the_recovery_lists_a_confirmed_operation():
+    from harness.criteria import x
+
+    x4 = next(c for c in x.CRITERIA if c.id == "X4")
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    tb.observe("quiescent", Observation(operations=(op(W),)))
+    _crash(tb, "after_checkpoint_saved", CTX, op(W))
+    returned = tb.ret("recover", {"results_completed": [], "projections_replayed": [],
+                                  "reconciliation_required": [xid("c1")], "turns_resumed": []})
+    tb.observe("after_restart", Observation(operations=(op(W),)))
+    verdict = run_check(x4, tb.build())
+    assert_fail_at(verdict, returned)
+    tb = TB(S1)
+    _reported(tb, [xid("c1")])
+    assert run_check(x4, tb.build()).status is Status.PASS
