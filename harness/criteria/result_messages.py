@@ -3,12 +3,13 @@
 Judged from the world's model requests alone (``MODEL_REQUEST.messages``): in every request,
 a ``tool`` message must answer a call of an assistant message before it in that request,
 and no call may be answered twice after the message that emitted it (a call the model
-delivered again, in a later answer, is answered again after it). A second result of one call (a result folded again,
-e.g. by a recovery that does not see it was already folded) tells the model the call
-returned twice; a result for a call the conversation does not hold answers nothing the
-model asked. History loaded from a checkpoint (the prefix a request shares with the first
-request after the load, :func:`answer_provenance.imported_lengths`) is L1.6's to judge and
-is only read here for the calls it holds.
+delivered again, in a later answer, is answered again after it). A second result of one
+call (a result folded again, e.g. by a recovery that does not see it was already folded)
+tells the model the call returned twice; a result for a call the conversation does not
+hold answers nothing the model asked. History loaded from a checkpoint (the prefix a
+request shares with the first request after the load,
+:func:`answer_provenance.imported_lengths`) is L1.6's to judge: its results are only
+remembered here, so that one answered again after it is still a second result.
 
 Guarantees: pure over the trace, linear in the messages the requests carried; each
 problem is reported once per (session, call, kind), at the first request that shows it.
