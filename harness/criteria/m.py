@@ -11,6 +11,7 @@ from __future__ import annotations
 from harness.contract import Feature, ModelRequestStatus, TurnStatus
 from harness.criteria import answer_provenance as P
 from harness.criteria import trace_readings as s
+from harness.criteria import user_messages
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Trace, TraceEvent
 
@@ -250,7 +251,10 @@ def check_m5(trace: Trace) -> Verdict:
     that is not what the world served to a request whose messages are exactly the messages
     before it (complete, or its text marked incomplete), nor a message of a checkpoint
     loaded into the session, where the first request after the load carried it: an answer
-    the model gave to a conversation that is gone is no answer of this one."""
+    the model gave to a conversation that is gone is no answer of this one. Likewise for what
+    the user said (:mod:`harness.criteria.user_messages`): the first request of a turn carries
+    the turn's text as its last user message, and no request carries a user message the user
+    never sent; each turn whose first request reached the model is exercised."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)
@@ -307,6 +311,12 @@ def check_m5(trace: Trace) -> Verdict:
     for item in found.unsourced:
         violations.append(s.ev(P.describe(item), *(a.end.index for a in item.served_elsewhere[:1]),
                                item.request.index))
+    users = user_messages.read(trace)
+    exercised += users.told
+    for finding in users.findings:
+        indexes = (finding.call_index, finding.request.index) if finding.call_index is not None \
+            else (finding.request.index,)
+        violations.append(s.ev(finding.note, *indexes))
     return judge("M5", exercised, violations, "no stream ended by EOF, transport error or cancellation")
 
 
@@ -349,7 +359,8 @@ CRITERIA: tuple[Criterion, ...] = (
         "the model is sent is what it answered to exactly the conversation before it (an "
         "answer that comes back after another instance moved the conversation on is dropped, "
         "never appended to the new one), its partial text marked incomplete, or history "
-        "loaded from a checkpoint.",
+        "loaded from a checkpoint; likewise every user message is what the user said, and a "
+        "turn's first request carries its text.",
         "原有部分文本返回仍标为未完整结束。完成观察器不把失败请求视为成功回答。",
         check_m5,
     ),

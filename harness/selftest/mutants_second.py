@@ -77,4 +77,13 @@ MUTANTS: tuple[Mutant, ...] = (
         edits(edit(RC, find="        reconciliation_required=unknown,\n        turns_resumed=running,\n",
                    replace="        reconciliation_required=unknown + completed,\n        turns_resumed=running,\n")),
     ),
+    Mutant(
+        "user-text-never-reaches-the-model",
+        "run_turn records the user's message without its text: every request of the turn asks "
+        "the model about a message that says nothing",
+        ("M5",),
+        edits(edit("reference_impl.runtime",
+                   find="            continuation.append(conn, session_id, Message(\"user\", user_text),\n",
+                   replace="            continuation.append(conn, session_id, Message(\"user\", \"\"),\n")),
+    ),
 )

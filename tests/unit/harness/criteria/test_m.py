@@ -308,7 +308,7 @@ def _partial(tb, returned="incomplete", view_partial="the numbers grew by", late
 def test_m5_passes_when_partial_text_stays_incomplete():
     tb = TB()
     _partial(tb)
-    assert_pass(check("M5", tb.build()))
+    assert_pass(check("M5", tb.build()), exercised=3)  # the EOF, and two turns told the user's text
 
 
 def test_m5_fails_when_the_turn_completes_on_partial_text():
@@ -544,3 +544,41 @@ def test_m5_without_a_load_an_old_answer_is_not_history():
     tb = TB()
     tb.request("s1", (Message("user", "old"), assistant(content="old answer"), Message("user", "continue")))
     assert check("M5", tb.build()).status is Status.FAIL
+
+
+# --------------------------------------------------------------------------- M5: what the user said
+
+
+def _turn_reaching_the_model(tb, said, carried):
+    """A turn call saying ``said`` whose first request carries ``carried`` as its messages."""
+    call = tb.call("run_turn", session_id="s1", user_text=said)
+    tb.respond("s1", (), text="ok", messages=carried)
+    request = len(tb.events) - 2
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "ok"})
+    return call, request
+
+
+def test_m5_passes_when_each_turn_tells_the_model_what_the_user_said():
+    tb = TB()
+    _turn_reaching_the_model(tb, "go", (Message("user", "go"),))
+    _turn_reaching_the_model(tb, "and then?", (Message("user", "go"), Message("assistant", "ok"),
+                                               Message("user", "and then?")))
+    verdict = check("M5", tb.build())
+    assert verdict.status is not Status.FAIL, verdict.evidence
+
+
+def test_m5_fails_when_the_turn_reaches_the_model_without_the_users_words():
+    tb = TB()
+    call, request = _turn_reaching_the_model(tb, "delete the branch", (Message("user", ""),))
+    verdict = check("M5", tb.build())  # not judged before user_messages
+    assert_fail_at(verdict, request)
+    assert any("not told what the user said" in e.note and call in e.trace_indexes
+               for e in verdict.evidence), verdict.evidence
+
+
+def test_m5_fails_on_a_user_message_the_user_never_sent():
+    tb = TB()
+    _, request = _turn_reaching_the_model(tb, "go", (Message("user", "go"), Message("user", "go")))
+    verdict = check("M5", tb.build())
+    assert_fail_at(verdict, request)
+    assert any("never sent" in e.note for e in verdict.evidence), verdict.evidence
