@@ -414,6 +414,9 @@ class Runtime:
                                  " status = 'pending' ORDER BY rowid", (session_id,)).fetchall()
             refused = [wait for wait in pending if self.apply_answer(
                 db, wait, False, "the owner sent a new message instead of answering")]
+            if refused:  # a crash from here on must find the turn to resume
+                db.execute("UPDATE sessions SET turn_status = 'running' WHERE session_id = ?"
+                           " AND turn_status = 'awaiting_approval'", (session_id,))
         for wait in refused:
             self.announce_answer(wait, False)
         return bool(refused)
@@ -927,7 +930,7 @@ class Runtime:
                       "args": json.loads(op["args"]), "sandboxed": True}
         retries = session.threshold("auto_retries_max", 2)
         idempotent = session.tools.get(op["tool"], {}).get("idempotent", False)
-        attempts, returned_before = 0, False
+        attempts, last_returned = 0, None  # the last attempt that ran: its result stands
         while True:
             attempts += 1
             try:
@@ -938,12 +941,14 @@ class Runtime:
                                   f"the invocation broke ({exc.kind}: {exc}); effect unknown")
                 if attempts - 1 < retries:
                     continue
-                if returned_before:
+                if last_returned is not None:  # an attempt ran: keep its output (L4.7)
+                    output = last_returned.get("output", "")
                     return result("failed", "transient", True, False, attempts,
-                                  f"the retry could not start: {exc}")
+                                  f"the retry could not start: {exc}", output,
+                                  result_digest(last_returned["status"], output))
                 return result("not_started", "transient", False, False, attempts,
                               f"the tool could not be started, so it did not run: {exc}")
-            returned_before = True
+            last_returned = r
             if (r["status"] == "error" and r.get("error_kind") == "transient" and idempotent
                     and not r.get("escalation_requested") and attempts - 1 < retries):
                 continue

@@ -201,6 +201,7 @@ EVENT_FIELDS_READ: dict[EventType, tuple[str, ...]] = {
     EventType.MODEL_REQUEST_STARTED: ("session_id", "request_id"),
     EventType.MODEL_REQUEST_ENDED: ("session_id", "request_id", "data.status"),
     EventType.TURN_ENDED: ("session_id", "data.status"),
+    EventType.RECOVERED: ("session_id", "data.reconciliation_required"),
 }
 """The lifecycle events whose fields the criteria read (``data.<key>`` is a key of
 ``LifecycleEvent.data``); the others are recorded only. ``docs/contract.md`` lists the same

@@ -55,6 +55,7 @@ from harness.contract import (
     ToolCall,
     ToolInvocation,
     ToolKind,
+    ToolResult,
     ToolUnavailable,
     TurnStatus,
     WaitStatus,
@@ -476,11 +477,15 @@ class OperationPipeline:
                 if decided_by is not DecisionSource.CANCELLATION:
                     decided_by = DecisionSource.REVALIDATION
             if escalating:
-                # The sandboxed attempt's saved result stands; only the escalation is refused.
+                # The sandboxed attempt's saved result stands; only the escalation is refused,
+                # and the operation stays bound to the version that attempt ran under (the
+                # approval moved it to the escalation's).
                 refused = conn.execute(
-                    "UPDATE operations SET stage = ?, reason = ?"
+                    "UPDATE operations SET stage = ?, reason = ?, permission_version ="
+                    " (SELECT permission_version FROM result_records WHERE execution_id = ?)"
                     " WHERE execution_id = ? AND stage = ?",
-                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.stage.value),
+                    (Stage.RECORDED.value, refusal.reason, op.execution_id, op.execution_id,
+                     op.stage.value),
                 ).rowcount
                 conn.execute(
                     "UPDATE result_records SET reason = ? WHERE execution_id = ?",
@@ -516,6 +521,7 @@ class OperationPipeline:
         idempotent = session.tool_is_idempotent(op.tool)
         attempts = 0
         returned_before = False
+        last_returned: ToolResult | None = None  # the last attempt that ran: its result stands
         while True:
             attempts += 1
             try:
@@ -524,12 +530,16 @@ class OperationPipeline:
                 if failure_policy.may_retry_unavailable(attempts - 1, retries_max):
                     continue
                 if returned_before:  # an earlier attempt did run: not "certainly not started"
+                    assert last_returned is not None
                     return (ToolOutcome(Outcome.FAILED, FailureKind.TRANSIENT,
                                         True, False, f"the retry could not start: {exc}"),
-                            "", None, attempts)
+                            last_returned.output,
+                            result_digest(last_returned.status.value, last_returned.output),
+                            attempts)
                 return failure_policy.tool_unavailable_outcome(str(exc)), "", None, attempts
             except Exception as exc:  # the world broke mid-call; SimulatedCrash passes
                 return failure_policy.invocation_error_outcome(exc), "", None, attempts
+            last_returned = result
             returned_before = True
             if failure_policy.may_retry_result(result, idempotent, attempts - 1, retries_max):
                 continue

@@ -92,6 +92,10 @@ class ReferenceRuntime:
             refused = [wait for wait in approvals.pending_of_session(conn, session_id)
                        if approvals.apply_answer(conn, wait, False, now=self._world.now(),
                                                  rejection_reason=approvals.MOVED_ON_REASON)]
+            if refused:  # a crash from here on must find the turn to resume, not awaiting
+                conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?"
+                             " AND turn_status = ?", (TurnStatus.RUNNING.value, session_id,
+                                                      TurnStatus.AWAITING_APPROVAL.value))
         for wait in refused:
             self._signals.emit(EventType.APPROVAL_ANSWERED, wait.session_id, wait.execution_id,
                                wait_id=wait.wait_id, approved=False, purpose=wait.purpose,

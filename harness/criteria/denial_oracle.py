@@ -15,8 +15,9 @@ Guarantees:
   risk-denial counts after every event: a risk denial counts once per operation identity
   (re-deliveries, recovery replays and concurrent duplicates do not count again; a verdict
   whose decision was recorded before a crash is not lost); an allowed operation resets the
-  consecutive count; an approved fallback resets the consecutive count; completing the
-  approval the cumulative threshold triggered resets the cumulative count; a new permission
+  consecutive count; an approved fallback resets the consecutive count (a rejected one
+  does not); completing the approval the cumulative threshold triggered resets the
+  cumulative count; a new permission
   version starts at zero; classifier faults (timeout, service error, cancellation, oversize)
   change nothing. Where the trace cannot tell (a verdict cut off by a crash before its
   decision was recorded, an approval voided by a rule change) every reading is kept, so the
@@ -62,6 +63,8 @@ class CounterRules:
     allow_resets_consecutive: bool = True
     allow_resets_cumulative: bool = False
     approval_resets: bool = True
+    rejection_resets: bool = False
+    """Broken rule: a rejected fallback ends the streak as an approved one does."""
     cumulative_approval_resets: bool = True
     per_version: bool = True
     per_session: bool = True
@@ -441,6 +444,8 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
                     if by_cumulative and rules.cumulative_approval_resets:
                         c = replace(c, cumulative=0)
                     return (c, kept) if voided else (c,)
+                if rules.rejection_resets:
+                    c = replace(c, consecutive=0)
                 if by_cumulative and rules.cumulative_approval_resets:
                     # "completes" may or may not cover a rejection: accept either reading
                     return (c, replace(c, cumulative=0))
@@ -471,6 +476,7 @@ RESET_LENS = (
     CounterRules(allow_resets_consecutive=False),
     CounterRules(allow_resets_cumulative=True),
     CounterRules(approval_resets=False),
+    CounterRules(rejection_resets=True),
     CounterRules(cumulative_approval_resets=False),
 )
 ISOLATION_LENS = (CounterRules(per_version=False), CounterRules(per_session=False))

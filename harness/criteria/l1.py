@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import shlex
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from dataclasses import dataclass
 
@@ -594,11 +594,39 @@ def _missing_entries(trace: Trace, call: TraceEvent, session_id: str, entries: l
     if point is None:
         return [], None
     table = [e for e in point.observation.failure_table if e.session_id == session_id]
-    names = {e.dedup_key for e in table} | {e.last_execution_id for e in table}
-    missing = [e for e in kept
-               if e.get("dedup_key") not in names and (not e.get("last_execution_id")
-                                                       or e.get("last_execution_id") not in names)]
+    missing = [e for e in kept if _loaded_as(e, table) is None]
     return missing, point
+
+
+def _loaded_as(entry: dict, table: list) -> Any:
+    """The table entry a fixture entry was loaded as: same key, or same last execution (an
+    implementation may re-key old entries), or None."""
+    for loaded in table:
+        if loaded.dedup_key == entry.get("dedup_key") or (
+                entry.get("last_execution_id") and loaded.last_execution_id == entry.get("last_execution_id")):
+            return loaded
+    return None
+
+
+def _changed_entries(trace: Trace, call: TraceEvent, session_id: str, entries: list) -> tuple[list[str], object]:
+    """Loaded entries whose count or failure kind is not the fixture's (what the harness
+    read from the bytes it passed): the table must carry the old failures as they were."""
+    kept = entries[-O.FAILURE_TABLE_CAPACITY:]
+    _, point = _missing_entries(trace, call, session_id, entries)
+    if point is None:
+        return [], None
+    table = [e for e in point.observation.failure_table if e.session_id == session_id]
+    changed = []
+    for entry in kept:
+        loaded = _loaded_as(entry, table)
+        if loaded is None:
+            continue
+        wanted = (int(entry.get("count") or 1), str(entry.get("failure_kind") or "failed"))
+        got = (loaded.count, F.value(loaded.failure_kind))
+        if got != wanted:
+            changed.append(f"{entry.get('tool')} {str(entry.get('dedup_key', ''))[:24]!r}: "
+                           f"count {got[0]}, kind {got[1]} (the fixture: count {wanted[0]}, kind {wanted[1]})")
+    return changed, point
 
 
 def check_l1_6(trace: Trace) -> Verdict:
@@ -608,7 +636,8 @@ def check_l1_6(trace: Trace) -> Verdict:
     followed (or the load raised). Judged on what the harness itself read from the fixture
     bytes it passed (``fixture_content``): the load returns normally, the next model request
     of the session carries the fixture's messages in order, the failure table right after
-    the load holds the fixture's failure entries (its 16 most recent), and the continuing
+    the load holds the fixture's failure entries (its 16 most recent) with their counts and
+    failure kinds, and the continuing
     turn does not fail. A fixture in no documented layout is judged on the messages of the
     implementation's ``.expect.json`` sidecar, and without one only on carrying history."""
     violations: list[Evidence] = []
@@ -658,6 +687,12 @@ def check_l1_6(trace: Trace) -> Verdict:
                     f"'{point.label}' lacks {len(lost)} of the fixture's "
                     f"{min(len(content['failure_entries']), O.FAILURE_TABLE_CAPACITY)} most recent "
                     f"failure entries (first: {lost[0].get('tool')} {lost[0].get('dedup_key', '')[:24]!r})",
+                    (call.index, point.index)))
+            changed, point = _changed_entries(trace, call, session_id, content["failure_entries"])
+            if changed:
+                violations.append(_ev(
+                    f"session {session_id}: after loading {fixture!r} {len(changed)} failure entries "
+                    f"at '{point.label}' differ from the fixture's (first: {changed[0]})",
                     (call.index, point.index)))
         for event, sid, status in F.turn_returns(trace):
             if sid == session_id and event.index > request.index:

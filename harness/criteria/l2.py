@@ -590,12 +590,65 @@ def _reviewed_op_a_fault_targets(trace: Trace, ops, revs, failpoint: TraceEvent)
     return found[0] if found is not None and found[0].session_id == target else None
 
 
+_AFTER_THE_VERDICT = ("after_permission_decision", "after_revalidation")
+"""Failpoints between an operation's verdict and its start: a cancel landing there finds an
+operation allowed to run and not yet run, the review's last window (as L2.8 judges a rule
+change there)."""
+
+_RESUMING = ("run_turn", "concurrent_turn", "answer_approval")
+"""Driver calls by which the caller resumes a session: a cancel stands until one of them."""
+
+
+def _resumed_after(trace: Trace, session_id: str, at: int) -> int:
+    """Index of the first driver call after ``at`` by which the caller resumes the session
+    (not one the runner made from inside a failpoint), or past the end."""
+    for event in trace.of_kind(Kind.DRIVER_CALL):
+        if event.index <= at or event.data.get("via_failpoint") or event.data.get("skipped"):
+            continue
+        method = event.data.get("method")
+        if method not in _RESUMING:
+            continue
+        session = F.driver_args(event).get("session_id")
+        if method == "answer_approval" or session == session_id:
+            return event.index
+    return F.last_index(trace) + 1
+
+
+def _tool_calls(op: F.Op) -> list[TraceEvent]:
+    """Every time the world's tool port was asked to run the operation: ledger rows and
+    refusals to start alike (the cancel asks that the tool not be called at all)."""
+    return sorted([*F.attempt_rows(op), *op.unavailable], key=lambda e: e.index)
+
+
+def _cancelled_after_the_verdict(trace: Trace, ops, revs) -> list[tuple[F.Op, TraceEvent]]:
+    """Operations a ``cancel`` fault of their own session caught after their verdict allowed
+    them (the world's grant, review or approval) and before the tool was first called."""
+    cases = []
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.data.get("name") not in _AFTER_THE_VERDICT or event.data.get("action") != "cancel":
+            continue
+        target = F.arg_session(F.fault_params(trace, event), F.default_session(trace))
+        context = event.data.get("context") if isinstance(event.data.get("context"), dict) else {}
+        for op in ops.values():
+            if op.session_id != target or not F.context_names_op(context, op):
+                continue
+            if any(e.index < event.index for e in _tool_calls(op)):
+                continue  # a later run of an operation that already ran: not the first call
+            if F.authorization(trace, op, event.index, revs).ok:
+                cases.append((op, event))
+    return cases
+
+
 def check_l2_7(trace: Trace) -> Verdict:
     """An operation whose session was cancelled while the classifier reviewed it (or whose
-    review was answered 'cancelled') is not executed and stays not_started.
+    review was answered 'cancelled') is not executed and stays not_started; one whose
+    session was cancelled after its verdict and before its tool was called is not executed
+    either, until the caller resumes the session (a new turn or an answer).
 
     Exercised: per operation under review when a ``cancel`` fault fired at
-    ``during_classifier_review``, or whose review the world answered ``cancelled``.
+    ``during_classifier_review``, or whose review the world answered ``cancelled``; per
+    operation allowed to run and not yet run when a ``cancel`` fault of its session fired at
+    ``after_permission_decision`` or ``after_revalidation``.
     """
     violations: list[Evidence] = []
     exercised = 0
@@ -626,7 +679,17 @@ def check_l2_7(trace: Trace) -> Verdict:
                     f"{F.describe(op)}: cancelled during review but stored as "
                     f"{F.value(view.outcome)} (execution_started={view.execution_started})",
                     (at, op.latest_point.index)))
-    return judge("L2.7", exercised, violations, "no cancellation during a classifier review")
+    for op, cancel in _cancelled_after_the_verdict(trace, ops, revs):
+        exercised += 1
+        until = _resumed_after(trace, op.session_id, cancel.index)
+        ran = [e for e in _tool_calls(op) if cancel.index < e.index < until]
+        if ran:
+            violations.append(_ev(
+                f"{F.describe(op)}: the session was cancelled at {cancel.data.get('name')}, "
+                "after the verdict and before the start, and the tool was still called",
+                (cancel.index, ran[0].index), tuple(_seq(r) for r in ran[:1] if r.kind == Kind.TOOL_EXECUTED)))
+    return judge("L2.7", exercised, violations,
+                 "no cancellation during a classifier review or between a verdict and its start")
 
 
 def _fresh_authorization(trace: Trace, op: F.Op, since: int, at: int, revs) -> bool:
@@ -935,7 +998,8 @@ CRITERIA: tuple[Criterion, ...] = (
         id="L2.7",
         stage=STAGE,
         title="Cancellation during review",
-        statement="An operation cancelled while under review is not executed.",
+        statement="An operation cancelled while under review, or after its verdict and before "
+                  "its start, is not executed.",
         seed_clause="审查期间取消或撤销权限不执行。",
         check=check_l2_7,
         required_features=(Feature.AUTO_MODE,),

@@ -31,7 +31,7 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import trace_readings as s
-from harness.criteria import prepared_calls, races, trusted_denials
+from harness.criteria import prepared_calls, races, recovery_reports, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.identity_memo import by_identity
 from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
@@ -627,7 +627,9 @@ def _completed_elsewhere(trace: Trace, session: str, span: s.DriverSpan, crash_i
 def check_l4_9(trace: Trace) -> Verdict:
     """Exercised per operation cut off between its recorded start and its saved result
     (as for L4.3) that something later reports on: the restarted store, a UI publication,
-    a ``result_saved`` event or a model request. Fails when any report is not unknown."""
+    a ``result_saved`` event, a model request, or the recovery that follows the crash.
+    Fails when any report is not unknown, or when that recovery's ``RecoveryReport`` (or its
+    ``recovered`` event for the session) does not list it as needing reconciliation."""
     exercised, violations = 0, []
     for crash, key in _unconfirmable(trace):
         execution_id = execution_id_for(*key)
@@ -650,6 +652,15 @@ def check_l4_9(trace: Trace) -> Verdict:
                 message = s.tool_message(request, key[1])
                 if message is not None and message.get("outcome") is not None:
                     reports.append((request.index, str(message.get("outcome"))))
+        recovery = recovery_reports.first_after(trace, crash.index)
+        if recovery is not None:
+            reports.append((recovery.return_index, Outcome.UNKNOWN.value))  # judged below
+            omitted_by = recovery.lists(execution_id, key[0])
+            if omitted_by is not None:
+                violations.append(s.ev(
+                    f"{key[1]} could not be confirmed (crash after its start) yet {omitted_by} "
+                    "does not list it as needing reconciliation", crash.index,
+                    recovery.call_index, recovery.return_index))
         if not reports:
             continue
         exercised += 1
@@ -663,21 +674,59 @@ def check_l4_9(trace: Trace) -> Verdict:
 # --------------------------------------------------------------------------- L4.10
 
 
+def _completed_without_an_answer(trace: Trace, turn: races.ConcurrentTurn) -> tuple[int, list[Evidence]]:
+    """Each instance's return of the concurrent turn that says ``completed``: the world's last
+    model answer of the session before it must be a final one (a normal end without tool
+    calls). An instance that leaves a duplicate call to the other (which holds it, its result
+    not saved) has no answer to complete the turn with: it must say so (``deferred``),
+    not report the turn done while the call's result is still owed. Returns how many
+    returns were judged and the violations."""
+    sessions = s.request_sessions(trace)
+    judged, found = 0, []
+    for span in (turn.a, turn.b):
+        if span is None or span.end_kind != "return" or span.end_index is None:
+            continue
+        result = span.end_data.get("result")
+        if not isinstance(result, dict) or result.get("session_id", turn.session_id) != turn.session_id:
+            continue
+        judged += 1
+        if result.get("status") != TurnStatus.COMPLETED.value:
+            continue
+        answers = [e for e in s.stream_ends(trace) if e.index < span.end_index
+                   and sessions.get(e.data.get("request_id", "")) == turn.session_id]
+        last = answers[-1] if answers else None
+        if last is None or last.data.get("how") != "end" or last.data.get("tool_call_ids"):
+            owed = ", ".join(str(c) for c in (last.data.get("tool_call_ids") or [])) if last else ""
+            found.append(s.ev(
+                f"instance {span.instance} reported the concurrent turn of session {turn.session_id} "
+                "completed, but the model's last answer before it "
+                + (f"asked for {owed}, whose result this call did not settle" if owed
+                   else "was not a completed final answer"),
+                span.end_index, *((last.index,) if last is not None else ())))
+    return judged, found
+
+
 def check_l4_10(trace: Trace) -> Verdict:
     """Exercised per operation both instances of a ``concurrent_turn`` really raced for
     (:func:`harness.criteria.races.raced_operations`: the hold engaged, A was held in the
-    operation before its result was saved, and B reached the same identity meanwhile). A
-    hold that never engaged, or engaged before or after the operation, exercises nothing.
-    Whether raced or not, every call served during a concurrent turn is judged: more than
-    one execution (ledger), more than one operation record, or more result records than
-    operations with a result fail."""
+    operation before its result was saved, and B reached the same identity meanwhile), and
+    per instance's return of such a raced turn. A hold that never engaged, or engaged before
+    or after the operation, exercises nothing. Whether raced or not, every call served
+    during a concurrent turn is judged: more than one execution (ledger), more than one
+    operation record, or more result records than operations with a result fail; so does
+    an instance's return that reports the turn ``completed`` when the model's last answer
+    before it was not a final one (it left a call to the other instance: ``deferred``)."""
     exercised, violations = 0, []
     repeats = s.reexecutions(trace)
     for turn in races.concurrent_turns(trace):
         end = turn.end if turn.end is not None else len(trace.events)
         keys = sorted({c.key for c in s.emitted_calls(trace)
                        if turn.a.index < c.index < end and c.session_id == turn.session_id})
-        exercised += len(races.raced_operations(trace, turn))
+        raced = races.raced_operations(trace, turn)
+        exercised += len(raced)
+        judged, found = _completed_without_an_answer(trace, turn)
+        exercised += judged if raced else 0
+        violations += found
         after = list(s.durable_points_after(trace, end))
         point = after[0] if after else None
         for key in keys:
@@ -770,7 +819,8 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "L4.10", "l4", "Concurrent duplicates execute once",
         "Two concurrent deliveries of one operation produce at most one execution, one operation "
-        "record and one result record.",
+        "record and one result record; the instance that leaves the call to the other does not "
+        "report the turn completed.",
         "每次操作通过 execution ID、tool call ID、参数摘要、权限版本绑定。",
         check_l4_10, (Feature.MULTI_INSTANCE,),
     ),

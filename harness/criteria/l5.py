@@ -247,7 +247,10 @@ def check_l5_4(trace: Trace) -> Verdict:
     exact set of recovery actions through ``expected_projection``), and against
     ``ALLOWED_ACTIONS`` (no plain retry for an unknown operation, a definite failure or a
     denial; a denial only offers a rule change or an edit of the call; a hard-constraint
-    denial no rule change). A non-success status must carry a reason. At every point at rest,
+    denial no rule change). A non-success status must carry a reason, and the reason must be
+    the result record's: the tool message the world's model received for the same result
+    (no other publication of the operation between them) says it in its content. At every
+    point at rest,
     the latest publication of each operation the store calls ``projected`` must still be what
     the oracle expects (a UI left showing a stale state fails).
 

@@ -9,7 +9,9 @@ driver's returns and raises, and the store's ``model_requests`` are judged again
 from __future__ import annotations
 
 from harness.contract import Feature, ModelRequestStatus, TurnStatus
+from harness.criteria import answer_provenance as P
 from harness.criteria import trace_readings as s
+from harness.criteria import user_messages
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace import Trace, TraceEvent
 
@@ -235,11 +237,24 @@ def check_m4(trace: Trace) -> Verdict:
 
 
 def check_m5(trace: Trace) -> Verdict:
-    """Exercised per stream ended by EOF, transport error or cancellation. Fails when an EOF
+    """Exercised per stream ended by EOF, transport error or cancellation, and per completed
+    answer the session's conversation moved on without (its next request does not carry the
+    answer after the conversation it answered: another instance raced it, or a crash lost
+    it), where a stale answer would be appended. Fails when an EOF
     request is not stored incomplete with its partial text, when the turn ends completed
     (or, after EOF, anything but incomplete) on it, or when its partial text is later sent as
     a complete assistant answer. A stream a crash cut off before its end was recorded
-    decides no turn status: the turn recovery resumes ends on what follows."""
+    decides no turn status: the turn recovery resumes ends on what follows.
+
+    Also fails, judged from the world's model requests alone
+    (:mod:`harness.criteria.answer_provenance`), when a request carries an assistant message
+    that is not what the world served to a request whose messages are exactly the messages
+    before it (complete, or its text marked incomplete), nor a message of a checkpoint
+    loaded into the session, where the first request after the load carried it: an answer
+    the model gave to a conversation that is gone is no answer of this one. Likewise for what
+    the user said (:mod:`harness.criteria.user_messages`): the first request of a turn carries
+    the turn's text as its last user message, and no request carries a user message the user
+    never sent; each turn whose first request reached the model is exercised."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)
@@ -291,6 +306,17 @@ def check_m5(trace: Trace) -> Verdict:
                     violations.append(s.ev(f"the partial text of request {rid} was later sent as a complete answer",
                                            stream.index, request.index))
                     break
+    found = P.provenance(trace)
+    exercised += len(found.moved_on)
+    for item in found.unsourced:
+        violations.append(s.ev(P.describe(item), *(a.end.index for a in item.served_elsewhere[:1]),
+                               item.request.index))
+    users = user_messages.read(trace)
+    exercised += users.told
+    for finding in users.findings:
+        indexes = (finding.call_index, finding.request.index) if finding.call_index is not None \
+            else (finding.request.index,)
+        violations.append(s.ev(finding.note, *indexes))
     return judge("M5", exercised, violations, "no stream ended by EOF, transport error or cancellation")
 
 
@@ -329,7 +355,12 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "M5", "m", "Partial is incomplete",
         "Partial text ended by EOF is kept and marked incomplete, and a failed or incomplete "
-        "request never completes the turn or becomes a complete answer.",
+        "request never completes the turn or becomes a complete answer; every assistant message "
+        "the model is sent is what it answered to exactly the conversation before it (an "
+        "answer that comes back after another instance moved the conversation on is dropped, "
+        "never appended to the new one), its partial text marked incomplete, or history "
+        "loaded from a checkpoint; likewise every user message is what the user said, and a "
+        "turn's first request carries its text.",
         "原有部分文本返回仍标为未完整结束。完成观察器不把失败请求视为成功回答。",
         check_m5,
     ),

@@ -322,6 +322,7 @@ class Publication:
         return str(self.data.get("reason", ""))
 
 
+@by_identity(2)  # L5.4 asks again for each publication's reason (read-only: shared)
 def publications(trace: Trace) -> tuple[Publication, ...]:
     found = []
     for event in trace.of_kind(Kind.UI_PUBLISH):
@@ -419,7 +420,44 @@ def judge_publication(trace: Trace, op: F.Op, pub: Publication, store: Operation
         problems.append(f"shows permission {pub.data.get('permission')!r}, expected {expected.permission!r}")
     if expected.status in NEEDS_REASON and not pub.reason.strip():
         problems.append(f"a {expected.status} operation is shown without a reason")
+    elif expected.status in NEEDS_REASON:
+        told = told_the_model(trace, op, pub, publications_of(publications(trace), op))
+        if told and not any(pub.reason.strip() in message.content for message in told):
+            problems.append(f"shows the reason {pub.reason.strip()!r}, which the result the model "
+                            f"received for it does not give (request "
+                            f"{told[0].request.data.get('request_id')}: {told[0].content!r})")
     return expected, problems
+
+
+@dataclass(frozen=True, slots=True)
+class ToldResult:
+    """A tool message of one call as the world's model received it."""
+
+    request: TraceEvent
+    content: str
+
+
+def told_the_model(trace: Trace, op: F.Op, pub: Publication,
+                   shown: tuple[Publication, ...]) -> tuple[ToldResult, ...]:
+    """The tool messages for ``op`` with the outcome ``pub`` shows that the world's model
+    received with no other publication of ``op`` between them and ``pub`` (before or after
+    it: a recovery may replay the projection after the loop went on): the same result
+    record, read back by the loop. A message's ``content`` says why a call did not run or
+    failed (docs/contract.md), so the reason the UI shows for that result must be said
+    there too: a reason taken from anywhere else (the decision, a diagnostic) is not the
+    authoritative record's. A result superseded before the loop read it (a sandboxed
+    attempt's, until the owner answers its escalation) has no message to compare with."""
+    others = [p.event.index for p in shown if p.event.index != pub.event.index]
+    found = []
+    for request in F.model_requests(trace, op.session_id):
+        low, high = sorted((request.index, pub.event.index))
+        if any(low < index < high for index in others):
+            continue
+        message = F.tool_message(request, op.tool_call_id)
+        if message is None or message.get("outcome") != pub.outcome:
+            continue
+        found.append(ToldResult(request, str(message.get("content") or "")))
+    return tuple(found)
 
 
 def op_of(ops: dict[F.OpKey, F.Op], pub: Publication) -> F.Op | None:

@@ -23,7 +23,10 @@ from harness.contract import (
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import projection_oracle as O
+from harness.criteria import recovery_reports
+from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
+from harness.identity_memo import by_identity
 from harness.trace import Kind, Trace, TraceEvent
 
 STAGE = "x"
@@ -240,7 +243,9 @@ def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
     served once or several times has exactly one record (and one identity), and every
-    ledger row of it runs under that execution id with the args the model emitted.
+    ledger row of it runs under that execution id with the args the model emitted. In
+    every model request, each tool message answers a call an assistant message before it
+    emitted, and no call is answered twice after the message that emitted it.
 
     Exercised (the hard case): a call delivered more than once — served twice, or read back
     after a crash/restart that came after it was first seen — whose records were judged.
@@ -329,7 +334,15 @@ def check_x2(trace: Trace) -> Verdict:
                     (complete[0].end_index, final.index)))
         if judged and redelivered:
             exercised += 1
+    violations += _results_in_conversation(trace)
     return judge("X2", exercised, violations, "no call was delivered twice or read back after a restart")
+
+
+def _results_in_conversation(trace: Trace) -> list[Evidence]:
+    """A call is bound to one result in the conversation the model is sent, as in the
+    store: each tool message answers a call emitted before it, once
+    (:mod:`harness.criteria.result_messages`)."""
+    return [_ev(item.describe(), (item.request.index,)) for item in R.misplaced_results(trace)]
 
 
 # --------------------------------------------------------------------------- X3
@@ -337,8 +350,9 @@ def check_x2(trace: Trace) -> Verdict:
 
 def check_x3(trace: Trace) -> Verdict:
     """After a pre-call denial the loop goes on: the session's next model request carries
-    the call's tool message with outcome not_started, and the turn is not reported
-    ``completed`` without such a request.
+    the call's tool message with outcome not_started and the denial's reason (the one the
+    UI was shown, else the one the host saved: :func:`_untold_why`), and the turn is not
+    reported ``completed`` without such a request.
 
     Exercised (the hard case): a call denied before it ran (not by a cancellation) followed
     by the session's next model request or by the end of its turn.
@@ -383,8 +397,51 @@ def check_x3(trace: Trace) -> Verdict:
                     f"{F.describe(op)} was denied but its tool result reached the model with "
                     f"outcome {message.get('outcome')!r} instead of 'not_started'",
                     (served_at, request.index)))
+            else:
+                untold = _untold_why(trace, op, request, message)
+                if untold is not None:
+                    violations.append(untold)
     violations += _dangling_calls(trace)
     return judge("X3", exercised, violations, "no denied call with a continuation to judge")
+
+
+@by_identity(4)  # asked once per denied call of the trace
+def _publications(trace: Trace) -> tuple[O.Publication, ...]:
+    return O.publications(trace)
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _untold_why(trace: Trace, op: F.Op, request: TraceEvent, message: dict) -> Evidence | None:
+    """The denial reaches the model with its reason (the contract: the tool message of a
+    call that did not run "says why in content"), so that the model can change course
+    instead of trying the same call again. The wording is the implementation's; what is
+    judged is that the model is told the same why as the owner: the reason of the last
+    settled publication the world's UI received for the operation before the request, or,
+    when none was published yet, the reason of the host's saved record read last before it
+    (each must be in the tool message's content, whitespace aside). With no reason on either
+    side the content must still say something."""
+    content = _plain(str(message.get("content") or ""))
+    shown = [p for p in O.publications_of(_publications(trace), op, request.index)
+             if p.status in O.SETTLED_STATUSES and p.reason.strip()]
+    if shown:
+        why, where, at = _plain(shown[-1].reason), "the UI was shown", shown[-1].event.index
+    else:
+        saved = [(p, v) for p, v in op.views
+                 if p.index < request.index and F.value(v.delivery) != "pending" and v.reason.strip()]
+        if not saved:
+            if content:
+                return None
+            return _ev(f"{F.describe(op)} was denied and its tool result reached the model empty: "
+                       f"the model is not told why", (op.served[0].end_index, request.index))
+        why, where, at = _plain(saved[-1][1].reason), "the host recorded", saved[-1][0].index
+    if why in content:
+        return None
+    return _ev(
+        f"{F.describe(op)} was denied and the model was not told why: {where} {why[:80]!r}, the "
+        f"tool message says {content[:80]!r}", (at, request.index))
 
 
 def _dangling_calls(trace: Trace) -> list[Evidence]:
@@ -483,7 +540,36 @@ def check_x4(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: marked reconciliation_required/unknown without any crash "
                 f"between its start record and its result ({', '.join(F.CRASH_AFTER_START)}) "
                 f"and without an unknown tool answer", indexes, rows))
-    return judge("X4", exercised, violations, "no operation was marked reconciliation_required")
+    exercised_reports, dishonest = _listed_by_recovery(trace, ops)
+    return judge("X4", exercised + exercised_reports, violations + dishonest,
+                 "no operation was marked reconciliation_required")
+
+
+def _listed_by_recovery(trace: Trace, ops) -> tuple[int, list[Evidence]]:
+    """Every operation a ``RecoveryReport`` (or one of its ``recovered`` events) lists as
+    needing reconciliation may have run without a known result: a crash before that recovery
+    cut it off between its start record and its result, or the tool answered unknown
+    (:mod:`harness.criteria.recovery_reports`)."""
+    by_execution = {execution_id_for(*key): op for key, op in ops.items()}
+    exercised, found = 0, []
+    for report in recovery_reports.reports(trace):
+        for execution_id in sorted(report.listed()):
+            exercised += 1
+            op = by_execution.get(execution_id)
+            if op is None:
+                found.append(_ev(f"the recovery at event {report.call_index} lists {execution_id} "
+                                 "as needing reconciliation, an operation nobody saw",
+                                 (report.return_index,)))
+                continue
+            crash = F.crashed_mid_execution(trace, op, ops)
+            tool_said_unknown = any(r.data.get("error_kind") == "unknown"
+                                    and r.index < report.call_index for r in op.rows)
+            if not tool_said_unknown and (crash is None or crash.index > report.call_index):
+                found.append(_ev(
+                    f"the recovery at event {report.call_index} lists {F.describe(op)} as needing "
+                    "reconciliation, yet no crash cut it off between its start record and its "
+                    "result before it and no tool answered unknown", (report.return_index,)))
+    return exercised, found
 
 
 # --------------------------------------------------------------------------- X5
@@ -760,7 +846,9 @@ CRITERIA: tuple[Criterion, ...] = (
         statement=(
             "Each operation is bound to its execution id, its tool call id, a digest of the "
             "arguments the model emitted and the permission version; a call delivered twice "
-            "maps to the same identity and a single record."
+            "maps to the same identity and a single record, and to a single result in the "
+            "conversation the model is sent (a tool message answers a call emitted before it, "
+            "once)."
         ),
         seed_clause="每次操作通过 execution ID、tool call ID、参数摘要、权限版本绑定。",
         check=check_x2,
@@ -771,8 +859,9 @@ CRITERIA: tuple[Criterion, ...] = (
         title="A denial is not task completion",
         statement=(
             "A permission denial is saved as 'not executed', returned to the model in the next "
-            "request of the loop, and never ends the turn as completed by itself; no request "
-            "carries a call without its result while the conversation goes on past it."
+            "request of the loop with its reason (the why the owner is shown), and never ends "
+            "the turn as completed by itself; no request carries a call without its result "
+            "while the conversation goes on past it."
         ),
         seed_clause=(
             "权限拒绝表示这次操作未开始，不表示整个任务完成。 … "

@@ -21,6 +21,7 @@ from harness.selftest import (
     mutants_levels,
     mutants_neighbours,
     mutants_placement,
+    mutants_second,
     mutants_xl5,
 )
 from harness.selftest.mutant import Mutant
@@ -139,6 +140,7 @@ MUTANTS: tuple[Mutant, ...] = (
     + mutants_l4m.MUTANTS
     + mutants_levels.MUTANTS
     + mutants_neighbours.MUTANTS
+    + mutants_second.MUTANTS
 )
 
 

@@ -220,6 +220,25 @@ L1_MUTANTS: tuple[Mutant, ...] = (
         ("L1.8",),
         edits(edit(FP, find="        and retries_done < retries_max\n",
                    replace="        and retries_done <= retries_max\n")),
+    ),    Mutant(
+        "retry-that-cannot-start-forgets-the-run",
+        "when the retry of an attempt that ran cannot start, the saved failure keeps neither the "
+        "output nor the digest of the attempt that ran (the result record no longer binds the "
+        "executed result); the reference's own defect until a scenario reached this path",
+        ("L4.7",),
+        edits(edit(EX, find="                            last_returned.output,\n"
+                            "                            result_digest(last_returned.status.value, last_returned.output),\n",
+                   replace="                            \"\", None,\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "unavailable-after-run-reported-not-started",
+        "when the retry of an attempt that ran cannot start, the operation is saved as "
+        "certainly not executed (not_started, retry offered), though its first attempt ran",
+        ("L2.10", "L5.4"),
+        edits(edit(EX, find="                if returned_before:  # an earlier attempt did run: not \"certainly not started\"\n",
+                   replace="                if False:  # the last attempt could not start\n")),
+        trust_class="catalogue",
     ),
 )
 
@@ -397,6 +416,27 @@ L2_MUTANTS: tuple[Mutant, ...] = (
                            "                invocation = ToolInvocation(op.identity, op.session_id, op.tool,"
                            " op.args, False)\n"
                            "                continue\n")),
+    ),
+    Mutant(
+        "revalidation-refusal-marks-started",
+        "an operation refused at revalidation (its approval or rules went stale) is saved with "
+        "execution_started=true, as if the tool had been called",
+        ("L2.10",),
+        edits(edit(RS, find="    return ToolOutcome(Outcome.NOT_STARTED, failure, False, False, op.reason)\n",
+                   replace="    return ToolOutcome(Outcome.NOT_STARTED, failure,\n"
+                           "                       op.decided_by is DecisionSource.REVALIDATION, False, op.reason)\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "cancel-before-start-runs-tool",
+        "the revalidation before the start forgets the cancellation: a session cancelled after "
+        "the permission decision and before the start still runs the allowed tool",
+        ("L2.7",),
+        edits(edit(EX, find="        if session.cancelled:\n"
+                            "            return Decision(Permission.DENY, DecisionSource.CANCELLATION,\n"
+                            "                            \"the session was cancelled before execution\")\n",
+                   replace="")),
+        trust_class="catalogue",
     ),
 )
 

@@ -95,4 +95,16 @@ MUTANTS: tuple[Mutant, ...] = (
         edits(edit(CG, find="        if too_slow and verdict.outcome is not ClassifierOutcome.TIMEOUT:\n",
                    replace="        if too_slow and verdict.outcome is ClassifierOutcome.RISK_DENY:\n")),
     ),
+    Mutant(
+        "old-checkpoint-failure-counts-reset",
+        "a version-2 checkpoint's failure entries load with every count reset to 1 (the keys "
+        "and the conversation survive, what the entries counted does not)",
+        ("L1.6",),
+        edits(edit(CC, find="            count=int(entry.get(\"count\", 1)),\n",
+                   replace="            count=1,\n"),
+              # _READERS holds the readers themselves: rebuild it so it holds the edited one
+              edit(CC, find="_READERS = {1: _read_v1, 2: _read_v2, 3: _read_v3}\n",
+                   replace="_READERS = {1: _read_v1, 2: _read_v2, 3: _read_v3}  # this build's readers\n")),
+        trust_class="world_judges",
+    ),
 )

@@ -179,4 +179,46 @@ MUTANTS: tuple[Mutant, ...] = (
                    find="or not self._refuse_unanswered_waits(session_id):\n",
                    replace="or True:\n")),
     ),
+    Mutant(
+        "prompt-shows-an-answered-wait",
+        "an instance shows the prompt of a wait it committed although another instance's new "
+        "message answered it meanwhile: the owner is asked about a call already refused",
+        ("L3.2",),
+        edits(edit("reference_impl.execution",
+                   find="            if current is None or current.status is not WaitStatus.PENDING:\n"
+                        "                return\n",
+                   replace="")),
+    ),
+    Mutant(
+        "stale-answer-appended",
+        "a model answer that comes back after another instance moved the conversation on is "
+        "appended to the new conversation anyway: the model is later sent an answer it gave "
+        "to a conversation that is gone (and its calls run after the turn was done)",
+        ("M5",),
+        edits(edit(TU, find="                if (current.sequence if current else 0) != sent_at_sequence[0]:\n"
+                            "                    # Another instance moved the conversation on while this request ran: the\n"
+                            "                    # answer is to a conversation that is gone; the loop asks from the new one.\n"
+                            "                    return\n",
+                   replace="")),
+        trust_class="world_judges",
+    ),
+    Mutant(
+        "recovery-refolds-projected-results",
+        "recovery that finds a result checkpointed but not projected appends its tool message "
+        "to the conversation again before replaying the projection: the model is told the "
+        "call returned twice (no tool runs again, the store keeps one record)",
+        ("X2",),
+        edits(edit(RC, find="    for row in rows:\n"
+                            "        pipeline.project(row[\"execution_id\"], with_failpoint=False)\n",
+                   replace="    from reference_impl import continuation\n"
+                           "    for row in rows:\n"
+                           "        with store.transaction() as conn:  # make sure the model has it\n"
+                           "            op = records.load_operation(conn, row[\"execution_id\"])\n"
+                           "            record = results.load(conn, row[\"execution_id\"])\n"
+                           "            if record is not None:\n"
+                           "                continuation.append(conn, op.session_id, results.tool_message(record),\n"
+                           "                                    reason=\"recovery\", now=0.0)\n"
+                           "        pipeline.project(row[\"execution_id\"], with_failpoint=False)\n")),
+        trust_class="world_judges",
+    ),
 )

@@ -12,6 +12,8 @@ from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
 from harness.selftest.targets import AP, DC, EX, FP, MR, PM, RC, RS, TU, VI
 
+RT = "reference_impl.runtime"
+
 # --------------------------------------------------------------------------- stage L3
 
 L3_MUTANTS: tuple[Mutant, ...] = (
@@ -142,6 +144,42 @@ L3_MUTANTS: tuple[Mutant, ...] = (
         ("L3.10", "L3.3"),
         edits(edit(PM, find="    return config.interactive and config.owner_can_approve\n",
                    replace="    return config.interactive\n")),
+    ),
+    Mutant(
+        "rejected-fallback-resets-streak",
+        "any answer to a fallback approval ends the denial streak: a rejected fallback resets "
+        "the consecutive count as an approved one does, so the next operation needing review "
+        "goes back to the classifier instead of the owner",
+        ("L3.5", "L3.1"),
+        edits(edit(AP, find="    if approve:\n"
+                            "        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)\n",
+                   replace="    if True:  # the owner answered: the streak is over\n"
+                           "        denial_counters.reset_consecutive(conn, wait.session_id, wait.permission_version)\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "counters-shared-across-sessions",
+        "the fallback decision reads the risk-denial counts of every session of the permission "
+        "version together, so another session's denials send this session's calls to the owner",
+        ("L3.6",),
+        edits(edit(DC, find="        \"SELECT consecutive, cumulative FROM denial_counters\"\n"
+                            "        \" WHERE session_id = ? AND permission_version = ?\",\n",
+                   replace="        \"SELECT COALESCE(SUM(consecutive), 0) AS consecutive,\"\n"
+                           "        \" COALESCE(SUM(cumulative), 0) AS cumulative FROM denial_counters\"\n"
+                           "        \" WHERE (session_id = ? OR 1) AND permission_version = ?\",\n")),
+        trust_class="catalogue",
+    ),
+    Mutant(
+        "explicit-deny-approvable",
+        "an explicit deny rule becomes an approval request when the owner can approve (the "
+        "owner wrote the rule, so the owner may lift it), instead of a denial no wait can lift",
+        ("L3.4",),
+        edits(edit(EX, find="        fixed = fixed_layer_decision(config, op.tool, op.args)\n",
+                   replace="        fixed = fixed_layer_decision(config, op.tool, op.args)\n"
+                           "        if fixed is not None and fixed.decided_by is DecisionSource.EXPLICIT_DENY and (\n"
+                           "                owner_can_answer(config)):  # the owner may lift the owner's rule\n"
+                           "            fixed = Decision(Permission.ASK, fixed.decided_by, fixed.reason)\n")),
+        trust_class="catalogue",
     ),
 )
 
@@ -299,6 +337,18 @@ L4_MUTANTS: tuple[Mutant, ...] = (
                             "                (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),\n",
                    replace="                \" WHERE execution_id = ? AND permission = ?\",\n"
                            "                (Stage.STARTED.value, op.execution_id, Permission.ALLOW.value),\n")),
+    ),    Mutant(
+        "deferred-turn-reported-completed",
+        "an instance that finds the session's pending call held by another instance leaves it "
+        "to that instance and reports the turn completed instead of deferred",
+        ("L4.10",),
+        edits(edit(TU, find="                    return self.end(session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="                    return self.end(session_id, TurnStatus.COMPLETED, persist=False)\n"),
+              edit(RT, find="            return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="            return self._turns.end(session_id, TurnStatus.COMPLETED, persist=False)\n"),
+              edit(RT, find="            return self._turns.end(wait.session_id, TurnStatus.DEFERRED, persist=False)\n",
+                   replace="            return self._turns.end(wait.session_id, TurnStatus.COMPLETED, persist=False)\n")),
+        trust_class="world_judges",
     ),
 )
 

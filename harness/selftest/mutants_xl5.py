@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from harness.selftest.mutant import Mutant
 from harness.selftest.source_patch import edit, edits
-from harness.selftest.targets import EX, FP, VI
+from harness.selftest.targets import EX, FP, RS, VI
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -96,5 +96,25 @@ MUTANTS: tuple[Mutant, ...] = (
                            "                 and not any(rule.effect.value == 'deny' and rule.tool == spec.name\n"
                            "                             for rule in config.rules))  # denied somewhere: hide it\n")),
         trust_class="catalogue",
+    ),
+    Mutant(
+        "denial-reason-withheld-from-model",
+        "the tool message of a call that did not run tells the model only that it was not "
+        "executed, not why (the store and the UI keep the reason), so the model cannot change "
+        "course",
+        ("X3",),
+        edits(edit(RS, find="        content = f\"not executed: {record.reason}\"\n",
+                   replace="        content = \"not executed\"\n")),
+        trust_class="world_judges",
+    ),
+    Mutant(
+        "projection-reason-from-operation",
+        "the projection (and inspect(), built by the same function) takes its reason from the "
+        "operation's decision record rather than from the result record: a failed call is "
+        "shown with the rule that allowed it",
+        ("L5.4",),
+        edits(edit(VI, find="    reason = result.reason if result else op.reason\n",
+                   replace="    reason = op.reason if op.reason else (result.reason if result else \"\")\n")),
+        trust_class="world_judges",
     ),
 )

@@ -506,9 +506,9 @@ FIXTURE_ENTRIES = [
 ]
 
 
-def _load_fixture(table_keys, sidecar_matches=True, carried=True):
+def _load_fixture(table_keys, sidecar_matches=True, carried=True, count=1):
     """Load a fixture the harness read itself (18 failure entries, two messages); the
-    store's table right after the load holds ``table_keys``."""
+    store's table right after the load holds ``table_keys``, each with ``count``."""
     from harness.contract import to_json
 
     b = TraceBuilder("s-v2")
@@ -516,7 +516,7 @@ def _load_fixture(table_keys, sidecar_matches=True, carried=True):
     load = b.driver("load_checkpoint", session_id="s-v2", fixture="v2", fixture_content=content,
                     expected_messages=to_json(tuple(HISTORY)) if sidecar_matches else None)
     b.returned("load_checkpoint", None)
-    table = [FailureEntryView("s-v2", e["dedup_key"], "Bash", FailureKind.FAILED, 1, e["last_execution_id"])
+    table = [FailureEntryView("s-v2", e["dedup_key"], "Bash", FailureKind.FAILED, count, e["last_execution_id"])
              for e in FIXTURE_ENTRIES if e["dedup_key"] in table_keys]
     point = b.observe(failure_table=table)
     b.turn("s-v2", "carry on")
@@ -537,6 +537,15 @@ def test_l1_6_fails_when_the_failure_entries_are_lost_though_the_sidecar_matches
     verdict = v("L1.6", b.build())
     assert verdict.status is Status.FAIL and {load, point} <= all_indexes(verdict)
     assert "lacks 16 of the fixture's 16 most recent failure entries" in verdict.evidence[0].note
+
+
+def test_l1_6_fails_when_the_loaded_entries_lose_their_counts():
+    """The probe v2-failure-counts-reset: every entry loaded, each with another count."""
+    kept = {e["dedup_key"] for e in FIXTURE_ENTRIES[-16:]}
+    b, load, point, _ = _load_fixture(kept, count=2)
+    verdict = v("L1.6", b.build())
+    assert verdict.status is Status.FAIL and {load, point} <= all_indexes(verdict)
+    assert "16 failure entries at" in verdict.evidence[0].note and "count 2" in verdict.evidence[0].note
 
 
 def test_l1_6_judges_the_messages_the_harness_read_not_the_sidecar():

@@ -594,6 +594,61 @@ def test_l2_7_not_exercised_without_cancellation():
     assert v("L2.7", b.build()).status is Status.NOT_EXERCISED
 
 
+def _cancelled_after_verdict(point="after_permission_decision", run=False, resume=False,
+                             target="s1", rules=(("allow", "write_file"),), refused=False):
+    """s1's write allowed by an exact grant; a cancel fault of ``target`` at ``point``."""
+    b = TraceBuilder(session("s1", rules=list(rules)), session("s2"), tools=[("write_file", "write")])
+    b.turn("s1")
+    b.model("s1", [call("c1", "write_file", X)])
+    context = {"session_id": "s1", "tool_call_id": "c1", "execution_id": execution_id_for("s1", "c1")}
+    cancel = b.failpoint(point, "cancel", context, {"session": target})
+    if resume:
+        b.turn_returns("s1", "cancelled")
+        b.turn("s1", "go on")
+    row = None
+    if refused:
+        row = b.unavailable("s1", "c1", "write_file", X)
+    elif run:
+        row = b.executed("s1", "c1", "write_file", X)
+    b.observe(op_view("s1", "c1", "write_file", X, permission="allow" if run else "deny",
+                      decided_by="exact_grant" if run else "cancellation"))
+    return b, cancel, row
+
+
+def test_l2_7_passes_when_a_cancel_after_the_verdict_stops_the_tool():
+    for point in ("after_permission_decision", "after_revalidation"):
+        verdict = v("L2.7", _cancelled_after_verdict(point)[0].build())
+        assert verdict.status is Status.PASS and verdict.exercised == 1, point
+
+
+def test_l2_7_fails_when_the_tool_runs_after_a_cancel_that_followed_the_verdict():
+    """The probe cancel-before-start-runs-tool: the revalidation forgot the cancellation."""
+    for point in ("after_permission_decision", "after_revalidation"):
+        b, cancel, row = _cancelled_after_verdict(point, run=True)
+        verdict = v("L2.7", b.build())
+        assert verdict.status is Status.FAIL and {cancel, row} <= all_indexes(verdict), point
+        assert b.seq(row) in all_rows(verdict)
+
+
+def test_l2_7_fails_when_the_tool_is_asked_to_start_after_the_cancel():
+    b, cancel, row = _cancelled_after_verdict(refused=True)
+    verdict = v("L2.7", b.build())
+    assert verdict.status is Status.FAIL and {cancel, row} <= all_indexes(verdict)
+
+
+def test_l2_7_a_new_turn_after_the_cancel_may_run_the_call():
+    """The caller resumed the session: the cancel no longer stands."""
+    verdict = v("L2.7", _cancelled_after_verdict(run=True, resume=True)[0].build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def test_l2_7_a_cancel_after_a_denial_or_of_another_session_is_not_the_case():
+    denied = _cancelled_after_verdict(rules=(("deny", "write_file"),))[0].build()
+    assert v("L2.7", denied).status is Status.NOT_EXERCISED
+    other = _cancelled_after_verdict(run=True, target="s2")[0].build()
+    assert v("L2.7", other).status is Status.NOT_EXERCISED
+
+
 # --------------------------------------------------------------------------- L2.8
 
 

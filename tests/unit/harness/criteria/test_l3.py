@@ -401,6 +401,35 @@ def test_l3_5_reports_plain_miscounting_no_other_lens_explains():
     assert_fail_at(check("L3.5", tb.build()), index)
 
 
+def _rejected_fallback(tb, next_goes_to):
+    """Three risk denials arm the fallback; the owner rejects d4's wait; the next call that
+    needs review goes to a wait (``prompt``) or to the classifier (``review``)."""
+    for n, path in enumerate(("/a", "/b", "/c"), start=1):
+        deny_round(tb, bash(f"d{n}", command=f"rm -rf {path}"))
+    d4 = bash("d4", command="rm -rf /d")
+    tb.respond("s1", (d4,))
+    _, wid = tb.prompt("s1", d4)
+    tb.call("answer_approval", wait_id=wid, approve=False)
+    tb.respond("s1", (LS,))
+    if next_goes_to == "prompt":
+        return tb.prompt("s1", LS)[0]
+    return tb.review("s1", "Bash", LS.args, "allow")
+
+
+def test_l3_5_passes_when_a_rejected_fallback_keeps_the_streak():
+    tb = TB(AUTO, tools=BASH)
+    _rejected_fallback(tb, "prompt")
+    assert check("L3.5", tb.build()).status is Status.PASS
+
+
+def test_l3_5_fails_when_a_rejected_fallback_ends_the_streak():
+    """The probe rejected-fallback-resets-streak: after the rejection the next call went
+    back to the classifier, as if the streak were over."""
+    tb = TB(AUTO, tools=BASH)
+    index = _rejected_fallback(tb, "review")
+    assert_fail_at(check("L3.5", tb.build()), index)
+
+
 def test_l3_5_not_exercised_without_resets():
     tb = TB(AUTO, tools=BASH)
     deny_round(tb, bash("d1", command="rm -rf /a"))

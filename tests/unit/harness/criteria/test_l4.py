@@ -886,3 +886,97 @@ def test_fresh_checkpoints_are_those_no_earlier_observation_showed():
                        for point in trace.observations for session in ("s1", "s2")}
     assert answers[(1, "s1")] == [1] and answers[(3, "s1")] == [2] and answers[(3, "s2")] == [1]
     assert answers[(2, "s1")] == [3] and answers[(5, "s1")] == []  # shown at 2 already
+
+
+def _deferred(tb, b_status="deferred", a_final=True):
+    """A is held after recording the start of c1; B delivers c1 again, finds it held by A and
+    returns ``b_status``; A is released, runs c1 and (``a_final``) gets the final answer."""
+    args = {"session_id": "s1", "user_text": "go", "hold_at": "after_start_recorded"}
+    _driver(tb, "driver_call", 1, "concurrent_turn", args={**args, "role": "A"})
+    tb.respond("s1", (W,), instance=1)
+    _hit(tb, "after_start_recorded", "hold", CTX, IN_FLIGHT, instance=1)
+    _driver(tb, "driver_call", 2, "concurrent_turn", args={**args, "role": "B", "held": True})
+    tb.respond("s1", (W,), instance=2)
+    b_return = _driver(tb, "driver_return", 2, "concurrent_turn",
+                       result={"session_id": "s1", "status": b_status, "final_text": ""})
+    tb.executed("s1", W, instance=1)
+    if a_final:
+        tb.respond("s1", text="Written.", instance=1)
+    a_return = _driver(tb, "driver_return", 1, "concurrent_turn",
+                       result={"session_id": "s1", "status": "completed", "final_text": "Written."})
+    tb.observe("quiescent", Observation(operations=(SAVED,), result_records=1))
+    return b_return, a_return
+
+
+def test_l4_10_passes_when_the_instance_that_left_the_call_says_deferred():
+    tb = TB(S1)
+    _deferred(tb)
+    assert_pass(check("L4.10", tb.build()), exercised=3)  # the raced call and both returns
+
+
+def test_l4_10_fails_when_the_instance_that_left_the_call_reports_the_turn_completed():
+    """The probe deferred-turn-reported-completed: B's turn ended on A's unsettled call."""
+    tb = TB(S1)
+    b_return, _ = _deferred(tb, b_status="completed")
+    assert_fail_at(check("L4.10", tb.build()), b_return)
+
+
+def test_l4_10_fails_when_the_released_instance_reports_completed_without_a_final_answer():
+    tb = TB(S1)
+    _, a_return = _deferred(tb, a_final=False)
+    assert_fail_at(check("L4.10", tb.build()), a_return)
+
+
+# --------------------------------------------------------------------------- what recover() reports
+
+
+def _reported(tb, listed, announced=None):
+    """An operation cut off after its tool returned; the recovery that follows returns a
+    RecoveryReport listing ``listed`` (and emits a recovered event listing ``announced``)."""
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    _crash(tb, "after_tool_returned", CTX, IN_FLIGHT)
+    if announced is not None:
+        tb.emit("recovered", "s1", reconciliation_required=list(announced))
+    returned = tb.ret("recover", {"results_completed": [], "projections_replayed": [],
+                                  "reconciliation_required": list(listed), "turns_resumed": []})
+    tb.observe("after_restart", Observation(operations=(UNKNOWN,)))
+    return returned
+
+
+def test_l4_9_passes_when_the_recovery_lists_the_unconfirmed_operation():
+    tb = TB(S1)
+    _reported(tb, [xid("c1")], announced=[xid("c1")])
+    assert_pass(check("L4.9", tb.build()))
+
+
+def test_l4_9_fails_when_the_recovery_report_or_event_leaves_it_out():
+    tb = TB(S1)
+    returned = _reported(tb, [])
+    verdict = check("L4.9", tb.build())
+    assert_fail_at(verdict, returned)  # passed before recovery_reports: the report was not read
+    assert "RecoveryReport" in verdict.evidence[0].note
+    tb = TB(S1)
+    returned = _reported(tb, [xid("c1")], announced=[])
+    verdict = check("L4.9", tb.build())
+    assert_fail_at(verdict, returned)
+    assert "recovered event of s1" in verdict.evidence[0].note
+
+
+def test_x4_fails_when_the_recovery_lists_a_confirmed_operation():
+    from harness.criteria import x
+
+    x4 = next(c for c in x.CRITERIA if c.id == "X4")
+    tb = TB(S1)
+    tb.respond("s1", (W,))
+    tb.executed("s1", W)
+    tb.observe("quiescent", Observation(operations=(op(W),)))
+    _crash(tb, "after_checkpoint_saved", CTX, op(W))
+    returned = tb.ret("recover", {"results_completed": [], "projections_replayed": [],
+                                  "reconciliation_required": [xid("c1")], "turns_resumed": []})
+    tb.observe("after_restart", Observation(operations=(op(W),)))
+    verdict = run_check(x4, tb.build())
+    assert_fail_at(verdict, returned)
+    tb = TB(S1)
+    _reported(tb, [xid("c1")])
+    assert run_check(x4, tb.build()).status is Status.PASS

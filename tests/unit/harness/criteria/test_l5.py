@@ -551,3 +551,53 @@ def test_l5_4_a_wait_shown_in_the_ui_before_the_prompt_is_awaiting_approval():
     index = tb2.publish(projection_of(record, wait_pending=True))
     tb2.observe("probe:ui_publish", Observation(operations=(record,)))  # no wait anywhere
     assert_fail_at(check("L5.4", tb2.build()), index)
+
+
+# --------------------------------------------------------------------------- L5.4: the reason the loop read back
+
+
+def _reason_told(shown_reason, *, replay=False, interim=None):
+    """W failed ('disk full'); the UI shows ``shown_reason`` (and the store says the same,
+    as when one function builds both); the model's next request carries the result record
+    as the loop read it back. ``replay``: the publication comes after that request (a
+    recovery replaying it); ``interim``: an earlier publication of a superseded result."""
+    record = op(W, outcome=Outcome.FAILED, failure_kind=FailureKind.FAILED, reason=shown_reason,
+                status="error", output="disk full")
+    tb = TB()
+    tb.respond("s1", (W,))
+    tb.executed("s1", W, status="error", output="disk full", error_kind="failed")
+    if interim is not None:
+        tb.publish(projection_of(record, reason=interim))
+        tb.observe("probe:ui_publish", Observation(operations=(op(W, outcome=Outcome.FAILED,
+                   failure_kind=FailureKind.FAILED, reason=interim, status="error", output="disk full"),)))
+    told = tool_msg(W, Outcome.FAILED, "disk full\nthe tool failed: disk full")
+    if replay:
+        tb.respond("s1", messages=(USER, told))
+    index = tb.publish(projection_of(record))
+    tb.observe("probe:ui_publish", Observation(operations=(record,)))
+    if not replay:
+        tb.respond("s1", messages=(USER, told))
+    return tb, index
+
+
+def test_l5_4_passes_when_the_ui_gives_the_reason_the_model_was_told():
+    for replay in (False, True):
+        tb, _ = _reason_told("the tool failed: disk full", replay=replay)
+        assert_pass(check("L5.4", tb.build()))
+
+
+def test_l5_4_fails_when_the_ui_reason_is_not_the_result_records():
+    """The probe projection-reason-from-operation: UI and inspect() both give the decision's
+    reason (one function builds both), while the result the loop read back says why it failed."""
+    for replay in (False, True):
+        tb, index = _reason_told("allow rule write_file:'*' grants it", replay=replay)
+        verdict = check("L5.4", tb.build())
+        assert_fail_at(verdict, index)
+        assert "the result the model received for it does not give" in verdict.evidence[0].note
+
+
+def test_l5_4_a_result_superseded_before_the_loop_read_it_is_not_compared():
+    """A sandboxed attempt's result, shown until its escalation was answered: the model only
+    ever receives the final one."""
+    tb, _ = _reason_told("the tool failed: disk full", interim="the sandboxed attempt asks for more")
+    assert_pass(check("L5.4", tb.build()), exercised=2)

@@ -308,7 +308,7 @@ def _partial(tb, returned="incomplete", view_partial="the numbers grew by", late
 def test_m5_passes_when_partial_text_stays_incomplete():
     tb = TB()
     _partial(tb)
-    assert_pass(check("M5", tb.build()))
+    assert_pass(check("M5", tb.build()), exercised=3)  # the EOF, and two turns told the user's text
 
 
 def test_m5_fails_when_the_turn_completes_on_partial_text():
@@ -390,3 +390,195 @@ def test_m5_still_fails_a_turn_that_ends_cancelled_on_an_eof_it_recorded():
     tb = TB()
     ended = _eof_then_cancelled(tb, crash=False)
     assert_fail_at(check("M5", tb.build()), ended)
+
+
+# --------------------------------------------------------------------------- M5: where answers come from
+
+C2 = ToolCall("c2", "write_file", {"path": "/repo/b", "content": "y"})
+
+
+def _tool(call, content="wrote"):
+    return Message("tool", content, tool_call_id=call.tool_call_id, outcome="succeeded")
+
+
+def _raced_turn(tb, *, stale_appended):
+    """Instance 1 asks from [go] and is answered c1; before it goes on, instance 2 asks from
+    the same session's conversation, is answered c2, runs it and finishes with "done".
+    Then the session's next request: with the answer to the gone conversation dropped, or
+    with c1 appended after "done" (the stale answer) and run."""
+    r1 = tb.request("s1", (USER,), instance=1)
+    tb.stream_end(r1, "end", calls=(W,), instance=1)
+    moved = (USER, USER, assistant((C2,)), _tool(C2))
+    r2 = tb.request("s1", (USER, USER), instance=2)
+    tb.stream_end(r2, "end", calls=(C2,), instance=2)
+    r3 = tb.request("s1", moved, instance=2)
+    tb.stream_end(r3, "end", text="done", instance=2)
+    history = moved + (assistant(content="done"),)
+    if stale_appended:
+        history += (assistant((W,)), _tool(W))
+    later = len(tb.events)
+    r4 = tb.request("s1", history + (Message("user", "next"),), instance=1)
+    tb.stream_end(r4, "end", text="done", instance=1)
+    return later
+
+
+def test_m5_passes_when_an_answer_to_a_gone_conversation_is_dropped():
+    tb = TB()
+    _raced_turn(tb, stale_appended=False)
+    assert_pass(check("M5", tb.build()), exercised=1)  # c1's conversation moved on without it
+
+
+def test_m5_fails_when_an_answer_to_a_gone_conversation_is_appended():
+    # The stale-answer-appended mutant's shape: c1 answered [go]; it is sent after "done".
+    tb = TB()
+    later = _raced_turn(tb, stale_appended=True)
+    verdict = check("M5", tb.build())
+    assert_fail_at(verdict, later)
+    assert any("an answer to a conversation that is gone" in e.note for e in verdict.evidence)
+    assert any(1 in e.trace_indexes for e in verdict.evidence)  # where the world served c1
+
+
+def test_m5_passes_a_sequential_turn_whose_answers_join_their_conversations():
+    tb = TB()
+    r1 = tb.request("s1", (USER,))
+    tb.stream_end(r1, "end", text="writing", calls=(W,))
+    first = (USER, assistant((W,), content="writing"), _tool(W))
+    r2 = tb.request("s1", first)
+    tb.stream_end(r2, "end", text="done")
+    r3 = tb.request("s1", first + (assistant(content="done"), Message("user", "again")))
+    tb.stream_end(r3, "eof", text="half")
+    r4 = tb.request("s1", first + (assistant(content="done"), Message("user", "again"),
+                                   assistant(content="half", incomplete=True), Message("user", "more")))
+    tb.stream_end(r4, "end", text="done")
+    verdict = check("M5", tb.build())
+    assert verdict.status is not Status.FAIL, verdict
+
+
+def test_m5_a_repeated_answer_matches_any_request_it_was_served_to():
+    # A scripted response served twice (a duplicate delivery): the second request carries
+    # nothing new, so the answer is served to the same conversation both times.
+    tb = TB()
+    for _ in range(2):
+        rid = tb.request("s1", (USER,))
+        tb.stream_end(rid, "end", calls=(W,))
+    tb.request("s1", (USER, assistant((W,)), _tool(W)))
+    assert check("M5", tb.build()).status is not Status.FAIL
+
+
+def test_m5_fails_when_the_history_before_an_answer_was_rewritten():
+    tb = TB()
+    r1 = tb.request("s1", (USER,))
+    tb.stream_end(r1, "end", calls=(W,))
+    r2 = tb.request("s1", (USER, assistant((W,)), _tool(W)))
+    tb.stream_end(r2, "end", text="done")
+    later = len(tb.events)
+    tb.request("s1", (USER, assistant((W,)), _tool(W, "edited afterwards"), assistant(content="done"),
+                      Message("user", "again")))
+    assert_fail_at(check("M5", tb.build()), later)
+
+
+def test_m5_fails_on_an_answer_the_world_never_served_or_with_other_calls():
+    for carried in (assistant(content="I already did it"), assistant((W, C2))):
+        tb = TB()
+        r1 = tb.request("s1", (USER,))
+        tb.stream_end(r1, "end", calls=(W,))
+        later = len(tb.events)
+        tb.request("s1", (USER, carried, _tool(W)))
+        verdict = check("M5", tb.build())
+        assert_fail_at(verdict, later)
+        assert any("never served" in e.note for e in verdict.evidence), verdict.evidence
+
+
+def test_m5_an_answer_counts_only_once_its_stream_ended():
+    tb = TB()
+    r1 = tb.request("s1", (USER,), instance=1)
+    later = len(tb.events)
+    tb.request("s1", (USER, assistant((W,)), _tool(W)), instance=2)
+    tb.stream_end(r1, "end", calls=(W,), instance=1)
+    assert_fail_at(check("M5", tb.build()), later)
+
+
+def test_m5_incomplete_text_must_be_what_the_stream_served():
+    for kept, fails in (("the numbers grew by", False), ("the numbers grew by 40%", True)):
+        tb = TB()
+        r1 = tb.request("s1", (USER,))
+        tb.stream_end(r1, "transport_error", text="the numbers grew by")
+        later = len(tb.events)
+        tb.request("s1", (USER, assistant(content=kept, incomplete=True), Message("user", "again")))
+        verdict = check("M5", tb.build())
+        assert (verdict.status is Status.FAIL) is fails, (kept, verdict)
+        if fails:
+            assert_fail_at(verdict, later)
+
+
+def _loaded(tb, fixture_messages, carried):
+    tb.call("load_checkpoint", session_id="s1", fixture="v1",
+            fixture_content={"format_version": 1, "messages": fixture_messages, "failure_entries": []})
+    tb.ret("load_checkpoint")
+    first = len(tb.events)
+    r1 = tb.request("s1", carried + (Message("user", "continue"),))
+    tb.stream_end(r1, "end", text="done")
+    second = len(tb.events)
+    tb.request("s1", carried + (Message("user", "continue"), assistant(content="done"),
+                                Message("user", "again")))
+    return first, second
+
+
+def test_m5_history_loaded_from_a_checkpoint_is_legitimate():
+    tb = TB()
+    _loaded(tb, [{"role": "user", "content": "old"}, {"role": "assistant", "content": "old answer"}],
+            (Message("user", "old"), assistant(content="old answer")))
+    assert check("M5", tb.build()).status is not Status.FAIL
+
+
+def test_m5_an_assistant_message_the_loaded_checkpoint_does_not_hold_fails():
+    tb = TB()
+    first, second = _loaded(tb, [{"role": "user", "content": "old"}],
+                            (Message("user", "old"), assistant(content="invented answer")))
+    verdict = check("M5", tb.build())
+    assert_fail_at(verdict, first)
+    assert_fail_at(verdict, second)
+
+
+def test_m5_without_a_load_an_old_answer_is_not_history():
+    tb = TB()
+    tb.request("s1", (Message("user", "old"), assistant(content="old answer"), Message("user", "continue")))
+    assert check("M5", tb.build()).status is Status.FAIL
+
+
+# --------------------------------------------------------------------------- M5: what the user said
+
+
+def _turn_reaching_the_model(tb, said, carried):
+    """A turn call saying ``said`` whose first request carries ``carried`` as its messages."""
+    call = tb.call("run_turn", session_id="s1", user_text=said)
+    tb.respond("s1", (), text="ok", messages=carried)
+    request = len(tb.events) - 2
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "ok"})
+    return call, request
+
+
+def test_m5_passes_when_each_turn_tells_the_model_what_the_user_said():
+    tb = TB()
+    _turn_reaching_the_model(tb, "go", (Message("user", "go"),))
+    _turn_reaching_the_model(tb, "and then?", (Message("user", "go"), Message("assistant", "ok"),
+                                               Message("user", "and then?")))
+    verdict = check("M5", tb.build())
+    assert verdict.status is not Status.FAIL, verdict.evidence
+
+
+def test_m5_fails_when_the_turn_reaches_the_model_without_the_users_words():
+    tb = TB()
+    call, request = _turn_reaching_the_model(tb, "delete the branch", (Message("user", ""),))
+    verdict = check("M5", tb.build())  # not judged before user_messages
+    assert_fail_at(verdict, request)
+    assert any("not told what the user said" in e.note and call in e.trace_indexes
+               for e in verdict.evidence), verdict.evidence
+
+
+def test_m5_fails_on_a_user_message_the_user_never_sent():
+    tb = TB()
+    _, request = _turn_reaching_the_model(tb, "go", (Message("user", "go"), Message("user", "go")))
+    verdict = check("M5", tb.build())
+    assert_fail_at(verdict, request)
+    assert any("never sent" in e.note for e in verdict.evidence), verdict.evidence

@@ -253,12 +253,62 @@ def test_x2_not_exercised_on_an_empty_trace():
     assert v("X2", TraceBuilder("s1").build()).status is Status.NOT_EXERCISED
 
 
+def _conversation(*later_messages):
+    """c1 served, executed and answered; then a request carrying ``later_messages`` after
+    [user, assistant(c1)]; returns (trace, that request's index)."""
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    b.executed("s1", "c1", "write_file", W)
+    b.observe(op_view("s1", "c1", "write_file", W))
+    request = b.model("s1", messages=[user(), assistant(call("c1", "write_file", W)), *later_messages])[0]
+    return b.build(), request
+
+
+def test_x2_one_result_per_call_in_the_conversation_passes():
+    trace, _ = _conversation(tool_result("c1"))
+    assert v("X2", trace).status is not Status.FAIL
+
+
+def test_x2_fails_when_the_model_is_told_a_call_returned_twice():
+    # The recovery-refolds-projected-results mutant's shape.
+    trace, request = _conversation(tool_result("c1"), tool_result("c1"))
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "two tool messages for call 'c1'" in verdict.evidence[0].note
+
+
+def test_x2_fails_on_a_result_for_a_call_the_conversation_does_not_hold():
+    trace, request = _conversation(tool_result("c1"), tool_result("c9"))
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "no assistant message before it emitted" in verdict.evidence[0].note
+
+
+def test_x2_a_call_delivered_again_is_answered_again_after_its_second_delivery():
+    c1 = call("c1", "write_file", W)
+    trace, _ = _conversation(tool_result("c1"), assistant(c1), tool_result("c1"))
+    assert v("X2", trace).status is not Status.FAIL
+
+
+def test_x2_history_loaded_from_a_checkpoint_is_not_judged_for_its_results():
+    for loaded in (True, False):
+        b = TraceBuilder("s1")
+        if loaded:
+            b.driver("load_checkpoint", session_id="s1", fixture="v1")
+            b.returned("load_checkpoint")
+        old = [user("old"), tool_result("c0"), tool_result("c0")]
+        b.model("s1", messages=[*old, user("continue")])
+        b.model("s1", messages=[*old, user("continue"), assistant(text="done"), user("again")])
+        assert (v("X2", b.build()).status is Status.FAIL) is not loaded
+
+
 # --------------------------------------------------------------------------- X3
 
 
 def test_x3_passes_when_the_denial_goes_back_to_the_model():
     b, _ = _allowed_and_denied()
-    b.model("s1", messages=[user(), tool_result("c1"), tool_result("c2", "not_started", "permission_denied")])
+    b.model("s1", messages=[user(), tool_result("c1"), tool_result("c2", "not_started", "permission_denied",
+                                                                   "not executed: rm is denied")])
     b.turn_returns("s1", "completed")
     verdict = v("X3", b.build())
     assert verdict.status is Status.PASS and verdict.exercised == 1
@@ -283,6 +333,54 @@ def test_x3_fails_when_the_turn_completes_at_the_denial():
     ret = b.turn_returns("s1", "completed")
     verdict = v("X3", b.build())
     assert verdict.status is Status.FAIL and ret in all_indexes(verdict)
+
+
+def _denial_told(content, *, published=True, saved_reason="rm is denied"):
+    """c2 Bash denied by a rule (UI shown "rm is denied" when ``published``, the store read
+    before the next request keeps ``saved_reason``), then the next request tells the model
+    ``content``."""
+    b = TraceBuilder(session("s1", rules=[("deny", "Bash", "rm *", "command")]), tools=[("Bash", "bash")])
+    b.turn("s1")
+    b.model("s1", [call("c2", "Bash", RM)])
+    if published:
+        b.publish(_shown("c2", "deny", "not_started", "denied", ("change_rules",), reason="rm is denied"))
+    b.observe(op_view("s1", "c2", "Bash", RM, permission="deny", failure_kind="permission_denied",
+                      reason=saved_reason, delivery="projected" if published else "recorded"))
+    request = b.model("s1", messages=[user(), assistant(call("c2", "Bash", RM)),
+                                      tool_result("c2", "not_started", "permission_denied", content)])[0]
+    return b.build(), request
+
+
+def test_x3_passes_when_the_model_is_told_why_in_its_own_words():
+    for content in ("not executed: rm is denied", "Blocked.  rm is\ndenied -- change the rules first"):
+        trace, _ = _denial_told(content)
+        assert v("X3", trace).status is Status.PASS, content
+
+
+def test_x3_fails_when_the_denial_reaches_the_model_without_its_reason():
+    # The denial-reason-withheld-from-model mutant's shape: the UI says why, the model is
+    # told only that the call did not run.
+    trace, request = _denial_told("not executed")
+    verdict = v("X3", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "not told why" in verdict.evidence[0].note and "rm is denied" in verdict.evidence[0].note
+
+
+def test_x3_without_a_publication_the_saved_reason_must_reach_the_model():
+    trace, _ = _denial_told("not executed: rm is denied", published=False)
+    assert v("X3", trace).status is Status.PASS
+    trace, request = _denial_told("not executed", published=False)
+    verdict = v("X3", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
+    assert "the host recorded" in verdict.evidence[0].note
+
+
+def test_x3_with_no_reason_anywhere_the_tool_message_must_still_say_something():
+    trace, _ = _denial_told("not executed", published=False, saved_reason="")
+    assert v("X3", trace).status is Status.PASS  # nothing to compare with: L1.7/L5.4 judge the reason
+    trace, request = _denial_told("  ", published=False, saved_reason="")
+    verdict = v("X3", trace)
+    assert verdict.status is Status.FAIL and request in all_indexes(verdict)
 
 
 def test_x3_not_exercised_without_denials():
