@@ -88,6 +88,8 @@ class ReferenceRuntime:
         """A new message while calls wait for approval is the owner moving on: each wait is
         answered "no" (its call is not executed), so that its result reaches the model before
         the message; a model request never carries a call without its result (X3)."""
+        if not approvals.pending_of_session(self._store.connection, session_id):
+            return False  # the common case: nothing waits, and no transaction is opened
         with self._store.transaction() as conn:
             refused = [wait for wait in approvals.pending_of_session(conn, session_id)
                        if approvals.apply_answer(conn, wait, False, now=self._world.now(),
