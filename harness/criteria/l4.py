@@ -605,6 +605,12 @@ def check_l4_8(trace: Trace) -> Verdict:
     count, found = prepared_calls.forgotten_calls(trace)
     exercised += count
     violations += found
+    judged, unreported = recovery_reports.unreported_resumptions(trace)
+    exercised += judged
+    for report, session, request in unreported:
+        violations.append(s.ev(f"the recovery at event {report.call_index} drove the turn of {session} "
+                               "on (a model request) but its RecoveryReport does not list it in "
+                               "turns_resumed", report.call_index, request, report.return_index))
     return judge("L4.8", exercised, violations, "no restart over executed operations or open turns")
 
 

@@ -8,7 +8,9 @@ operation sends the owner to check what is known. The world judges both: L4.9 as
 operation a crash cut off between its recorded start and its saved result to be listed by
 the recovery that follows the crash, X4 asks every listed operation to be one that may have
 run without a result (a crash between its start and its result, or a tool that answered
-unknown).
+unknown). Which sessions it resumed is judged the same way: L4.8 asks every session whose
+turn the recovery drove on (the world served it a model request during the call) to be in
+``turns_resumed``.
 
 Guarantees: pure over the trace; only a ``recover`` call that returned a report counts (one
 cut off reported nothing); the report's and the events' lists are read as given (execution
@@ -35,6 +37,8 @@ class Report:
     announced: dict[str, frozenset[str]]
     """Per session, the ``reconciliation_required`` list of the ``recovered`` event it emitted
     during the call (sessions without an event are absent)."""
+    turns_resumed: frozenset[str]
+    """The returned report's ``turns_resumed``."""
 
     def listed(self) -> frozenset[str]:
         """Every execution id the report or one of its events lists."""
@@ -69,8 +73,29 @@ def reports(trace: Trace) -> tuple[Report, ...]:
                 announced[str(payload.get("session_id", ""))] = frozenset(
                     str(x) for x in data.get("reconciliation_required") or ())
         found.append(Report(span.index, span.end_index,
-                            frozenset(str(x) for x in listed or ()), announced))
+                            frozenset(str(x) for x in listed or ()), announced,
+                            frozenset(str(x) for x in result.get("turns_resumed") or ())))
     return tuple(found)
+
+
+def unreported_resumptions(trace: Trace) -> tuple[int, list[tuple[Report, str, int]]]:
+    """Sessions whose turn a ``recover()`` drove on (the world served the session a model
+    request while the call ran) that its report does not list in ``turns_resumed``, as
+    ``(report, session, request index)``; and how many resumptions were judged. A session
+    listed without a request is not held against it: a resumed turn may end at once (its
+    calls settled, deferred to another instance, cancelled)."""
+    judged, missing = 0, []
+    requests = tuple(trace.of_kind(Kind.MODEL_REQUEST))
+    for report in reports(trace):
+        asked: dict[str, int] = {}
+        for request in requests:
+            if report.call_index < request.index < report.return_index:
+                asked.setdefault(str(request.data.get("session_id", "")), request.index)
+        for session, index in asked.items():
+            judged += 1
+            if session not in report.turns_resumed:
+                missing.append((report, session, index))
+    return judged, missing
 
 
 def first_after(trace: Trace, index: int) -> Report | None:

@@ -86,4 +86,12 @@ MUTANTS: tuple[Mutant, ...] = (
                    find="            continuation.append(conn, session_id, Message(\"user\", user_text),\n",
                    replace="            continuation.append(conn, session_id, Message(\"user\", \"\"),\n")),
     ),
+    Mutant(
+        "recovery-report-omits-resumed",
+        "recover() resumes the turns a crash interrupted but its RecoveryReport lists none: a UI "
+        "never learns the session is running again",
+        ("L4.8",),
+        edits(edit(RC, find="        reconciliation_required=unknown,\n        turns_resumed=running,\n",
+                   replace="        reconciliation_required=unknown,\n        turns_resumed=(),\n")),
+    ),
 )

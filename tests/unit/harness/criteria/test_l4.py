@@ -980,3 +980,30 @@ def test_x4_fails_when_the_recovery_lists_a_confirmed_operation():
     tb = TB(S1)
     _reported(tb, [xid("c1")])
     assert run_check(x4, tb.build()).status is Status.PASS
+
+
+def _recovery_resuming(tb, resumed):
+    """A crash mid-turn; the recovery drives the turn on (a model request during the call) and
+    its RecoveryReport lists ``resumed`` in turns_resumed."""
+    tb.respond("s1", (W,))
+    _crash(tb, "after_prepare", CTX)
+    tb.respond("s1", (), text="done")
+    request = len(tb.events) - 2
+    returned = tb.ret("recover", {"results_completed": [], "projections_replayed": [],
+                                  "reconciliation_required": [], "turns_resumed": list(resumed)})
+    return request, returned
+
+
+def test_l4_8_passes_when_the_recovery_reports_the_turn_it_resumed():
+    tb = TB(S1)
+    _recovery_resuming(tb, ["s1"])
+    verdict = check("L4.8", tb.build())
+    assert verdict.status is Status.PASS, verdict.evidence
+
+
+def test_l4_8_fails_when_the_recovery_resumes_a_turn_its_report_does_not_list():
+    tb = TB(S1)
+    request, returned = _recovery_resuming(tb, [])
+    verdict = check("L4.8", tb.build())  # the report was not read before recovery_reports
+    assert_fail_at(verdict, request)
+    assert any("turns_resumed" in e.note and returned in e.trace_indexes for e in verdict.evidence)
