@@ -20,6 +20,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from harness.contract import WaitStatus
@@ -60,9 +61,13 @@ def answers(trace: Trace) -> tuple[Answer, ...]:
     message cut off before it could be told to have taken effect is left out unless the
     store shows its refusal)."""
     found: list[Answer] = []
-    prompts = tuple(trace.of_kind(Kind.APPROVAL_PROMPT))
-    requests = tuple(trace.of_kind(Kind.MODEL_REQUEST))
     ends = {span.index: span for span in driver_spans(trace)}
+    requests: dict[str, list[int]] = {}  # per session, ascending
+    for request in trace.of_kind(Kind.MODEL_REQUEST):
+        requests.setdefault(_request_session(request), []).append(request.index)
+    unanswered: dict[str, list[TraceEvent]] = {}  # per session, prompts no message answered yet
+    for prompt in trace.of_kind(Kind.APPROVAL_PROMPT):
+        unanswered.setdefault(str(prompt.data.get("session_id")), []).append(prompt)
     turns = []
     for call in trace.of_kind(Kind.DRIVER_CALL):
         if call.data.get("skipped"):
@@ -77,25 +82,31 @@ def answers(trace: Trace) -> tuple[Answer, ...]:
     answered_at: dict[str, int] = {}
     for answer in found:
         answered_at.setdefault(answer.wait_id, answer.index)
-    for call in turns:
+    for call in turns:  # in call order: each prompt is answered by the first message that can
         session_id = str((call.data.get("args") or {})["session_id"])
         span = ends[call.index]
         end = span.end_index if span.end_index is not None else len(trace.events)
         returned = span.end_kind == "return"
-        reached = next((r.index for r in requests
-                        if call.index < r.index < end and _request_session(r) == session_id),
-                       None)
-        cutoff = reached if reached is not None else end
-        for prompt in prompts:
-            if prompt.index >= cutoff or str(prompt.data.get("session_id")) != session_id:
-                continue
+        session_requests = requests.get(session_id, [])
+        position = bisect.bisect_right(session_requests, call.index)
+        reached = session_requests[position] if position < len(session_requests) else end
+        cutoff = min(reached, end)
+        pending = unanswered.get(session_id, [])
+        kept: list[TraceEvent] = []
+        for at, prompt in enumerate(pending):
+            if prompt.index >= cutoff:
+                kept.extend(pending[at:])
+                break
             wait_id = str(prompt.data.get("wait_id", ""))
             if answered_at.get(wait_id, cutoff) < cutoff:
-                continue  # answered before this message: nothing left for it to answer
+                continue  # answered before this message (or by it, shown twice): done
             if returned or _store_rejected(trace, wait_id, end):
                 found.append(Answer(wait_id, False, call, max(call.index, prompt.index),
                                     cutoff, True))
-                answered_at[wait_id] = cutoff
+                answered_at[wait_id] = call.index
+            else:
+                kept.append(prompt)  # cut off: a later message may still answer it
+        unanswered[session_id] = kept
     found.sort(key=lambda a: (a.index, a.call_index))
     return tuple(found)
 

@@ -47,7 +47,7 @@ OpKey = tuple[str, str]
 TURN_METHODS = ("run_turn", "answer_approval", "answer", "concurrent_turn")
 """Driver methods whose DRIVER_RETURN carries a TurnResult."""
 
-ANSWER_METHODS = ("answer_approval", "answer")
+ANSWER_METHODS = approval_answers.EXPLICIT_METHODS
 
 STATIC_DENY_SOURCES = (
     DecisionSource.HARD_CONSTRAINT,

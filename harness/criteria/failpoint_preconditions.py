@@ -166,14 +166,9 @@ class _Index:
             if payload.get("type") == "model_request_ended":
                 self.request_ended.setdefault(str(payload.get("request_id", "")), []).append(
                     event.index)
-        self.answers: dict[str, list[int]] = {}
-        for event in trace.of_kind(Kind.DRIVER_CALL):
-            if event.data.get("method") in ("answer_approval", "answer"):
-                wait_id = str((event.data.get("args") or {}).get("wait_id", ""))
-                self.answers.setdefault(wait_id, []).append(event.index)
-        for answer in approval_answers.answers(trace):  # a new message answers "no" too
-            if answer.by_new_message:
-                self.answers.setdefault(answer.wait_id, []).append(answer.call_index)
+        self.answers: dict[str, list[int]] = {}  # the owner's, or a new message's "no"
+        for answer in approval_answers.answers(trace):
+            self.answers.setdefault(answer.wait_id, []).append(answer.call_index)
         self.first_event: dict[int, int] = {}
         self.acts: list[TraceEvent] = []
         for event in trace.events:

@@ -19,6 +19,7 @@ deferral, a cancellation, a crash before the request) is not judged.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from dataclasses import dataclass
 
@@ -55,18 +56,20 @@ def read(trace: Trace) -> Reading:
         if call.data.get("method") in TURN_METHODS and not call.data.get("skipped") \
                 and "user_text" in args:
             turns.append((call, str(args.get("session_id", "")), str(args["user_text"])))
-    requests = [r for r in trace.of_kind(Kind.MODEL_REQUEST)
-                if str(r.data.get("session_id", "")) not in loaded]
+    requests: dict[str, list[TraceEvent]] = {}  # per session, ascending
+    for request in trace.of_kind(Kind.MODEL_REQUEST):
+        session = str(request.data.get("session_id", ""))
+        if session not in loaded:
+            requests.setdefault(session, []).append(request)
     told, findings = 0, []
     for call, session, text in turns:
-        if session in loaded:
-            continue
+        mine = requests.get(session, [])
         span = spans.get(call.index)
         end = span.end_index if span is not None and span.end_index is not None else len(trace.events)
-        first = next((r for r in requests if call.index < r.index < end
-                      and str(r.data.get("session_id", "")) == session), None)
-        if first is None:
+        position = bisect.bisect_right(mine, call.index, key=lambda r: r.index)
+        if session in loaded or position == len(mine) or mine[position].index >= end:
             continue
+        first = mine[position]
         told += 1
         users = [m for m in first.data.get("messages") or () if m.get("role") == "user"]
         last = str(users[-1].get("content", "")) if users else None
@@ -76,19 +79,26 @@ def read(trace: Trace) -> Reading:
                 f"that said {text[:60]!r}, yet its last user message is "
                 f"{'missing' if last is None else repr(last[:60])}: the model is not told what "
                 "the user said")))
-    speaking = {session for _, session, _ in turns}
-    for request in requests:
-        session = str(request.data.get("session_id", ""))
-        if session not in speaking:
+    said_by_session: dict[str, list[tuple[int, str]]] = {}
+    for call, session, text in turns:
+        said_by_session.setdefault(session, []).append((call.index, text))
+    for session, session_requests in requests.items():
+        spoken = said_by_session.get(session)
+        if not spoken:
             continue  # a trace without the harness's turn calls (hand-built) says nothing here
-        said = Counter(text for call, s, text in turns if s == session and call.index < request.index)
-        carried = Counter(str(m.get("content", "")) for m in request.data.get("messages") or ()
-                          if m.get("role") == "user")
-        for content, count in carried.items():
-            if count > said.get(content, 0):
-                findings.append(Finding(request, None, (
-                    f"request {request.data.get('request_id')} of {session} carries the user "
-                    f"message {content[:60]!r} {count} time(s), the user said it "
-                    f"{said.get(content, 0)} time(s) in this session: a user message the user "
-                    "never sent")))
+        said: Counter[str] = Counter()
+        next_said = 0
+        for request in session_requests:  # the texts said so far, kept as the requests go by
+            while next_said < len(spoken) and spoken[next_said][0] < request.index:
+                said[spoken[next_said][1]] += 1
+                next_said += 1
+            carried = Counter(str(m.get("content", "")) for m in request.data.get("messages") or ()
+                              if m.get("role") == "user")
+            for content, count in carried.items():
+                if count > said.get(content, 0):
+                    findings.append(Finding(request, None, (
+                        f"request {request.data.get('request_id')} of {session} carries the user "
+                        f"message {content[:60]!r} {count} time(s), the user said it "
+                        f"{said.get(content, 0)} time(s) in this session: a user message the user "
+                        "never sent")))
     return Reading(told, tuple(findings))

@@ -133,3 +133,11 @@ def test_l3_2_fails_when_a_late_approval_runs_a_call_the_new_message_refused():
     assert verdict.status is Status.FAIL
     assert any("executed although its wait" in e.note and row in e.trace_indexes
                for e in verdict.evidence), verdict.evidence
+
+
+def test_a_wait_shown_twice_is_answered_once_by_the_message():
+    tb = TB(ASK)
+    _, wait_id = _prompted(tb)
+    tb.prompt("s1", W, wait_id=wait_id)  # shown again (a recovery shows what it finds pending)
+    _new_message(tb)
+    assert [(a.wait_id, a.by_new_message) for a in A.answers(tb.build())] == [(wait_id, True)]
