@@ -265,6 +265,23 @@ def _add_selftest(sub: Any) -> None:
         "only the scenarios whose reference run calls code it edits (the others run as the "
         "reference did and cannot kill it)",
     )
+    witnesses = parser.add_mutually_exclusive_group()
+    witnesses.add_argument(
+        "--witnesses", metavar="FILE", default=None,
+        help="a witness table (JSON: mutant name -> scenario ids that caught it before): each "
+        "mutant runs its witnesses first and stops there when they fail every criterion it "
+        "names; they only order, never decide (default: the table committed with the bundled "
+        "mutants)",
+    )
+    witnesses.add_argument(
+        "--no-witnesses", action="store_true",
+        help="order each mutant's scenarios by its stages alone",
+    )
+    parser.add_argument(
+        "--write-witnesses", metavar="FILE", default=None,
+        help="write the table of what caught each mutant in this run to FILE (entries of "
+        "mutants not run here are kept from FILE if it exists)",
+    )
     add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)
 
@@ -777,6 +794,40 @@ def _mutants() -> tuple[Any, ...]:
     return MUTANTS
 
 
+def _witness_table(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """The witnesses ``selftest`` orders mutants by (a bad file is a usage error, exit 2)."""
+    from harness.selftest import witnesses
+
+    if args.no_witnesses:
+        return {}
+    if args.write_witnesses:  # refused before the run, not after it
+        folder = os.path.dirname(os.path.abspath(args.write_witnesses))
+        if os.path.isdir(args.write_witnesses) or not os.path.isdir(folder) \
+                or not os.access(folder, os.W_OK):
+            raise UsageError(f"--write-witnesses {args.write_witnesses!r}: not a file in a "
+                             "writable directory; pass a path like reports/witnesses.json")
+    try:
+        return witnesses.load(args.witnesses or witnesses.PACKAGED_WITNESSES)
+    except witnesses.WitnessError as exc:
+        if args.witnesses is None:  # the packaged table is only an order: run without it
+            return {}
+        raise UsageError(f"--witnesses: {exc}") from None
+
+
+def _write_witnesses(path: str, mutants: Any) -> None:
+    from harness.selftest import witnesses
+
+    try:
+        previous = witnesses.load(path) if os.path.exists(path) else {}
+    except witnesses.WitnessError:
+        previous = {}  # an unreadable table is replaced whole
+    try:
+        witnesses.write(path, witnesses.table_of(mutants), previous)
+    except OSError as exc:
+        raise UsageError(f"--write-witnesses {path!r}: cannot write it ({exc.strerror or exc})"
+                         "; pass a writable path") from None
+
+
 def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     from harness.selftest.killmatrix import default_jobs, matrix_lines, run_selftest, score_lines
     from harness.selftest.killmatrix import NEVER_EXECUTED, never_executed
@@ -804,6 +855,7 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
         mutants = tuple(select(all_mutants, names, args.shard, load_durations(args.durations)))
         shard_files[SHARD_FILE] = shard_bytes("selftest", args.shard, names,
                                               [m.name for m in mutants])
+    table = _witness_table(args)
     reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
     scenarios = discover_scenarios(ctx, args.scenarios)
     criteria = ctx.deps.criteria()
@@ -822,8 +874,11 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     reference_result, selftest = run_selftest(
         reference, scenarios, mutants, args.seed, criteria=criteria,
         runner=ctx.deps.runner(), full=args.full, time_limit_s=args.time_limit_s,
-        progress=show, jobs=jobs,
+        progress=show, jobs=jobs, witnesses=table,
     )
+    if args.write_witnesses:
+        _write_witnesses(args.write_witnesses, selftest.mutants)
+        ctx.out(f"witnesses: {display_path(args.write_witnesses)}")
     result = dataclasses.replace(
         reference_result, selftest=selftest,
         run=dataclasses.replace(reference_result.run, command=shlex.join((PROG, *ctx.argv))),

@@ -221,6 +221,9 @@ class MutantResult:
     scenario_errors: tuple[str, ...] = ()
     trust_class: str = ""
     """The mutant's trust class (``harness.selftest.mutant.TRUST_CLASSES``), "" for none."""
+    caught_on: tuple[str, ...] = ()
+    """The scenarios, in the order run, each of which failed an expected criterion none run
+    before it had (empty when not caught): what ``selftest --write-witnesses`` records."""
 
 
 @dataclass(frozen=True, slots=True)

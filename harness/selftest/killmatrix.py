@@ -25,6 +25,12 @@ Guarantees of :func:`run_selftest`:
   that way (it edits a top-level assignment, declares its own features, or is not made of
   text edits) keeps every scenario. A mutant no scenario of the suite executes is reported
   not caught with :data:`NEVER_EXECUTED` as its reason, without running any scenario;
+* a mutant's witnesses (the scenarios an earlier self-test caught it on,
+  :mod:`harness.selftest.witnesses`) run before its stages, and it stops there when they
+  fail every criterion it names; else its stages run as without them (a witness is not run
+  again; its failures count for the stage sets it belongs to): being caught never depends
+  on them, and the expected criteria credited are never fewer; ``caught_on`` names the
+  scenarios that caught it, the next table's witnesses;
 * a mutant whose edits no longer apply to the reference (:class:`MutantError`) is reported
   not caught, with the reason, without running any scenario;
 * a mutant is *caught* only when one of its expected criteria fails on it; other criteria
@@ -70,6 +76,7 @@ from harness.selftest.target_coverage import (
     recording,
     tracking,
 )
+from harness.selftest.witnesses import first as witnessed_first
 from harness.suite import default_runner, run_suite
 
 NEVER_EXECUTED = "no bundled scenario executes the code it edits"
@@ -121,6 +128,7 @@ def run_selftest(
     progress: Callable[[SelftestProgress], None] | None = None,
     jobs: int = 1,
     select: bool = True,
+    witnesses: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[RunResult, SelftestResult]:
     """The reference's RunResult and the kill matrix over ``mutants``.
 
@@ -128,7 +136,9 @@ def run_selftest(
     mutant's patches then live in its own process); the result does not depend on the
     number of jobs, and a worker that dies is that mutant's failure, not the run's.
     ``select`` (default) runs each mutant only on the scenarios that execute what it edits
-    (see the module doc); False runs every scenario its stages name.
+    (see the module doc); False runs every scenario its stages name. ``witnesses`` (mutant
+    name -> scenario ids, :mod:`harness.selftest.witnesses`) are tried before a mutant's
+    stages; they order, they never decide (ignored with ``full``).
     """
     trackings = [tracking(mutant) for mutant in mutants] if select else []
     with tempfile.TemporaryDirectory(prefix="lh-coverage-") as folder, \
@@ -148,7 +158,11 @@ def run_selftest(
     kept = [kept_scenarios(tracked, reference_result, coverage) for tracked in trackings] \
         or [None] * len(mutants)
     plans = [
-        (mutant, _scenarios_for(mutant, scenarios, exercising, full, keep))
+        (mutant,
+         () if full or not witnesses else witnessed_first(
+             witnesses.get(mutant.name, ()),
+             scenarios if keep is None else [s for s in scenarios if s.id in keep]),
+         _scenarios_for(mutant, scenarios, exercising, full, keep))
         for mutant, keep in zip(mutants, kept)
     ]
     job = _Job(reference, tuple(plans), tuple(criterion_ids), seed, criteria, runner, time_limit_s,
@@ -290,8 +304,8 @@ def score_lines(result: SelftestResult) -> list[str]:
 @dataclass(frozen=True, slots=True)
 class _Job:
     reference: Any
-    plans: tuple[tuple[Mutant, tuple[tuple[Any, ...], ...]], ...]
-    """Per mutant, the scenario sets to try in turn."""
+    plans: tuple[tuple[Mutant, tuple[Any, ...], tuple[tuple[Any, ...], ...]], ...]
+    """Per mutant, its witnesses (tried first) and the scenario sets to try in turn."""
     criterion_ids: tuple[str, ...]
     seed: int
     criteria: Sequence[Criterion] | None
@@ -303,7 +317,7 @@ class _Job:
     """Names of the mutants no scenario's reference run executes the code of."""
 
     def run(self, position: int) -> MutantResult:
-        mutant, stages = self.plans[position]
+        mutant, witnessed, stages = self.plans[position]
         unapplied = _does_not_apply(mutant)
         if unapplied:  # every scenario would only error on it: say so once, run nothing
             return MutantResult(name=mutant.name, defect=mutant.defect, expected=mutant.expected,
@@ -316,12 +330,12 @@ class _Job:
         expected = set(mutant.expected)
         killed: set[str] = set()
         ran: list[Any] = []
+        kills_on: dict[str, set[str]] = {}
+        """Scenario id -> what it counts against the mutant (:func:`_kills_in`)."""
         errors: list[str] = []
-        for chosen in stages:  # a later stage only when the earlier ones did not catch it
-            chosen = tuple(s for s in chosen if s not in ran)
-            if not chosen:
-                continue
-            failing_so_far: set[str] = set()
+
+        def run_set(chosen: tuple[Any, ...], failing_before: set[str]) -> None:
+            failing_so_far = set(failing_before)
 
             def every_expected_failed(scenario: ScenarioResult) -> bool:
                 failing_so_far.update(_kills_in(scenario))
@@ -335,15 +349,30 @@ class _Job:
             )
             judged = [s for s in mutated.scenarios if s.status is not ScenarioStatus.NOT_RUN]
             ran.extend(chosen[:len(judged)])
-            killed |= {c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED}
+            for scenario in judged:
+                kills_on[scenario.id] = _kills_in(scenario)
+            killed.update(c.id for c in mutated.criteria if c.status is CriterionStatus.FAILED)
             if any(s.status is ScenarioStatus.ERROR and s.faults_unfired for s in judged):
                 killed.add(FAULT_FIRED)
-            errors += [
+            errors.extend(
                 f"{s.id}: {s.error.splitlines()[0] if s.error else 'error'}"
                 for s in judged if s.status is ScenarioStatus.ERROR
-            ]
-            if killed & expected:
-                break
+            )
+
+        def failed_on(scenarios: Sequence[Any]) -> set[str]:
+            return set().union(*(kills_on.get(s.id, set()) for s in scenarios))
+
+        if witnessed:  # tried first; decisive only when they fail every expected criterion
+            run_set(witnessed, set())
+        if not (witnessed and expected <= failed_on(witnessed)):
+            for chosen in stages:  # a later stage only when the earlier ones did not catch it
+                # The set as without witnesses: one already run is not run again, and its
+                # failures count for this set (so the stages decide what they decide alone).
+                fresh = tuple(s for s in chosen if s not in ran)
+                if fresh:
+                    run_set(fresh, failed_on(chosen))
+                if failed_on(chosen) & expected:
+                    break
         order = {cid: i for i, cid in enumerate((*self.criterion_ids, FAULT_FIRED))}
         killed_by = tuple(sorted(killed, key=lambda cid: order.get(cid, len(order))))
         return MutantResult(
@@ -355,7 +384,22 @@ class _Job:
             scenarios_run=tuple(s.id for s in ran),
             scenario_errors=tuple(errors),
             trust_class=mutant.trust_class,
+            caught_on=_caught_on(ran, kills_on, expected),
         )
+
+
+def _caught_on(ran: Sequence[Any], kills_on: Mapping[str, set[str]],
+               expected: set[str]) -> tuple[str, ...]:
+    """The scenarios (in the order run) each of which failed an expected criterion none run
+    before it had: the fewest that, run first, catch the mutant as this run did."""
+    found: list[str] = []
+    covered: set[str] = set()
+    for scenario in ran:
+        new = (kills_on.get(scenario.id, set()) & expected) - covered
+        if new:
+            found.append(scenario.id)
+            covered |= new
+    return tuple(found)
 
 
 def _kills_in(scenario: ScenarioResult) -> set[str]:
