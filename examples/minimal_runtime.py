@@ -17,7 +17,8 @@ It claims the core only (no optional feature). Layout of this file, top to botto
    transaction is ever open across a port call (the harness may call back in, e.g. a
    re-entrant ``update_rules`` at a failpoint);
 4. the runtime: turns, the operation pipeline, approvals, recovery;
-5. ``inspect``: the durable state as an Observation;
+5. ``inspect``: the durable state as an Observation, and ``inspect_since``, the optional
+   "unchanged" answer (docs/protocol.md "Unchanged readings");
 6. the server, and the optional fork server (docs/protocol.md "Fork server"): started as a
    *template*, it forks each instance from the already-imported process instead of letting
    the harness start an interpreter per instance.
@@ -1197,17 +1198,81 @@ def view_of(op, wait_pending: bool) -> dict:
     }
 
 
-def inspect(data_dir: str) -> dict:
-    path = os.path.join(data_dir, "minimal.sqlite3")
-    empty = {"sessions": [], "operations": [], "approval_waits": [], "denial_counters": [],
-             "failure_table": [], "checkpoints": [], "projections": [], "model_requests": [],
-             "failure_events_logged": 0, "result_records": 0}
-    if not os.path.exists(path):
-        return empty
+def store_path(data_dir: str) -> str:
+    return os.path.join(data_dir, "minimal.sqlite3")
+
+
+def empty_observation() -> dict:
+    return {"sessions": [], "operations": [], "approval_waits": [], "denial_counters": [],
+            "failure_table": [], "checkpoints": [], "projections": [], "model_requests": [],
+            "failure_events_logged": 0, "result_records": 0}
+
+
+def read_only(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     db.row_factory = sqlite3.Row
+    return db
+
+
+def inspect(data_dir: str) -> dict:
+    if not os.path.exists(store_path(data_dir)):
+        return empty_observation()
+    db = read_only(store_path(data_dir))
     try:
-        db.execute("BEGIN")  # one consistent snapshot of every table
+        return observe(db)
+    finally:
+        db.close()
+
+
+class Inspector:
+    """``inspect_since`` (docs/protocol.md, "Unchanged readings"): about half of all readings
+    find the store as the previous one did, and then answer ``null`` instead of the whole
+    Observation. One read-only connection per data dir is kept while the path names the same
+    file; SQLite's ``data_version`` moves whenever another connection commits, so an
+    unmoved one means nothing changed since the reading it was taken with."""
+
+    KEPT = 8  # data dirs with an open connection; the oldest is closed past it
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict] = {}  # data dir -> {db, file, version, token}
+        self.readings = 0
+
+    def connection(self, data_dir: str):
+        try:
+            stat = os.stat(store_path(data_dir))
+        except FileNotFoundError:
+            stat = None
+        kept = self.kept.get(data_dir)
+        file = None if stat is None else (stat.st_dev, stat.st_ino)
+        if kept is not None and kept["file"] != file:  # removed, or another file there now
+            self.kept.pop(data_dir)["db"].close()
+            kept = None
+        if kept is None and file is not None:
+            if len(self.kept) >= self.KEPT:
+                self.kept.pop(next(iter(self.kept)))["db"].close()
+            kept = self.kept[data_dir] = {"db": read_only(store_path(data_dir)), "file": file,
+                                          "version": None, "token": ""}
+        return kept
+
+    def inspect_since(self, data_dir: str, since: str) -> dict:
+        kept = self.connection(data_dir)
+        self.readings += 1
+        if kept is None:
+            return {"reading": str(self.readings), "observation": empty_observation()}
+        # Read before the snapshot: a commit in between makes the next reading a full one.
+        version = kept["db"].execute("PRAGMA data_version").fetchone()[0]
+        if since and since == kept["token"] and version == kept["version"]:
+            return {"reading": since, "observation": None}
+        observation = observe(kept["db"])
+        kept["version"], kept["token"] = version, str(self.readings)
+        return {"reading": kept["token"], "observation": observation}
+
+
+def observe(db: sqlite3.Connection) -> dict:
+    """The Observation of the store behind ``db``, in one read transaction."""
+    empty = empty_observation()
+    db.execute("BEGIN")  # one consistent snapshot of every table
+    try:
         if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'model_requests'").fetchone() \
                 is None:
             return empty
@@ -1257,7 +1322,7 @@ def inspect(data_dir: str) -> dict:
             .fetchone()[0],
         }
     finally:
-        db.close()
+        db.execute("COMMIT")  # ends the read: the writers' checkpoints are not held back
 
 
 # --------------------------------------------------------------------------- 6. the server
@@ -1265,7 +1330,8 @@ def inspect(data_dir: str) -> dict:
 
 def handshake(fork_server: bool = False) -> dict:
     answer = {"protocol_version": 1, "info": {"name": NAME, "version": VERSION,
-                                              "features": FEATURES, "checkpoint_fixtures": []}}
+                                              "features": FEATURES, "checkpoint_fixtures": []},
+              "inspect_since": True}
     if fork_server:
         answer["fork_server"] = True
     return answer
@@ -1274,7 +1340,7 @@ def handshake(fork_server: bool = False) -> dict:
 def serve(rfile, wfile) -> int:
     """One runtime instance: ``initialize``, ``open``, driver requests, ``shutdown``."""
     wire = Wire(rfile, wfile)
-    world, state = World(wire), {}
+    world, state, inspector = World(wire), {}, Inspector()
 
     def runtime() -> Runtime:
         if "runtime" not in state:
@@ -1299,6 +1365,7 @@ def serve(rfile, wfile) -> int:
         "recover": lambda: runtime().recover(),
         "close": do_close,
         "inspect": inspect,
+        "inspect_since": inspector.inspect_since,
         "shutdown": lambda: None,
     }
     wire.serve()

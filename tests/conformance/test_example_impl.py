@@ -5,6 +5,7 @@ wire protocol (real processes, real SIGKILL crashes)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
 import os
@@ -57,6 +58,43 @@ def test_every_example_imports_only_the_standard_library():
         imported = imported_packages(path)
         assert not imported & {*FORBIDDEN, "."}, (path.name, imported)
         assert imported <= set(sys.stdlib_module_names) | {"__future__"}, (path.name, imported)
+
+
+def _example_module():
+    spec = importlib.util.spec_from_file_location("minimal_runtime_under_test", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_says_unchanged_only_to_its_last_reading_of_an_unchanged_store(tmp_path):
+    example = _example_module()
+    data_dir = str(tmp_path / "data")
+    inspector = example.Inspector()
+    absent = inspector.inspect_since(data_dir, "")
+    assert absent["reading"] and absent["observation"] == example.empty_observation()
+    store = example.Store(data_dir)
+    first = inspector.inspect_since(data_dir, absent["reading"])
+    assert first["observation"] == example.empty_observation()  # a store now, still empty
+    assert first["reading"] != absent["reading"]
+    assert inspector.inspect_since(data_dir, first["reading"]) == {
+        "reading": first["reading"], "observation": None}
+    stale = inspector.inspect_since(data_dir, absent["reading"])  # not the last token
+    assert stale["observation"] == first["observation"] and stale["reading"] != first["reading"]
+    with store as db:  # another connection commits
+        db.execute("INSERT INTO sessions (session_id, config, rules, permission_version,"
+                   " turn_status) VALUES ('s1', '{}', '[]', 1, 'idle')")
+    changed = inspector.inspect_since(data_dir, stale["reading"])
+    assert [s["session_id"] for s in changed["observation"]["sessions"]] == ["s1"]
+    assert changed["observation"] == example.inspect(data_dir)  # a one-shot reading agrees
+    assert inspector.inspect_since(data_dir, changed["reading"])["observation"] is None
+    # another store file at the same path: read again, never "unchanged"
+    store.db.close()
+    for leftover in Path(data_dir).glob("minimal.sqlite3*"):
+        leftover.unlink()
+    example.Store(data_dir).db.close()
+    replaced = inspector.inspect_since(data_dir, changed["reading"])
+    assert replaced["observation"] == example.empty_observation()
 
 
 class _Kept(ProcessImplementation):
