@@ -17,17 +17,27 @@ It claims the core only (no optional feature). Layout of this file, top to botto
    transaction is ever open across a port call (the harness may call back in, e.g. a
    re-entrant ``update_rules`` at a failpoint);
 4. the runtime: turns, the operation pipeline, approvals, recovery;
-5. ``inspect``: the durable state as an Observation.
+5. ``inspect``: the durable state as an Observation, and ``inspect_since``, the optional
+   "unchanged" answer (docs/protocol.md "Unchanged readings");
+6. the server, and the optional fork server (docs/protocol.md "Fork server"): started as a
+   *template*, it forks each instance from the already-imported process instead of letting
+   the harness start an interpreter per instance.
 """
 
 from __future__ import annotations
 
+import fcntl
 import fnmatch
+import gc
 import hashlib
 import json
 import os
+import select
+import signal
+import socket
 import sqlite3
 import sys
+import traceback
 
 NAME, VERSION = "minimal-runtime", "0.1.0"
 FEATURES: list[str] = []  # core only: checkpoint_import, multi_instance... not claimed
@@ -1188,17 +1198,81 @@ def view_of(op, wait_pending: bool) -> dict:
     }
 
 
-def inspect(data_dir: str) -> dict:
-    path = os.path.join(data_dir, "minimal.sqlite3")
-    empty = {"sessions": [], "operations": [], "approval_waits": [], "denial_counters": [],
-             "failure_table": [], "checkpoints": [], "projections": [], "model_requests": [],
-             "failure_events_logged": 0, "result_records": 0}
-    if not os.path.exists(path):
-        return empty
+def store_path(data_dir: str) -> str:
+    return os.path.join(data_dir, "minimal.sqlite3")
+
+
+def empty_observation() -> dict:
+    return {"sessions": [], "operations": [], "approval_waits": [], "denial_counters": [],
+            "failure_table": [], "checkpoints": [], "projections": [], "model_requests": [],
+            "failure_events_logged": 0, "result_records": 0}
+
+
+def read_only(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     db.row_factory = sqlite3.Row
+    return db
+
+
+def inspect(data_dir: str) -> dict:
+    if not os.path.exists(store_path(data_dir)):
+        return empty_observation()
+    db = read_only(store_path(data_dir))
     try:
-        db.execute("BEGIN")  # one consistent snapshot of every table
+        return observe(db)
+    finally:
+        db.close()
+
+
+class Inspector:
+    """``inspect_since`` (docs/protocol.md, "Unchanged readings"): about half of all readings
+    find the store as the previous one did, and then answer ``null`` instead of the whole
+    Observation. One read-only connection per data dir is kept while the path names the same
+    file; SQLite's ``data_version`` moves whenever another connection commits, so an
+    unmoved one means nothing changed since the reading it was taken with."""
+
+    KEPT = 8  # data dirs with an open connection; the oldest is closed past it
+
+    def __init__(self) -> None:
+        self.kept: dict[str, dict] = {}  # data dir -> {db, file, version, token}
+        self.readings = 0
+
+    def connection(self, data_dir: str):
+        try:
+            stat = os.stat(store_path(data_dir))
+        except FileNotFoundError:
+            stat = None
+        kept = self.kept.get(data_dir)
+        file = None if stat is None else (stat.st_dev, stat.st_ino)
+        if kept is not None and kept["file"] != file:  # removed, or another file there now
+            self.kept.pop(data_dir)["db"].close()
+            kept = None
+        if kept is None and file is not None:
+            if len(self.kept) >= self.KEPT:
+                self.kept.pop(next(iter(self.kept)))["db"].close()
+            kept = self.kept[data_dir] = {"db": read_only(store_path(data_dir)), "file": file,
+                                          "version": None, "token": ""}
+        return kept
+
+    def inspect_since(self, data_dir: str, since: str) -> dict:
+        kept = self.connection(data_dir)
+        self.readings += 1
+        if kept is None:
+            return {"reading": str(self.readings), "observation": empty_observation()}
+        # Read before the snapshot: a commit in between makes the next reading a full one.
+        version = kept["db"].execute("PRAGMA data_version").fetchone()[0]
+        if since and since == kept["token"] and version == kept["version"]:
+            return {"reading": since, "observation": None}
+        observation = observe(kept["db"])
+        kept["version"], kept["token"] = version, str(self.readings)
+        return {"reading": kept["token"], "observation": observation}
+
+
+def observe(db: sqlite3.Connection) -> dict:
+    """The Observation of the store behind ``db``, in one read transaction."""
+    empty = empty_observation()
+    db.execute("BEGIN")  # one consistent snapshot of every table
+    try:
         if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'model_requests'").fetchone() \
                 is None:
             return empty
@@ -1248,17 +1322,25 @@ def inspect(data_dir: str) -> dict:
             .fetchone()[0],
         }
     finally:
-        db.close()
+        db.execute("COMMIT")  # ends the read: the writers' checkpoints are not held back
 
 
-# --------------------------------------------------------------------------- the server
+# --------------------------------------------------------------------------- 6. the server
 
 
-def main() -> int:
-    protocol_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # a stray print goes to stderr, never into the protocol stream
-    wire = Wire(sys.stdin.buffer, protocol_out)
-    world, state = World(wire), {}
+def handshake(fork_server: bool = False) -> dict:
+    answer = {"protocol_version": 1, "info": {"name": NAME, "version": VERSION,
+                                              "features": FEATURES, "checkpoint_fixtures": []},
+              "inspect_since": True}
+    if fork_server:
+        answer["fork_server"] = True
+    return answer
+
+
+def serve(rfile, wfile) -> int:
+    """One runtime instance: ``initialize``, ``open``, driver requests, ``shutdown``."""
+    wire = Wire(rfile, wfile)
+    world, state, inspector = World(wire), {}, Inspector()
 
     def runtime() -> Runtime:
         if "runtime" not in state:
@@ -1272,10 +1354,7 @@ def main() -> int:
         state.pop("runtime").store.db.close()
 
     wire.handlers = {
-        "initialize": lambda protocol_version, contract_version: {
-            "protocol_version": 1,
-            "info": {"name": NAME, "version": VERSION, "features": FEATURES,
-                     "checkpoint_fixtures": []}},
+        "initialize": lambda protocol_version, contract_version: handshake(),
         "open": do_open,
         "open_session": lambda config: runtime().open_session(config),
         "run_turn": lambda session_id, user_text: runtime().run_turn(session_id, user_text),
@@ -1286,10 +1365,178 @@ def main() -> int:
         "recover": lambda: runtime().recover(),
         "close": do_close,
         "inspect": inspect,
+        "inspect_since": inspector.inspect_since,
         "shutdown": lambda: None,
     }
     wire.serve()
     return 0
+
+
+FORK_FD_ENV, CHILD_MARK_ENV = "LIFECYCLE_HARNESS_FORK_FD", "LIFECYCLE_HARNESS_CHILD"
+PROTOCOL_FD, REPLY_FD = 3, 4  # an instance's protocol output, and its reply socket at start
+
+
+def fork_socket():
+    """The socket the harness offers fork requests on, or None (then we are an instance).
+    The variable is removed either way: nothing this process starts may see it."""
+    text = os.environ.pop(FORK_FD_ENV, None)
+    if text is None or not hasattr(socket, "recv_fds"):
+        return None
+    try:
+        sock = socket.socket(fileno=int(text))
+    except (ValueError, OSError) as exc:
+        sys.stderr.write(f"{FORK_FD_ENV}={text!r} is no socket ({exc}); no fork server\n")
+        return None
+    if sock.family != socket.AF_UNIX or sock.type != socket.SOCK_SEQPACKET:
+        sock.detach()
+        return None
+    return sock
+
+
+def send_datagram(sock, **fields) -> None:
+    try:
+        sock.send(json.dumps(fields).encode("utf-8"))
+    except OSError:
+        pass  # the requester is gone: nobody is left to tell
+
+
+class ForkServer:
+    """The template: answers ``initialize`` and ``shutdown`` on stdin, forks one instance per
+    request on the fork socket, reaps each and reports its exit status. It stays
+    single-threaded (forking with other threads alive would copy their locks mid-use)."""
+
+    def __init__(self, sock, protocol_out) -> None:
+        self.sock, self.wire = sock, Wire(None, protocol_out)
+        self.replies: dict[int, socket.socket] = {}  # live instance pid -> its reply socket
+        self.initialized = False
+
+    def run(self) -> int:
+        signal.signal(signal.SIGCHLD, self.reap)
+        gc.freeze()  # what exists now is shared by every fork; no collection copies it
+        pending = b""
+        while True:
+            waiting = [0] + ([self.sock] if self.sock is not None else [])
+            ready = select.select(waiting, [], [])[0]
+            if 0 in ready:
+                chunk = os.read(0, 65_536)
+                if not chunk:
+                    return 0  # the harness is gone; the instances have pipes of their own
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if line.strip() and self.answer(json.loads(line)) == "shutdown":
+                        return 0
+            elif self.sock is not None:
+                self.fork_one()
+
+    def answer(self, message: dict) -> str:
+        method = message.get("method")
+        if method == "initialize":
+            self.initialized = True
+            self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": handshake(True)})
+        elif method == "shutdown":
+            self.wire.send({"jsonrpc": "2.0", "id": message["id"], "result": None})
+        else:
+            self.wire.send({"jsonrpc": "2.0", "id": message.get("id"), "error": {
+                "code": -32002, "message": "this process is a fork template: it answers "
+                "initialize and shutdown, and forks instances on its fork socket"}})
+        return method
+
+    def fork_one(self) -> None:
+        try:
+            data, fds, _, _ = socket.recv_fds(self.sock, 4096, 4)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data, fds = b"", []
+        if not data and not fds:  # every harness end is closed: no more requests
+            self.sock.close()
+            self.sock = None
+            return
+        if len(fds) != 4:
+            for fd in fds:
+                os.close(fd)
+            return  # no reply socket to answer on
+        reply = socket.socket(fileno=fds[3])
+        reply.setblocking(False)
+        try:
+            mark = json.loads(data)["mark"]
+            if not isinstance(mark, str) or not mark or "=" in mark or "\0" in mark:
+                raise ValueError(f"the mark must be non-empty text without = or NUL: {mark!r}")
+            if not self.initialized:
+                raise ValueError("send initialize on stdin before the first fork request")
+        except (ValueError, KeyError, TypeError) as exc:
+            send_datagram(reply, error=f"bad fork request: {exc}")
+            reply.close()
+            for fd in fds[:3]:
+                os.close(fd)
+            return
+        sys.stderr.flush()
+        # Registered before SIGCHLD may reap it: the signal waits until the pid is known.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        try:
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                send_datagram(reply, error=f"fork failed: {exc}")
+                reply.close()
+                pid = -1
+            if pid == 0:
+                self.become_instance(fds, mark)  # never returns
+            if pid > 0:
+                self.replies[pid] = reply
+        finally:
+            for fd in fds[:3]:  # the instance's pipes: the template must not hold them
+                os.close(fd)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+
+    def reap(self, *_) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            reply = self.replies.pop(pid, None)
+            if reply is not None:
+                send_datagram(reply, pid=pid, exit_status=os.waitstatus_to_exitcode(status))
+                reply.close()
+
+    @staticmethod
+    def become_instance(fds: list, mark: str) -> None:
+        """In the new process: leave the template's session, take the request's pipes as
+        0, 1 and 2 (the protocol's output on 3, 1 pointing at stderr, as in main), close
+        everything else of the template's, report our pid, serve, and exit."""
+        code = 1
+        try:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            os.setsid()
+            stdin_r, stdout_w, stderr_w, reply = (fcntl.fcntl(fd, fcntl.F_DUPFD, 100)
+                                                  for fd in fds)  # out of the way first
+            for fd, target in ((stdin_r, 0), (stderr_w, 1), (stderr_w, 2),
+                               (stdout_w, PROTOCOL_FD), (reply, REPLY_FD)):
+                os.dup2(fd, target)
+            os.closerange(REPLY_FD + 1, os.sysconf("SC_OPEN_MAX"))
+            os.environ[CHILD_MARK_ENV] = mark
+            os.write(REPLY_FD, json.dumps({"pid": os.getpid()}).encode("utf-8"))
+            os.close(REPLY_FD)
+            code = serve(os.fdopen(0, "rb"), os.fdopen(PROTOCOL_FD, "wb"))
+        except BaseException:  # noqa: BLE001 - reported like an uncaught exception
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)  # never run anything of the template's
+
+
+def main() -> int:
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a stray print goes to stderr, never into the protocol stream
+    sock = fork_socket()
+    if sock is not None:
+        return ForkServer(sock, protocol_out).run()
+    return serve(sys.stdin.buffer, protocol_out)
 
 
 if __name__ == "__main__":

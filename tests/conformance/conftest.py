@@ -8,8 +8,10 @@ plain ``--dist load`` the tests reading one result may run on any worker. A buil
 raises stores nothing, so the next caller tries again and fails the same way.
 
 ``reference_suite_run``: the whole bundled suite on the reference through the command line
-(`run --check-determinism`: every scenario twice, digests compared), shared by every test
-that only reads it.
+(`run`), shared by every test that only reads it. ``selftest_run``: `selftest` through the
+command line; its report carries the reference's own run of the whole suite (forked workers),
+a second run the determinism test compares with the first, digest for digest, instead of
+running every scenario a second time (`run --check-determinism`, tested on a few scenarios).
 
 The tests that start a shared result run first: a worker that asks for a result another
 worker is building waits for it, idle (20-40 s for the reference suite), and with tests
@@ -120,12 +122,29 @@ def reference_suite_run(tmp_path_factory, run_once) -> SuiteRun:
         out, err = io.StringIO(), io.StringIO()
         # The limit is for hangs, not speed: with every core busy, a slow driver call of
         # the longest scenario must not be judged a hang.
-        code = cli.main(["run", "--check-determinism", "--time-limit-s", "120",
-                         "--report-dir", str(report_dir)], stdout=out, stderr=err)
+        code = cli.main(["run", "--time-limit-s", "120", "--report-dir", str(report_dir)],
+                        stdout=out, stderr=err)
         return {"code": code, "out": out.getvalue(), "err": err.getvalue(),
                 "report_dir": str(report_dir)}
 
-    run = run_once("reference-suite", build)
+    return _suite_run(run_once("reference-suite", build))
+
+
+@pytest.fixture(scope="session")
+def selftest_run(tmp_path_factory, run_once) -> SuiteRun:
+    """`selftest` (the reference, then every mutant) with its report: the kill matrix, and
+    in ``report["scenarios"]`` the reference's run of the whole suite."""
+    def build() -> dict:
+        report_dir = tmp_path_factory.mktemp("selftest")
+        out, err = io.StringIO(), io.StringIO()
+        code = cli.main(["selftest", "--report-dir", str(report_dir)], stdout=out, stderr=err)
+        return {"code": code, "out": out.getvalue(), "err": err.getvalue(),
+                "report_dir": str(report_dir)}
+
+    return _suite_run(run_once("selftest", build))
+
+
+def _suite_run(run: dict) -> SuiteRun:
     report_dir = Path(run["report_dir"])
     report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
     return SuiteRun(run["code"], run["out"], run["err"], report, report_dir)

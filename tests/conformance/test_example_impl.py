@@ -5,19 +5,28 @@ wire protocol (real processes, real SIGKILL crashes)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
+import os
 import shlex
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 from harness import cli
+from harness.remote import forkserver
+from harness.remote.forkserver import ForkedProcess
+from harness.remote.launcher import ProcessImplementation
+from harness.runner import run_scenario
+from harness.scenarios import load
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "minimal_runtime.py"
 FORBIDDEN = ("harness", "reference_impl")
+CRASH = load(ROOT / "scenarios/l4/crash_after_result_saved.toml")
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -49,6 +58,101 @@ def test_every_example_imports_only_the_standard_library():
         imported = imported_packages(path)
         assert not imported & {*FORBIDDEN, "."}, (path.name, imported)
         assert imported <= set(sys.stdlib_module_names) | {"__future__"}, (path.name, imported)
+
+
+def _example_module():
+    spec = importlib.util.spec_from_file_location("minimal_runtime_under_test", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_says_unchanged_only_to_its_last_reading_of_an_unchanged_store(tmp_path):
+    example = _example_module()
+    data_dir = str(tmp_path / "data")
+    inspector = example.Inspector()
+    absent = inspector.inspect_since(data_dir, "")
+    assert absent["reading"] and absent["observation"] == example.empty_observation()
+    store = example.Store(data_dir)
+    first = inspector.inspect_since(data_dir, absent["reading"])
+    assert first["observation"] == example.empty_observation()  # a store now, still empty
+    assert first["reading"] != absent["reading"]
+    assert inspector.inspect_since(data_dir, first["reading"]) == {
+        "reading": first["reading"], "observation": None}
+    stale = inspector.inspect_since(data_dir, absent["reading"])  # not the last token
+    assert stale["observation"] == first["observation"] and stale["reading"] != first["reading"]
+    with store as db:  # another connection commits
+        db.execute("INSERT INTO sessions (session_id, config, rules, permission_version,"
+                   " turn_status) VALUES ('s1', '{}', '[]', 1, 'idle')")
+    changed = inspector.inspect_since(data_dir, stale["reading"])
+    assert [s["session_id"] for s in changed["observation"]["sessions"]] == ["s1"]
+    assert changed["observation"] == example.inspect(data_dir)  # a one-shot reading agrees
+    assert inspector.inspect_since(data_dir, changed["reading"])["observation"] is None
+    # another store file at the same path: read again, never "unchanged"
+    store.db.close()
+    for leftover in Path(data_dir).glob("minimal.sqlite3*"):
+        leftover.unlink()
+    example.Store(data_dir).db.close()
+    replaced = inspector.inspect_since(data_dir, changed["reading"])
+    assert replaced["observation"] == example.empty_observation()
+
+
+class _Kept(ProcessImplementation):
+    """Keeps the child of every instance it opened."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.children = []
+
+    def open(self, data_dir, world):
+        runtime = super().open(data_dir, world)
+        self.children.append(runtime._child)
+        return runtime
+
+
+def _parent_and_session(pid: int) -> tuple[int, int]:
+    fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
+    return int(fields[1]), int(fields[3])
+
+
+@pytest.mark.process
+@pytest.mark.skipif(not forkserver.supported(), reason="needs Linux pidfds")
+def test_the_example_forks_its_instances_from_a_template(tmp_path):
+    # The fork server of docs/protocol.md, written from the page: every instance (and the
+    # inspector) a child of the template, in a session of its own, holding nothing of the
+    # template's; a crash a SIGKILL of one instance, whose status the template reports.
+    with _Kept([sys.executable, str(EXAMPLE)]) as implementation:
+        run = run_scenario(implementation, CRASH, 0)
+        assert run.error == "" and run.trace.completed
+        assert implementation.fork_off is None
+        template = implementation._template
+        crashed, restarted = implementation.children
+        inspector = implementation._inspectors[None]
+        assert all(isinstance(c.popen, ForkedProcess) for c in (crashed, restarted, inspector))
+        assert crashed.killed and crashed.popen.returncode == -signal.SIGKILL
+        assert [e.data["mode"] for e in run.trace.crashes()] == ["process"]
+        assert len(run.trace.ledger()) == 1  # executed once across the crash
+        assert template.alive and inspector.alive  # a kill ends exactly one instance
+        assert _parent_and_session(inspector.pid) == (template.pid, inspector.pid)
+        fds = {int(fd): os.readlink(f"/proc/{inspector.pid}/fd/{fd}")
+               for fd in os.listdir(f"/proc/{inspector.pid}/fd")}
+        assert not any(target.startswith("socket:") for target in fds.values()), fds
+        assert fds[1] == fds[2]  # a stray print goes to stderr
+        restarted.popen.wait(5)
+        assert restarted.popen.returncode == 0  # closed and shut down in order
+
+
+@pytest.mark.process
+def test_the_example_spawned_per_instance_survives_a_crash(tmp_path):
+    # The whole suite runs it forked (below); spawned is what a harness without pidfds does.
+    implementation = ProcessImplementation([sys.executable, str(EXAMPLE)])
+    implementation.fork_server = False
+    with implementation:
+        run = run_scenario(implementation, CRASH, 0)
+        assert implementation._template is None
+    assert run.error == "" and run.trace.completed
+    assert [e.data["mode"] for e in run.trace.crashes()] == ["process"]
+    assert len(run.trace.ledger()) == 1
 
 
 @pytest.mark.process

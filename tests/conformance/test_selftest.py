@@ -2,20 +2,16 @@
 and every acceptance criterion catches at least one mutant. A change that makes a
 criterion blind (or a scenario stop staging its defect) fails here."""
 
-import io
-import json
-
-from harness import cli
 from harness.fault_coverage import FAULT_FIRED
 from harness.selftest.mutants import MUTANTS, SEED_DEFECTS
 
 from .test_reference_suite import ACCEPTANCE_IDS
 
 
-def test_selftest_kills_every_mutant_and_no_criterion_is_blind(tmp_path):
-    out, err = io.StringIO(), io.StringIO()
-    code = cli.main(["selftest", "--report-dir", str(tmp_path)], stdout=out, stderr=err)
-    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+def test_selftest_kills_every_mutant_and_no_criterion_is_blind(selftest_run):
+    # `selftest` through the command line, shared with the determinism test (conftest.py)
+    code, out, err, report = selftest_run.code, selftest_run.out, selftest_run.err, \
+        selftest_run.report
     selftest = report["selftest"]
     missed = [(m["name"], m["expected"], m["killed_by"]) for m in selftest["mutants"] if not m["caught"]]
     assert missed == [], missed
@@ -24,8 +20,8 @@ def test_selftest_kills_every_mutant_and_no_criterion_is_blind(tmp_path):
     assert sorted(selftest["kills_per_criterion"]) == sorted(ACCEPTANCE_IDS)
     assert all(kills >= 1 for kills in selftest["kills_per_criterion"].values())
     assert selftest["mutation_score"] == 1.0
-    assert code == 0, out.getvalue() + err.getvalue()
-    assert "mutation score 100%" in out.getvalue()
+    assert code == 0, out + err
+    assert "mutation score 100%" in out
 
 
 def test_every_criterion_has_a_mutant_named_for_it_and_the_seed_defects_are_all_there():

@@ -57,9 +57,21 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _run(hostile, mode, *, limits=None, time_limit_s=10.0, monkeypatch=None):
+# A hung child is waited out for its silence bound, with no CPU spent: the hang cases below
+# keep it short. The startup handshake has its own bound (the launcher's startup timeout,
+# 3/4 of the run's time limit), so a loaded machine's slow interpreter start is not taken
+# for a hang while the silence stays short; a reply due from a live server (open, a step
+# of the turn before the hang) takes milliseconds, far below it.
+SILENCE_S = 2.0
+
+
+def _run(hostile, mode, *, limits=None, time_limit_s=10.0, silence_s=None,
+         startup_timeout_s=None):
+    bounds = {} if silence_s is None else {"reply_timeout_s": silence_s}
+    if startup_timeout_s is not None:
+        bounds["startup_timeout_s"] = startup_timeout_s
     implementation = ProcessImplementation(_argv(hostile, mode), info=REFERENCE_INFO,
-                                           limits=limits)
+                                           limits=limits, **bounds)
     implementation.spares = 0
     started = time.monotonic()
     with implementation:
@@ -73,7 +85,7 @@ def _run(hostile, mode, *, limits=None, time_limit_s=10.0, monkeypatch=None):
 @pytest.mark.parametrize("mode", ["group-then-exit", "session-then-exit", "orphan-then-exit",
                                   "group-then-hang", "session-then-run", "orphan-then-run"])
 def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
-    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0, silence_s=SILENCE_S)
     helpers = _noted(hostile)
     assert helpers, f"the child started no helper: {run.error}"
     assert wall_s < 25, f"shutdown took {wall_s:.1f}s"
@@ -88,15 +100,19 @@ def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
 
 
 @pytest.mark.parametrize("mode, says", [
-    ("hang", "wrote nothing for 4.5s while 'run_turn'"),
+    ("hang", "wrote nothing for 2s while 'run_turn'"),
     # A probe's inspect runs inside a driver call, whose own limit may strike first.
-    ("hang-inspect", ("wrote nothing for 4.5s while 'inspect'",
-                      "wrote nothing for 4.5s while 'inspect_since'", "made no progress (no call to the world) for 6s")),
-    ("hang-handshake", "wrote nothing for 4.5s while 'initialize'"),
+    ("hang-inspect", ("wrote nothing for 2s while 'inspect'",
+                      "wrote nothing for 2s while 'inspect_since'", "made no progress (no call to the world) for 6s")),
+    # The handshake's own bound, waited out twice (the instance's, then the inspector's).
+    ("hang-handshake", "wrote nothing for 2s while 'initialize'"),
 ])
 def test_the_time_limit_bounds_every_wait(hostile, mode, says):
-    # 6 s, not less: a loaded machine takes a second or two to start the reference server.
-    run, wall_s = _run(hostile, mode, time_limit_s=6.0)
+    # A 6 s limit (a loaded machine takes a second or two to start the reference server:
+    # the startup bound stays 4.5 s), a short silence; the hung handshake gets a short
+    # startup bound, since that child never answers.
+    run, wall_s = _run(hostile, mode, time_limit_s=6.0, silence_s=SILENCE_S,
+                       startup_timeout_s=SILENCE_S if mode == "hang-handshake" else None)
     assert not run.trace.completed
     assert any(text in run.error for text in ((says,) if isinstance(says, str) else says)), \
         run.error
@@ -134,9 +150,9 @@ def test_a_child_that_never_reads_its_stdin_cannot_block_the_harness(hostile):
     # Requests pipelined without reading the answers: past the pipe's buffer the harness's
     # write would block forever; the write is bounded by the same silence limit.
     run, wall_s = _run(hostile, "request-flood", limits=Limits(unanswered_messages=100_000),
-                       time_limit_s=6.0)
+                       time_limit_s=6.0, silence_s=SILENCE_S)
     assert not run.trace.completed
-    assert "read nothing of its stdin for 4.5s" in run.error, run.error
+    assert "read nothing of its stdin for 2s" in run.error, run.error
     assert wall_s < 25
 
 

@@ -130,7 +130,8 @@ def test_k_runs_only_the_selected_scenarios_and_the_rest_of_the_criteria_are_not
     assert "lifecycle gate PASSED" in out and "no level claimed by a partial run" in out
 
 
-def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verdicts(pytester):
+def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verdicts(
+        pytester, monkeypatch):
     def run(runner, *extra):
         report_dir = pytester.path / f"reports{len(extra)}"
         result = runner(pytester, "-rA", "--lifecycle-impl", "mutant:eof-reported-completed", *ALL3,
@@ -148,7 +149,12 @@ def test_a_mutant_fails_its_scenario_and_criterion_and_xdist_gives_the_same_verd
     assert table["M2"] == "failed" and table["M5"] == "failed" and table["L1.6"] == "passed"
     assert "lifecycle gate FAILED: partial run: 3 of 3 scenarios" in out
 
-    spread, spread_report = run(_run_subprocess, "-n", "2")
+    # Three pytest processes (the controller, two workers): each would assertion-rewrite
+    # every autoloaded plugin's package (hypothesis, faker, pyfakefs); the run needs two
+    # plugins, named here (the entry point itself is what the in-process runs load).
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    spread, spread_report = run(_run_subprocess, "-p", "xdist.plugin", "-p",
+                                "harness.pytest_plugin", "-n", "2")
     assert "2 workers" in spread.stdout.str() or "gw1" in spread.stdout.str()
     assert spread.ret == pytest.ExitCode.TESTS_FAILED
     assert _table(spread.stdout.str()) == table
