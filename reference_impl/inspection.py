@@ -14,9 +14,9 @@ A kept connection also remembers the views it decoded in its previous reading, k
 very column values they were decoded from, and reuses a view only for a row whose values
 are unchanged (:class:`_Decoded`): decoding is pure, so the observation is the same value,
 and the unchanged parts are the same objects as in the previous one. It keeps them per part
-(sessions, operations, checkpoints, projections, model requests): a part whose rows, as
-fetched, equal the rows it was last decoded from is that decoding's tuple of views, without
-a look at each row (most readings follow a write to one or two tables).
+(sessions, operations, failure table, checkpoints, projections, model requests): a part
+whose rows, as fetched, equal the rows it was last decoded from is that decoding's tuple of
+views, without a look at each row (most readings follow a write to one or two tables).
 """
 
 from __future__ import annotations
@@ -139,19 +139,23 @@ class _Decoded:
         self._previous: dict[Hashable, Any] = {}
         self._current: dict[Hashable, Any] = {}
         self._rows: Any = None
+        self._pending: Any = None
         self._views: tuple[Any, ...] = ()
 
-    def same(self, rows: Any) -> tuple[Any, ...] | None:
-        """The views of the previous decoding when ``rows`` (what the part is decoded from,
-        as fetched) equal its rows, compared value by value; else None, and the memo turns
-        to a new decoding (:meth:`keep` ends it)."""
-        if self._rows is not None and rows == self._rows:
+    def same(self, *sources: Any) -> tuple[Any, ...] | None:
+        """The views of the previous decoding when ``sources`` (what the part is decoded
+        from: lists of fetched rows, compared by their column values, and sets) equal its
+        sources; else None, and the memo turns to a new decoding (:meth:`keep` ends it)."""
+        values = tuple(source if isinstance(source, (set, frozenset)) else list(map(tuple, source))
+                       for source in sources)
+        if values == self._rows:
             return self._views
+        self._pending = values
         self._previous, self._current = self._current, {}
         return None
 
-    def keep(self, rows: Any, views: tuple[_V, ...]) -> tuple[_V, ...]:
-        self._rows, self._views = rows, views
+    def keep(self, views: tuple[_V, ...]) -> tuple[_V, ...]:
+        self._rows, self._views = self._pending, views
         return views
 
     def view(self, key: Hashable, decode: Callable[[], _V]) -> _V:
@@ -216,7 +220,7 @@ def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
     views = []
     for row in rows:
         views.append(decoded.view(("session", tuple(row)), lambda: _session_view(row, decoded)))
-    return decoded.keep(rows, tuple(views))
+    return decoded.keep(tuple(views))
 
 
 def _session_view(row: sqlite3.Row, decoded: _Decoded) -> SessionView:
@@ -238,7 +242,7 @@ def _operations(conn: sqlite3.Connection,
     all_result_rows = conn.execute("SELECT * FROM result_records").fetchall()
     rows = conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall()
     decoded = _decoded(conn, "operations")
-    same = decoded.same((rows, all_result_rows, pending_waits))
+    same = decoded.same(rows, all_result_rows, pending_waits)
     if same is not None:
         return same
     result_rows = {row["execution_id"]: row for row in all_result_rows}
@@ -249,7 +253,7 @@ def _operations(conn: sqlite3.Connection,
         key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
                wait_pending)
         views.append(decoded.view(key, lambda: _operation_view(row, result_row, wait_pending)))
-    return decoded.keep((rows, all_result_rows, pending_waits), tuple(views))
+    return decoded.keep(tuple(views))
 
 
 def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
@@ -317,11 +321,15 @@ def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
 
 def _failure_table(conn: sqlite3.Connection) -> tuple[FailureEntryView, ...]:
     rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()
-    return tuple(
+    decoded = _decoded(conn, "failure_table")
+    same = decoded.same(rows)
+    if same is not None:
+        return same
+    return decoded.keep(tuple(
         FailureEntryView(row["session_id"], row["dedup_key"], row["tool"],
                          FailureKind(row["failure_kind"]), row["count"], row["last_execution_id"])
         for row in rows
-    )
+    ))
 
 
 def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
@@ -333,7 +341,7 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
     same = decoded.same(rows)
     if same is not None:
         return same
-    return decoded.keep(rows, tuple(
+    return decoded.keep(tuple(
         decoded.view(("checkpoint", *row), lambda: CheckpointView(*row)) for row in rows))
 
 
@@ -343,7 +351,7 @@ def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
     same = decoded.same(rows)
     if same is not None:
         return same
-    return decoded.keep(rows, tuple(
+    return decoded.keep(tuple(
         decoded.view(("projection", row["projection_json"]),
                      lambda: from_json(Projection, json.loads(row["projection_json"])))
         for row in rows))
@@ -355,7 +363,7 @@ def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
     same = decoded.same(rows)
     if same is not None:
         return same
-    return decoded.keep(rows, tuple(
+    return decoded.keep(tuple(
         decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
         for row in rows))
 
