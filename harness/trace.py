@@ -312,6 +312,9 @@ class _RowTexts:
 
     by_object: dict[int, tuple[Any, str]] = field(default_factory=dict)
     by_value: dict[Any, str] = field(default_factory=dict)
+    by_tuple: dict[int, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+    """A field's whole tuple of rows by object: an implementation that keeps the parts of
+    its store that did not change hands back the very same tuple in the next reading."""
 
     def text(self, row: Any) -> str:
         seen = self.by_object.get(id(row))
@@ -337,10 +340,13 @@ def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
         if type(value) is not tuple:
             members[name] = _canonical(value)
             continue
-        texts = []
-        for row in value:
-            texts.append(rows.text(row))
-        members[name] = "[" + ",".join(texts) + "]"
+        seen = rows.by_tuple.get(id(value))
+        if seen is not None and seen[0] is value:
+            members[name] = seen[1]
+            continue
+        text = "[" + ",".join([rows.text(row) for row in value]) + "]"
+        rows.by_tuple[id(value)] = (value, text)
+        members[name] = text
     return _canonical_object(members)
 
 
