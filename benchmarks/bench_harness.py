@@ -17,7 +17,8 @@ Prints and writes (JSON, default ``benchmarks/results/harness.json``):
 
 CPU seconds include child processes. Ratios measured in the same run are what compare
 across machines; absolute seconds say what this machine did while it ran (a busy machine
-shows in the wall-to-CPU ratio, printed too).
+shows in the wall-to-CPU ratio, printed too, and in the load average printed before and
+after).
 """
 
 from __future__ import annotations
@@ -42,6 +43,15 @@ def _cpu_s() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def _load_average() -> list[float] | None:
+    """The machine's load average (1, 5, 15 min) where the system reports one: on a shared
+    machine it says how far the wall-clock figures mean anything."""
+    try:
+        return [round(value, 2) for value in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def _timed(action: Callable[[], Any]) -> tuple[float, float, Any]:
@@ -210,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.selftest_only:
         args.selftest = args.no_process = True
 
-    figures: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+    figures: dict[str, Any] = {"cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+                               "load_average_before": _load_average()}
+    print(f"load average (1, 5, 15 min) before: {figures['load_average_before']}")
     with tempfile.TemporaryDirectory(prefix="lh-bench-") as root:
         figures["suite_in_process"] = suite = _suite("reference", root, args.time_limit_s)
         print(f"suite in-process: {suite['scenarios']} scenarios in {suite['wall_s']:.2f} s "
@@ -255,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{selftest['mutant_scenario_runs']} mutant scenario runs for "
                   f"{selftest['mutants']} mutants, {selftest['caught']} caught; "
                   f"exit {selftest['exit_code']} (target ≤ 20 s)")
+    figures["load_average_after"] = _load_average()
+    print(f"load average after: {figures['load_average_after']} (wall seconds follow the load; "
+          "CPU seconds and ratios are the figures)")
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -13,7 +13,10 @@ file); it keeps at most a few data dirs and closes one on :meth:`StoreReader.rel
 A kept connection also remembers the views it decoded in its previous reading, keyed by the
 very column values they were decoded from, and reuses a view only for a row whose values
 are unchanged (:class:`_Decoded`): decoding is pure, so the observation is the same value,
-and the unchanged parts are the same objects as in the previous one.
+and the unchanged parts are the same objects as in the previous one. It keeps them per part
+(sessions, operations, failure table, checkpoints, projections, model requests): a part
+whose rows, as fetched, equal the rows it was last decoded from is that decoding's tuple of
+views, without a look at each row (most readings follow a write to one or two tables).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from harness.contract import (
     OperationView,
     Projection,
     SessionView,
+    TurnStatus,
     WaitStatus,
     from_json,
 )
@@ -125,13 +129,34 @@ _V = TypeVar("_V")
 
 
 class _Decoded:
-    """The views decoded from rows in the previous reading of one connection, by the row's
-    column values: a row read again unchanged gets the view decoded before (decoding is a
-    pure function of those values); only the current reading's rows are kept."""
+    """The views decoded from rows in the previous decoding of one part of the observation on
+    one connection, by the row's column values: a row read again unchanged gets the view
+    decoded before (decoding is a pure function of those values); only the rows of the
+    current decoding are kept. Also the rows the part was last decoded from and the views
+    it gave (:meth:`same`)."""
 
     def __init__(self) -> None:
         self._previous: dict[Hashable, Any] = {}
         self._current: dict[Hashable, Any] = {}
+        self._rows: Any = None
+        self._pending: Any = None
+        self._views: tuple[Any, ...] = ()
+
+    def same(self, *sources: Any) -> tuple[Any, ...] | None:
+        """The views of the previous decoding when ``sources`` (what the part is decoded
+        from: lists of fetched rows, compared by their column values, and sets) equal its
+        sources; else None, and the memo turns to a new decoding (:meth:`keep` ends it)."""
+        values = tuple(source if isinstance(source, (set, frozenset)) else list(map(tuple, source))
+                       for source in sources)
+        if values == self._rows:
+            return self._views
+        self._pending = values
+        self._previous, self._current = self._current, {}
+        return None
+
+    def keep(self, views: tuple[_V, ...]) -> tuple[_V, ...]:
+        self._rows, self._views = self._pending, views
+        return views
 
     def view(self, key: Hashable, decode: Callable[[], _V]) -> _V:
         found = self._current.get(key, self)
@@ -142,18 +167,15 @@ class _Decoded:
             self._current[key] = found
         return found  # type: ignore[return-value]
 
-    def next_reading(self) -> None:
-        self._previous, self._current = self._current, {}
 
-
-def _decoded(conn: sqlite3.Connection) -> _Decoded:
-    """This connection's memo of decoded views (a fresh one for a plain connection)."""
+def _decoded(conn: sqlite3.Connection, part: str) -> _Decoded:
+    """This connection's memo of the views of ``part`` (a fresh one for a plain connection)."""
     memo = getattr(conn, "memo", None)
     if memo is None:
         return _Decoded()
-    decoded = memo.get("inspection")
+    decoded = memo.get(("inspection", part))
     if decoded is None:
-        decoded = memo["inspection"] = _Decoded()
+        decoded = memo[("inspection", part)] = _Decoded()
     return decoded  # type: ignore[return-value]
 
 
@@ -162,7 +184,6 @@ def _read(conn: sqlite3.Connection, *, schema_known: bool = False) -> Observatio
     already; a table is never dropped, so a kept connection skips that query)."""
     conn.execute("BEGIN")  # one snapshot for every table
     try:
-        _decoded(conn).next_reading()
         if not schema_known and not _has_schema(conn):
             return Observation()
         wait_rows = _wait_rows(conn)
@@ -191,16 +212,23 @@ def _has_schema(conn: sqlite3.Connection) -> bool:
 
 
 def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
-    decoded = _decoded(conn)
+    rows = conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall()
+    decoded = _decoded(conn, "sessions")
+    same = decoded.same(rows)
+    if same is not None:
+        return same
     views = []
-    for row in conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall():
-        views.append(decoded.view(("session", tuple(row)), lambda: _session_view(row)))
-    return tuple(views)
+    for row in rows:
+        views.append(decoded.view(("session", tuple(row)), lambda: _session_view(row, decoded)))
+    return decoded.keep(tuple(views))
 
 
-def _session_view(row: sqlite3.Row) -> SessionView:
-    state = records.session_from_row(row)
-    return SessionView(state.session_id, state.turn_status, state.permission_version,
+def _session_view(row: sqlite3.Row, decoded: _Decoded) -> SessionView:
+    # A session's row changes with its turn status; its config (the costly part to decode)
+    # is decoded again only when the columns it is decoded from change.
+    config_key = ("config", row["config_json"], row["rules_json"], row["permission_version"])
+    state = decoded.view(config_key, lambda: records.session_from_row(row))
+    return SessionView(state.session_id, TurnStatus(row["turn_status"]), state.permission_version,
                        Mode(state.config.mode), state.config.interactive)
 
 
@@ -211,17 +239,21 @@ def _operations(conn: sqlite3.Connection,
     pending_waits = {row["execution_id"] for row in wait_rows
                      if row["status"] == WaitStatus.PENDING.value}
     # One query for every result record (not one per operation).
-    result_rows = {row["execution_id"]: row
-                   for row in conn.execute("SELECT * FROM result_records").fetchall()}
-    decoded = _decoded(conn)
+    all_result_rows = conn.execute("SELECT * FROM result_records").fetchall()
+    rows = conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall()
+    decoded = _decoded(conn, "operations")
+    same = decoded.same(rows, all_result_rows, pending_waits)
+    if same is not None:
+        return same
+    result_rows = {row["execution_id"]: row for row in all_result_rows}
     views = []
-    for row in conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall():
+    for row in rows:
         result_row = result_rows.get(row["execution_id"])
         wait_pending = row["execution_id"] in pending_waits
         key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
                wait_pending)
         views.append(decoded.view(key, lambda: _operation_view(row, result_row, wait_pending)))
-    return tuple(views)
+    return decoded.keep(tuple(views))
 
 
 def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
@@ -289,11 +321,15 @@ def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
 
 def _failure_table(conn: sqlite3.Connection) -> tuple[FailureEntryView, ...]:
     rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()
-    return tuple(
+    decoded = _decoded(conn, "failure_table")
+    same = decoded.same(rows)
+    if same is not None:
+        return same
+    return decoded.keep(tuple(
         FailureEntryView(row["session_id"], row["dedup_key"], row["tool"],
                          FailureKind(row["failure_kind"]), row["count"], row["last_execution_id"])
         for row in rows
-    )
+    ))
 
 
 def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
@@ -301,25 +337,35 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
         "SELECT session_id, format_version, sequence, failure_entries, size_bytes,"
         " last_execution_id FROM checkpoints ORDER BY rowid"
     ).fetchall()
-    decoded = _decoded(conn)  # a checkpoint row never changes: one view per row, kept
-    return tuple(decoded.view(("checkpoint", *row), lambda: CheckpointView(*row))
-                 for row in rows)
+    decoded = _decoded(conn, "checkpoints")  # a checkpoint row never changes
+    same = decoded.same(rows)
+    if same is not None:
+        return same
+    return decoded.keep(tuple(
+        decoded.view(("checkpoint", *row), lambda: CheckpointView(*row)) for row in rows))
 
 
 def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
     rows = conn.execute("SELECT projection_json FROM projections ORDER BY rowid").fetchall()
-    decoded = _decoded(conn)
-    return tuple(
+    decoded = _decoded(conn, "projections")
+    same = decoded.same(rows)
+    if same is not None:
+        return same
+    return decoded.keep(tuple(
         decoded.view(("projection", row["projection_json"]),
                      lambda: from_json(Projection, json.loads(row["projection_json"])))
-        for row in rows)
+        for row in rows))
 
 
 def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
     rows = conn.execute("SELECT * FROM model_requests ORDER BY rowid").fetchall()
-    decoded = _decoded(conn)
-    return tuple(decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
-                 for row in rows)
+    decoded = _decoded(conn, "model_requests")
+    same = decoded.same(rows)
+    if same is not None:
+        return same
+    return decoded.keep(tuple(
+        decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
+        for row in rows))
 
 
 def _model_request_view(row: sqlite3.Row) -> ModelRequestView:

@@ -93,6 +93,17 @@ def _prefix_digests(messages: tuple[dict[str, Any], ...]) -> tuple[bytes, ...]:
     return tuple(digests)
 
 
+@by_identity(2)  # provenance and imported_lengths read the same requests of a trace
+def _requests(trace: Trace) -> tuple[_Request, ...]:
+    """Every model request, with its messages and their prefix digests."""
+    requests = []
+    for event in trace.of_kind(Kind.MODEL_REQUEST):
+        messages = tuple(m for m in event.data.get("messages") or () if isinstance(m, dict))
+        requests.append(_Request(event, str(event.data.get("session_id", "")), messages,
+                                 _prefix_digests(messages)))
+    return tuple(requests)
+
+
 def _text(message: dict[str, Any]) -> str:
     return str(message.get("content") or "").strip()
 
@@ -208,11 +219,7 @@ def provenance(trace: Trace) -> Provenance:
     ends: dict[str, TraceEvent] = {}
     for end in trace.of_kind(Kind.MODEL_STREAM_END):
         ends.setdefault(str(end.data.get("request_id", "")), end)
-    requests = []
-    for event in trace.of_kind(Kind.MODEL_REQUEST):
-        messages = tuple(m for m in event.data.get("messages") or () if isinstance(m, dict))
-        requests.append(_Request(event, str(event.data.get("session_id", "")), messages,
-                                 _prefix_digests(messages)))
+    requests = list(_requests(trace))
     loads = _loads_by_session(trace, requests)
     # (session, digest of the conversation a request carried) -> what the world served it
     served_to: dict[tuple[str, bytes], list[ServedAnswer]] = {}
@@ -276,10 +283,7 @@ def imported_lengths(trace: Trace) -> dict[int, int]:
     """Per MODEL_REQUEST index, how many of its leading messages are history loaded from a
     checkpoint: the prefix it shares with the first request of its session after the latest
     load before it (0 for a session no checkpoint was loaded into)."""
-    requests = [_Request(e, str(e.data.get("session_id", "")),
-                         tuple(m for m in e.data.get("messages") or () if isinstance(m, dict)), ())
-                for e in trace.of_kind(Kind.MODEL_REQUEST)]
-    requests = [_Request(r.event, r.session_id, r.messages, _prefix_digests(r.messages)) for r in requests]
+    requests = list(_requests(trace))
     loads = _loads_by_session(trace, requests)
     lengths = {}
     for request in requests:

@@ -18,6 +18,7 @@ to it is checked by X2, everything else joins on this key.
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import json
 from enum import Enum
@@ -104,9 +105,36 @@ def points(trace: Trace) -> tuple[ObservationPoint, ...]:
 
 def events_between(trace: Trace, lo: int, hi: int, *kinds: str) -> tuple[TraceEvent, ...]:
     """Events with ``lo < index < hi`` (of the given kinds, or all)."""
-    return tuple(
-        e for e in trace.events if lo < e.index < hi and (not kinds or e.kind in kinds)
-    )
+    by_kind = _indexes_by_kind(trace)
+    if by_kind is None:  # indexes that are not positions (a hand-built trace): scan
+        return tuple(
+            e for e in trace.events if lo < e.index < hi and (not kinds or e.kind in kinds)
+        )
+    events = trace.events
+    start, stop = max(lo + 1, 0), min(max(hi, 0), len(events))
+    if start >= stop:
+        return ()
+    if not kinds:
+        return events[start:stop]
+    found: list[int] = []
+    for kind in dict.fromkeys(kinds):
+        indexes = by_kind.get(kind, [])
+        found += indexes[bisect.bisect_left(indexes, start):bisect.bisect_left(indexes, stop)]
+    if len(kinds) > 1:
+        found.sort()
+    return tuple(events[at] for at in found)
+
+
+@by_identity(2)
+def _indexes_by_kind(trace: Trace) -> dict[str, list[int]] | None:
+    """Per event kind, its events' indexes in order, when every event's index is its
+    position in the trace (as the runner records them); None otherwise."""
+    by_kind: dict[str, list[int]] = {}
+    for at, event in enumerate(trace.events):
+        if event.index != at:
+            return None
+        by_kind.setdefault(event.kind, []).append(at)
+    return by_kind
 
 
 def last_index(trace: Trace) -> int:

@@ -368,11 +368,46 @@ def _all_publications_of(pubs: tuple[Publication, ...], op: F.Op) -> tuple[Publi
 def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
     """The store read while the world handled ``event`` (labelled ``label``, before any
     later event of the same kind)."""
-    bound = next((e.index for e in trace.events if e.kind == event.kind and e.index > event.index), None)
-    for point in trace.observations:
-        if point.label == label and point.index >= event.index and (bound is None or point.index < bound):
-            return point
+    ordered = _ordered_readings(trace)
+    if ordered is None:  # indexes out of recording order (a hand-built trace): scan
+        bound = next((e.index for e in trace.events
+                      if e.kind == event.kind and e.index > event.index), None)
+        for point in trace.observations:
+            if point.label == label and point.index >= event.index and (
+                    bound is None or point.index < bound):
+                return point
+        return None
+    kind_indexes = ordered[0].get(event.kind, ())
+    after = bisect.bisect_right(kind_indexes, event.index)
+    bound = kind_indexes[after] if after < len(kind_indexes) else None
+    point_indexes, points = ordered[1].get(label, ((), ()))
+    at = bisect.bisect_left(point_indexes, event.index)
+    if at < len(points) and (bound is None or points[at].index < bound):
+        return points[at]
     return None
+
+
+@by_identity(2)
+def _ordered_readings(trace: Trace) -> tuple[dict[str, list[int]],
+                                             dict[str, tuple[list[int], list[ObservationPoint]]]
+                                             ] | None:
+    """Per event kind its events' indexes, per label its points' indexes and points, each in
+    recording order, when those indexes never decrease along it (then the first event or
+    point past an index is found by bisection); None otherwise."""
+    kinds: dict[str, list[int]] = {}
+    for event in trace.events:
+        indexes = kinds.setdefault(event.kind, [])
+        if indexes and event.index < indexes[-1]:
+            return None
+        indexes.append(event.index)
+    labels: dict[str, tuple[list[int], list[ObservationPoint]]] = {}
+    for point in trace.observations:
+        point_indexes, points = labels.setdefault(point.label, ([], []))
+        if point_indexes and point.index < point_indexes[-1]:
+            return None
+        point_indexes.append(point.index)
+        points.append(point)
+    return kinds, labels
 
 
 def view_in(point: ObservationPoint | None, op: F.Op) -> OperationView | None:
@@ -475,7 +510,7 @@ def waits_pending_in(point: ObservationPoint | None, op: F.Op) -> bool:
     """Does the store read at ``point`` hold a pending approval wait for ``op``?"""
     if point is None:
         return False
-    exec_ids = {execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views}
+    exec_ids = _execution_ids(op)
     return any(F.value(w.status) == "pending" and (w.execution_id in exec_ids or (
         w.session_id, w.tool_call_id) == op.key) for w in point.observation.approval_waits)
 

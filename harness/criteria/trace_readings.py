@@ -446,18 +446,37 @@ def _execution_id_index(trace: Trace) -> tuple[dict[str, OpKey], dict[str, OpKey
                                    Kind.APPROVAL_PROMPT))
     for event in recorded:
         candidates.append((event.data.get("session_id", ""), event.data.get("tool_call_id", "")))
-    for point in trace.observations:
-        for op in point.observation.operations:
-            candidates.append((op.session_id, op.identity.tool_call_id))
+    # Successive readings share observation and view objects: one read again adds nothing
+    # (only the first sighting of a key counts), so each object is read once.
+    views = _distinct_views(trace)
+    for op in views:
+        candidates.append((op.session_id, op.identity.tool_call_id))
     for key in dict.fromkeys(candidates):
         by_formula.setdefault(execution_id_for(*key), key)
     for event in recorded:
         named.setdefault(event.data.get("execution_id"),
                          (event.data.get("session_id", ""), event.data.get("tool_call_id", "")))
-    for point in trace.observations:
-        for op in point.observation.operations:
-            stored.setdefault(op.identity.execution_id, (op.session_id, op.identity.tool_call_id))
+    for op in views:
+        stored.setdefault(op.identity.execution_id, (op.session_id, op.identity.tool_call_id))
     return by_formula, named, stored
+
+
+def _distinct_views(trace: Trace) -> list[Any]:
+    """The operation views of every observation in recording order, each object once (its
+    first sighting)."""
+    seen_observations: set[int] = set()
+    seen_views: set[int] = set()
+    views = []
+    for point in trace.observations:
+        observation = point.observation
+        if id(observation) in seen_observations:
+            continue
+        seen_observations.add(id(observation))
+        for op in observation.operations:
+            if id(op) not in seen_views:
+                seen_views.add(id(op))
+                views.append(op)
+    return views
 
 
 # --------------------------------------------------------------------------- classifier

@@ -8,7 +8,9 @@ what gets judged against it.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from harness.contract import (
     Delivery,
@@ -72,10 +74,15 @@ def check_x1(trace: Trace) -> Verdict:
             continue
         judged = False
         unpublished_reported = False
+        rows_up_to = _up_to(op.rows)
+        unavailable_up_to = _up_to(op.unavailable)
+        states: dict[int, tuple[Any, Any, Any]] = {}  # by view: readings share view objects
         for point, view in op.views:
-            permission, outcome, delivery = (
-                F.value(view.permission), F.value(view.outcome), F.value(view.delivery)
-            )
+            state = states.get(id(view))
+            if state is None:
+                state = states[id(view)] = (
+                    F.value(view.permission), F.value(view.outcome), F.value(view.delivery))
+            permission, outcome, delivery = state
             bad = []
             if permission not in _PERMISSIONS:
                 bad.append(f"permission={permission!r}")
@@ -88,8 +95,8 @@ def check_x1(trace: Trace) -> Verdict:
                     f"{F.describe(op)} at '{point.label}': value(s) outside the three state sets: "
                     + ", ".join(bad), (point.index,)))
                 continue
-            ran_before = [r for r in op.rows if r.index <= point.index]
-            refused_before = [u for u in op.unavailable if u.index <= point.index]
+            ran_before = rows_up_to(point.index)
+            refused_before = unavailable_up_to(point.index)
             if permission == "deny" and not ran_before and outcome != "not_started":
                 violations.append(_ev(
                     f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
@@ -166,6 +173,15 @@ def check_x1(trace: Trace) -> Verdict:
     return judge("X1", exercised, violations, "no saved result was read back from the store")
 
 
+def _up_to(events: tuple[TraceEvent, ...]) -> Callable[[int], Sequence[TraceEvent]]:
+    """``index -> [e for e in events if e.index <= index]``, by bisection when the events
+    are in index order (as the trace records them)."""
+    indexes = [event.index for event in events]
+    if any(a > b for a, b in zip(indexes, indexes[1:])):
+        return lambda index: [e for e in events if e.index <= index]
+    return lambda index: events[:bisect.bisect_right(indexes, index)]
+
+
 # --------------------------------------------------------------------------- X2
 
 
@@ -239,6 +255,20 @@ def _superseded(trace: Trace, op: F.Op) -> bool:
     return False
 
 
+def _duplicates(observation: Any) -> tuple[list[tuple[tuple[str, str], int]],
+                                          list[tuple[str, set[tuple[str, str]]]]]:
+    """The calls with several records in one observation (and how many), and the execution
+    ids shared by different calls, in the order of their first record."""
+    by_call: dict[tuple[str, str], int] = {}
+    by_exec: dict[str, set[tuple[str, str]]] = {}
+    for view in observation.operations:
+        key = (view.session_id, view.identity.tool_call_id)
+        by_call[key] = by_call.get(key, 0) + 1
+        by_exec.setdefault(view.identity.execution_id, set()).add(key)
+    return ([(key, count) for key, count in by_call.items() if count > 1],
+            [(execution_id, keys) for execution_id, keys in by_exec.items() if len(keys) > 1])
+
+
 def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
@@ -253,23 +283,21 @@ def check_x2(trace: Trace) -> Verdict:
     violations: list[Evidence] = []
     exercised = 0
     pts = F.points(trace)
+    # successive points share observation objects: each one's duplicates are found once
+    duplicates_of: dict[int, tuple[list[tuple[tuple[str, str], int]],
+                                   list[tuple[str, set[tuple[str, str]]]]]] = {}
     for point in pts:
-        by_call: dict[tuple[str, str], int] = {}
-        by_exec: dict[str, set[tuple[str, str]]] = {}
-        for view in point.observation.operations:
-            key = (view.session_id, view.identity.tool_call_id)
-            by_call[key] = by_call.get(key, 0) + 1
-            by_exec.setdefault(view.identity.execution_id, set()).add(key)
-        for key, count in by_call.items():
-            if count > 1:
-                violations.append(_ev(
-                    f"{key[0]}/{key[1]}: {count} operation records for one call at '{point.label}'",
-                    (point.index,)))
-        for execution_id, keys in by_exec.items():
-            if len(keys) > 1:
-                violations.append(_ev(
-                    f"execution id {execution_id} is shared by different calls {sorted(keys)} "
-                    f"at '{point.label}'", (point.index,)))
+        found = duplicates_of.get(id(point.observation))
+        if found is None:
+            found = duplicates_of[id(point.observation)] = _duplicates(point.observation)
+        for key, count in found[0]:
+            violations.append(_ev(
+                f"{key[0]}/{key[1]}: {count} operation records for one call at '{point.label}'",
+                (point.index,)))
+        for execution_id, keys in found[1]:
+            violations.append(_ev(
+                f"execution id {execution_id} is shared by different calls {sorted(keys)} "
+                f"at '{point.label}'", (point.index,)))
     final = pts[-1] if pts else None
     restarts = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
     for op in F.operations(trace).values():
@@ -281,10 +309,16 @@ def check_x2(trace: Trace) -> Verdict:
         known_versions = F.versions(trace, op.session_id)
         identities = set()
         own_digests: dict[int, str] = {}  # by view: successive readings share view objects
+        clean: set[int] = set()
+        """Views (by id, held by ``op.views``) that passed every check below: the checks
+        read the view and the operation alone, so the same object passes again."""
         for point, view in op.views:
             judged = True
+            if id(view) in clean:
+                continue
             identity = view.identity
             identities.add((identity.execution_id, identity.args_digest))
+            before = len(violations)
             where = f"{F.describe(op)} at '{point.label}'"
             if identity.execution_id != expected_exec:
                 violations.append(_ev(
@@ -305,6 +339,8 @@ def check_x2(trace: Trace) -> Verdict:
                 violations.append(_ev(
                     f"{where}: permission version {identity.permission_version} was never in force "
                     f"for the session (versions {sorted(known_versions)})", (point.index,)))
+            if len(violations) == before:
+                clean.add(id(view))
         if len(identities) > 1:
             violations.append(_ev(
                 f"{F.describe(op)}: the identity changed between observations: {sorted(identities)}",

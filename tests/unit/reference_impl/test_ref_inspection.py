@@ -162,3 +162,28 @@ def test_a_changed_row_is_decoded_again(start, impl, data_dir):
     assert answered.operations[0] != waiting.operations[0]
     assert answered.operations[0].recovery_actions != waiting.operations[0].recovery_actions \
         or answered.operations[0].outcome != waiting.operations[0].outcome
+
+
+def test_a_part_whose_rows_did_not_change_is_the_previous_reading_s_tuple(start, impl, data_dir):
+    from reference_impl.inspection import observe
+
+    calls = (call("a", "read_file", path="/a"),)
+    world = FakeWorld(replies={"s1": [Reply("", calls), Reply("done"), Reply("more")]},
+                      tool_behaviour={"a": ["fail"]})
+    runtime = start(world, config(rules=(allow("read_file"),)))
+    runtime.run_turn("s1", "go")
+    first = impl.inspect(data_dir)
+    assert first.operations and first.failure_table
+    runtime.run_turn("s1", "again")  # a text answer: no operation, no failure
+    second = impl.inspect(data_dir)
+    assert second is not first and second == observe(data_dir)  # same value as a fresh read
+    assert second.model_requests != first.model_requests
+    assert second.operations is first.operations  # the part itself, not only its rows
+    assert second.failure_table is first.failure_table
+    (wait_for,) = [call("b", "delete_branch", branch="x")]
+    world.replies["s1"].append(Reply("", (wait_for,)))
+    runtime.update_rules("s1", (allow("read_file"), ask("delete_branch")), 2)
+    runtime.run_turn("s1", "branch")
+    third = impl.inspect(data_dir)
+    assert third == observe(data_dir) and len(third.operations) == 2
+    assert third.operations[0] is first.operations[0]  # the unchanged row's view kept

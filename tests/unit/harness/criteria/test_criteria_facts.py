@@ -91,3 +91,32 @@ def test_effective_outcome_turns_a_slow_verdict_into_a_timeout():
     b.classifier("s1", "w", {}, "allow", delay_s=5.0)
     trace = b.build()
     assert [F.effective_outcome(trace, r) for r in F.reviews(trace)] == ["timeout", "allow"]
+
+
+def test_events_between_is_the_scan_of_its_definition():
+    import dataclasses
+    import itertools
+
+    from harness.criteria import facts
+    from harness.trace import Kind
+
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", {"path": "/a"})])
+    b.executed("s1", "c1", "write_file", {"path": "/a"})
+    b.model("s1")
+    b.observe()
+    trace = b.build()
+
+    def scan(t, lo, hi, *kinds):
+        return tuple(e for e in t.events if lo < e.index < hi and (not kinds or e.kind in kinds))
+
+    kind_sets = [(), (Kind.MODEL_REQUEST,), (Kind.TOOL_EXECUTED, Kind.MODEL_REQUEST),
+                 (Kind.MODEL_REQUEST, Kind.MODEL_REQUEST), ("no-such-kind",)]
+    n = len(trace.events)
+    # indexes out of their positions (a hand-built trace): the scan itself answers
+    renumbered = dataclasses.replace(trace, events=tuple(
+        dataclasses.replace(e, index=e.index * 2) for e in trace.events))
+    for t in (trace, renumbered):
+        for lo, hi in itertools.product(range(-2, 2 * n + 2), repeat=2):
+            for kinds in kind_sets:
+                assert facts.events_between(t, lo, hi, *kinds) == scan(t, lo, hi, *kinds)

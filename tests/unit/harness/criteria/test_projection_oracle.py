@@ -228,3 +228,43 @@ def test_world_result_remembered_by_attempts_and_crashes_before_equals_the_compu
                 assert PO.world_result(trace, op, before) == PO._world_result(trace, op, before)
                 asked += 1
     assert asked > 100
+
+
+# --------------------------------------------------------------------------- probe_at
+
+
+def _probe_at_by_scan(trace, event, label):
+    """probe_at's definition, read off the trace by a plain scan."""
+    bound = next((e.index for e in trace.events if e.kind == event.kind and e.index > event.index),
+                 None)
+    return next((p for p in trace.observations if p.label == label and p.index >= event.index
+                 and (bound is None or p.index < bound)), None)
+
+
+def test_probe_at_finds_the_reading_of_each_event_as_a_scan_would():
+    import dataclasses
+
+    from harness.trace import Kind
+
+    b = TraceBuilder("s1")
+    shown = Projection("s1", execution_id_for("s1", "c1"), "c1", Permission.ALLOW,
+                       Outcome.SUCCEEDED, "succeeded", "", ())
+    first = b.publish(shown)
+    b.probe("ui_publish")  # read while the UI received the first publication
+    b.model("s1")
+    second = b.publish(shown)  # no reading of its own: the third's must not be taken
+    third = b.publish(shown)
+    b.probe("ui_publish")
+    b.observe()
+    trace = b.build()
+    pubs = [e for e in trace.events if e.kind == Kind.UI_PUBLISH]
+    assert [e.index for e in pubs] == [first, second, third]
+    found = [O.probe_at(trace, e, "probe:ui_publish") for e in pubs]
+    assert found == [_probe_at_by_scan(trace, e, "probe:ui_publish") for e in pubs]
+    assert found[0] is not None and found[1] is None and found[2] is not None
+    assert O.probe_at(trace, pubs[0], "quiescent") is None
+    # readings recorded out of index order (a hand-built trace): the scan's answer still
+    shuffled = dataclasses.replace(trace, observations=tuple(reversed(trace.observations)))
+    for event in pubs:
+        assert O.probe_at(shuffled, event, "probe:ui_publish") is _probe_at_by_scan(
+            shuffled, event, "probe:ui_publish")

@@ -161,6 +161,52 @@ def test_x2_fails_on_a_wrong_execution_id_and_unknown_version():
     assert all(point in e.trace_indexes for e in verdict.evidence)
 
 
+def test_x2_reports_a_bad_view_object_shared_by_several_readings_at_each_of_them():
+    # successive readings of a store share view and observation objects; each reading that
+    # holds a bad record is still reported (the checks remember only views that passed)
+    b = TraceBuilder("s1")
+    b.model("s1", [call("c1", "write_file", W)])
+    bad = op_view("s1", "c1", "write_file", W, outcome="not_started", execution_id="ex-made-up")
+    good = op_view("s1", "c1", "write_file", W, outcome="not_started")
+    first = b.observe(bad)
+    second = b.observe(good)
+    third = b.observe(bad)  # the same object again, after a good one
+    duplicate = op_view("s1", "c1", "write_file", W, execution_id="ex-other")
+    twice = b.observe(good, duplicate)
+    b.points.append(type(b.points[-1])(b.add("observed", {"label": "again"}), "again",
+                                       b.points[-1].observation))  # one observation object twice
+    again = b.last
+    verdict = v("X2", b.build())
+    by_point = {i: [e.note for e in verdict.evidence if i in e.trace_indexes]
+                for i in (first, second, third, twice, again)}
+    assert verdict.status is Status.FAIL
+    assert any("execution id 'ex-made-up', expected" in n for n in by_point[first])
+    assert any("execution id 'ex-made-up', expected" in n for n in by_point[third])
+    assert not any("execution id 'ex-made-up', expected" in n for n in by_point[second])
+    assert any("2 operation records" in n for n in by_point[twice])
+    assert any("2 operation records" in n for n in by_point[again])
+
+
+def test_x1_reads_the_ledger_up_to_each_reading_in_and_out_of_index_order():
+    b = TraceBuilder(session("s1", rules=[("allow", "write_file")]), tools=[("write_file", "write")])
+    b.model("s1", [call("c1", "write_file", W)])
+    early = b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started",
+                              delivery="recorded"))
+    b.executed("s1", "c1", "write_file", W)
+    late = b.observe(op_view("s1", "c1", "write_file", W, outcome="not_started",
+                             delivery="recorded"))
+    verdict = v("X1", b.build())
+    assert verdict.status is Status.FAIL
+    shows = [e.trace_indexes for e in verdict.evidence if "ledger shows its execution" in e.note]
+    assert shows == [(late, late - 1)] and early < late - 1  # the row came between them
+    events = (type("E", (), {"index": i})() for i in (5, 3, 9))
+    up_to = x._up_to(tuple(events))  # out of order: filtered, not bisected
+    assert [e.index for e in up_to(4)] == [3] and [e.index for e in up_to(9)] == [5, 3, 9]
+    ordered = tuple(type("E", (), {"index": i})() for i in (1, 4, 4, 8))
+    assert [e.index for e in x._up_to(ordered)(4)] == [1, 4, 4]
+    assert list(x._up_to(ordered)(0)) == []
+
+
 def test_x2_fails_when_a_served_call_has_no_record():
     b = TraceBuilder("s1")
     end = b.model("s1", [call("c1", "write_file", W)])[1]
