@@ -27,6 +27,7 @@ from harness.contract import (
     from_json,
 )
 from reference_impl.errors import UnknownSessionError
+from reference_impl.store import MISSING, rows_of
 
 
 class Stage(enum.StrEnum):
@@ -99,6 +100,11 @@ class OperationRecord:
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
+    rows = rows_of(conn)
+    if rows is not None:
+        cached = rows.get("sessions", session_id)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
         raise UnknownSessionError(f"session {session_id!r} was never opened on this data dir")
@@ -117,7 +123,10 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
         return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
                             bool(row["cancelled"]))
 
-    return remembered_view(conn, ("session row", session_id), row, decode)
+    session = remembered_view(conn, ("session row", session_id), row, decode)
+    if rows is not None:
+        rows.put("sessions", session_id, session)
+    return session
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
@@ -132,10 +141,18 @@ def _config_from_row(row: sqlite3.Row) -> SessionConfig:
 
 
 def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationRecord | None:
+    rows = rows_of(conn)
+    if rows is not None:
+        cached = rows.get("operations", execution_id)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
     row = conn.execute(
         "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
     ).fetchone()
-    return operation_from_row(row) if row else None
+    op = operation_from_row(row) if row else None
+    if rows is not None:
+        rows.put("operations", execution_id, op)
+    return op
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
@@ -183,10 +200,20 @@ def operation_from_row(row: sqlite3.Row) -> OperationRecord:
     )
 
 
-def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatus) -> None:
-    conn.execute(
-        "UPDATE sessions SET turn_status = ? WHERE session_id = ?", (status.value, session_id)
-    )
+def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatus, *,
+                    uncancel: bool = False) -> None:
+    """Set the turn's status (``uncancel``: and clear a cancellation: a new turn runs)."""
+    rows = rows_of(conn)
+    before = rows.get("sessions", session_id) if rows is not None else MISSING
+    if uncancel:
+        conn.execute("UPDATE sessions SET turn_status = ?, cancelled = 0 WHERE session_id = ?",
+                     (status.value, session_id))
+    else:
+        conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
+                     (status.value, session_id))
+    if before is not MISSING:  # the row as this statement left it
+        rows.put("sessions", session_id, SessionState(
+            before.config, status, False if uncancel else before.cancelled))
 
 
 def _optional(enum_type: type[enum.StrEnum], value: str | None) -> Any:
