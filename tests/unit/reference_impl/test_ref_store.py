@@ -122,3 +122,41 @@ def test_reopening_an_up_to_date_store_commits_nothing(tmp_path):
     Store.open(str(tmp_path)).close()
     assert reader.execute("PRAGMA data_version").fetchone()[0] == before  # no commit
     reader.close()
+
+
+def test_a_new_store_has_the_layout_of_version_1_migrated_forward(tmp_path):
+    """A new store is created at the current version at once (no ALTER TABLE); it must be
+    the very layout an old store gets by migrating: every table's columns (name, type, not
+    null, default, key, position) and every index (columns, uniqueness)."""
+    from reference_impl.store import _MIGRATIONS, SCHEMA_VERSION, _statements
+
+    migrated_path = str(tmp_path / "migrated.sqlite3")
+    old = sqlite3.connect(migrated_path, isolation_level=None)
+    for statement in _statements(_MIGRATIONS[0]):
+        old.execute(statement)
+    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    old.execute("INSERT INTO schema_version VALUES (1)")
+    old.close()
+    Store.open_file(migrated_path).close()
+    fresh_path = str(tmp_path / "fresh.sqlite3")
+    Store.open_file(fresh_path).close()
+
+    def layout(path):
+        connection = sqlite3.connect(path)
+        tables = [name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        described = {}
+        for table in tables:
+            indexes = sorted(
+                (tuple(connection.execute(f"PRAGMA index_info('{name}')").fetchall()), unique)
+                for _, name, unique, *_ in connection.execute(f"PRAGMA index_list('{table}')"))
+            described[table] = (connection.execute(f"PRAGMA table_xinfo('{table}')").fetchall(),
+                                indexes)
+        version = connection.execute("SELECT version FROM schema_version").fetchall()
+        connection.close()
+        return described, version
+
+    fresh, migrated = layout(fresh_path), layout(migrated_path)
+    assert fresh == migrated
+    assert fresh[1] == [(SCHEMA_VERSION,)]
+    assert "chain" in [column[1] for column in fresh[0]["checkpoints"][0]]
