@@ -373,12 +373,14 @@ class WriterConnection(StoreConnection):
         self.rows = RowCache(self)
 
     def execute(self, sql: str, parameters=(), /):  # type: ignore[override]
-        self._statement(sql)
-        return super().execute(sql, parameters)
+        tables = _WRITTEN_BY_STATEMENT.get(sql)
+        if tables is None or tables:  # the common case (a known read) costs one lookup
+            self._statement(sql)
+        return _execute(self, sql, parameters)
 
     def executemany(self, sql: str, parameters, /):  # type: ignore[override]
         self._statement(sql)
-        return super().executemany(sql, parameters)
+        return _executemany(self, sql, parameters)
 
     def executescript(self, script: str, /):  # type: ignore[override]
         self.rows.forget()
@@ -396,6 +398,10 @@ class WriterConnection(StoreConnection):
             self.rows.forget()
         else:
             self.rows.written(tables[0])
+
+
+_execute = sqlite3.Connection.execute
+_executemany = sqlite3.Connection.executemany
 
 
 def rows_of(conn: sqlite3.Connection) -> RowCache | None:
