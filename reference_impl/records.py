@@ -147,7 +147,7 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
         if cached is not MISSING:
             return cached  # type: ignore[return-value]
     row = conn.execute(_SELECT_OPERATION, (execution_id,)).fetchone()
-    op = _operation_from_values(*row) if row else None
+    op = _operation_from_values(*row, parts=getattr(conn, "memo", None)) if row else None
     if rows is not None:
         rows.put("operations", execution_id, op)
     return op
@@ -195,18 +195,30 @@ def _operation_from_values(
     permission_version: int, tool: str, args_json: str, dedup_key: str, stage: str,
     permission: str, decided_by: str, classifier_outcome: str | None, wait_trigger: str,
     reason: str, execution_started: int, delivery: str, checkpoint_sequence: int | None,
-    start_mark: int,
+    start_mark: int, *, parts: dict[object, object] | None = None,
 ) -> OperationRecord:
-    return OperationRecord(
-        session_id=session_id,
-        identity=OperationIdentity(
+    """``parts``: a connection's memo; an operation read again (after each of its steps)
+    reuses the identity and parsed arguments of its previous reading when their columns are
+    the same texts (one slot: the operation read last)."""
+    identity_values = (execution_id, tool_call_id, args_digest, permission_version, args_json)
+    remembered = parts.get("operation parts") if parts is not None else None
+    if remembered is not None and remembered[0] == identity_values:
+        identity, args = remembered[1], remembered[2]
+    else:
+        identity = OperationIdentity(
             execution_id=execution_id,
             tool_call_id=tool_call_id,
             args_digest=args_digest,
             permission_version=permission_version,
-        ),
+        )
+        args = json.loads(args_json)
+        if parts is not None:
+            parts["operation parts"] = (identity_values, identity, args)
+    return OperationRecord(
+        session_id=session_id,
+        identity=identity,
         tool=tool,
-        args=json.loads(args_json),
+        args=args,
         dedup_key=dedup_key,
         stage=member(Stage, stage),
         permission=member(Permission, permission),
