@@ -283,11 +283,12 @@ class RowCache:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
         self._tables: dict[str, dict[object, object]] = {}
-        self._data_version: int | None = None
+        self._data_version: int | None = None  # set by verify(), once the store is open
         self._verified = False
 
     def get(self, table: str, key: object) -> object:
-        """The cached value, or :data:`MISSING` (the caller reads the store and :meth:`put`\ s it)."""
+        """The cached value, or :data:`MISSING` (the caller then reads the store, and puts
+        what it read)."""
         entries = self._tables.get(table)
         if entries is None or key not in entries:
             if not self._connection.in_transaction:
@@ -322,9 +323,18 @@ class RowCache:
     def transaction_began(self) -> None:
         self._verified = False
 
-    def _verify(self) -> None:
+    def verify(self) -> None:
+        """Check the cached rows against the store now (drops them all if anyone else
+        committed since the last check); the store calls it once it is open."""
+        self._verify()
+
+    def _read_data_version(self) -> int:
         (version,) = sqlite3.Connection.execute(self._connection,
                                                 "PRAGMA data_version").fetchone()
+        return version
+
+    def _verify(self) -> None:
+        version = self._read_data_version()
         if version != self._data_version:
             self._tables.clear()
             self._data_version = version
@@ -339,7 +349,10 @@ _NOTHING: tuple[str, ...] = ()
 _BEGIN = ("BEGIN",)
 _WRITE_STATEMENT = re.compile(
     r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)"
-    r"\s+[\"`\[]?(\w+)", re.IGNORECASE)
+    r"\s+(\w+)(?:\s|\(|$)", re.IGNORECASE)
+"""A write to one plainly named table (a qualified or quoted name is not recognised: it
+counts as a write to everything). The schema has no triggers and no foreign keys, so a
+statement changes no table but its own."""
 _HARMLESS_PRAGMAS = ("data_version", "synchronous", "busy_timeout", "journal_mode")
 
 
@@ -356,7 +369,7 @@ def _tables_written(sql: str) -> tuple[str, ...]:
             _HARMLESS_PRAGMAS):
         return _NOTHING
     match = _WRITE_STATEMENT.match(sql)
-    if match is not None and "RETURNING" not in sql.upper():
+    if match is not None:
         return (match.group(1).lower(),)
     return _EVERYTHING
 
@@ -437,6 +450,8 @@ class Store:
         connection.execute("PRAGMA synchronous = FULL")
         store = cls(connection)
         store._migrate()
+        if store.rows is not None:
+            store.rows.verify()
         return store
 
     @property

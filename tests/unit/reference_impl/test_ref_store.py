@@ -160,3 +160,66 @@ def test_a_new_store_has_the_layout_of_version_1_migrated_forward(tmp_path):
     assert fresh == migrated
     assert fresh[1] == [(SCHEMA_VERSION,)]
     assert "chain" in [column[1] for column in fresh[0]["checkpoints"][0]]
+
+
+def test_the_row_cache_drops_what_a_statement_may_have_changed():
+    """Each write statement drops the cached rows of the table it writes; anything the
+    classification cannot name (a qualified or quoted table, DDL, a rollback) drops all."""
+    from reference_impl.store import MISSING, _tables_written
+
+    assert _tables_written("SELECT * FROM sessions") == ()
+    assert _tables_written("INSERT OR IGNORE INTO operations (a) VALUES (?)") == ("operations",)
+    assert _tables_written("  update sessions SET x = 1") == ("sessions",)
+    assert _tables_written("DELETE FROM repeat_budget WHERE a = ?") == ("repeat_budget",)
+    assert _tables_written("REPLACE INTO diagnostics(a) VALUES (1)") == ("diagnostics",)
+    for unnamed in ('UPDATE "sessions" SET x = 1', "UPDATE main.sessions SET x = 1",
+                    "CREATE TABLE t (a)", "ROLLBACK", "ROLLBACK TO display",
+                    "WITH x AS (SELECT 1) DELETE FROM sessions", "PRAGMA user_version = 3"):
+        assert _tables_written(unnamed) == ("*",), unnamed
+
+    store = Store.open_file(":memory:")
+    rows = store.rows
+    with store.transaction() as conn:
+        rows.put("sessions", "s", "cached session")
+        rows.put("operations", "o", "cached operation")
+        conn.execute("UPDATE operations SET stage = 'x' WHERE execution_id = 'none'")
+        assert rows.get("operations", "o") is MISSING  # written: dropped
+        assert rows.get("sessions", "s") == "cached session"  # another table: kept
+        conn.execute('UPDATE "sessions" SET turn_status = turn_status')
+        assert rows.get("sessions", "s") is MISSING  # not classified: everything dropped
+        rows.put("sessions", "s", "read in the transaction")
+    assert rows.get("sessions", "s") == "read in the transaction"  # committed: still true
+    try:
+        with store.transaction():
+            rows.put("sessions", "s", "never committed")
+            raise ValueError("rolled back")
+    except ValueError:
+        pass
+    assert rows.get("sessions", "s") is MISSING
+    store.close()
+
+
+def test_the_row_cache_sees_another_connections_commit_once_told_others_may_have_run(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    first, second = Store.open_file(path), Store.open_file(path)
+    from reference_impl import records
+    from harness.contract import SessionConfig
+    from reference_impl.runtime import _insert_session
+
+    with first.transaction() as conn:
+        _insert_session(conn, SessionConfig(session_id="s"))
+    assert records.load_session(first.connection, "s").cancelled is False
+    statements = []
+    first.connection.set_trace_callback(statements.append)
+    assert records.load_session(first.connection, "s").cancelled is False
+    assert statements == ["PRAGMA data_version"]  # served from the cache, verified once
+    with second.transaction() as conn:
+        conn.execute("UPDATE sessions SET cancelled = 1 WHERE session_id = 's'")
+    first.rows.others_may_have_run()  # what a world call or a driver call tells it
+    assert records.load_session(first.connection, "s").cancelled is True
+    with second.transaction() as conn:
+        conn.execute("UPDATE sessions SET cancelled = 0 WHERE session_id = 's'")
+    with first.transaction() as conn:  # a write transaction always reads the latest
+        assert records.load_session(conn, "s").cancelled is False
+    first.close()
+    second.close()
