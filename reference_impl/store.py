@@ -23,7 +23,12 @@ Guarantees:
 * schema version 2 stores a checkpoint as a full snapshot now and then and as a delta
   (the messages it appends) otherwise (:mod:`reference_impl.continuation`), and indexes what
   each step looks up, so the cost of a step does not grow with the session;
-* :func:`open_read_only` gives a fresh read-only connection for ``inspect``.
+* :func:`open_read_only` gives a fresh read-only connection for ``inspect``;
+* a runtime's own connection (:class:`WriterConnection`) keeps a :class:`RowCache` of the
+  rows it decoded, served only while no statement of its own wrote their table and
+  ``PRAGMA data_version`` shows that nobody else committed (checked again after each world
+  call, driver call and ``BEGIN IMMEDIATE``): a read inside a write transaction always sees
+  the latest commit, a read outside one the store as of the last check.
 """
 
 from __future__ import annotations
@@ -456,7 +461,8 @@ class Store:
 
     @property
     def connection(self) -> sqlite3.Connection:
-        """For reads outside a transaction (each read sees the latest committed state)."""
+        """For reads outside a transaction: each sees the latest committed state, or,
+        through the row cache, the state as of its last check (see :class:`RowCache`)."""
         return self._connection
 
     def transaction(self, durability: Durability = Durability.SYNCED) -> "_Transaction":
