@@ -29,10 +29,11 @@ import sqlite3
 from dataclasses import dataclass
 
 from harness.contract import Message, ToolCall, execution_id_for
-from reference_impl import checkpoint_codec, failure_policy, results
+from reference_impl import checkpoint_codec, failure_policy, records, results
 from reference_impl.checkpoint_codec import Continuation, Delta
 from reference_impl.errors import CheckpointFormatError
 from reference_impl.records import Stage
+from reference_impl.store import MISSING, rows_of
 
 SNAPSHOT_BYTES_MIN = 64 * 1024
 """Deltas are written until their bytes since the last snapshot exceed the larger of this
@@ -104,6 +105,18 @@ class State:
 
 def state(conn: sqlite3.Connection, session_id: str) -> State | None:
     """The latest checkpoint of ``session_id`` as ``conn`` sees it, or None."""
+    rows = rows_of(conn)
+    if rows is not None:
+        cached = rows.get("checkpoints", session_id)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
+    current = _latest(conn, session_id)
+    if rows is not None:
+        rows.put("checkpoints", session_id, current)
+    return current
+
+
+def _latest(conn: sqlite3.Connection, session_id: str) -> State | None:
     head = conn.execute(
         "SELECT sequence, base_sequence, chain FROM checkpoints WHERE session_id = ?"
         " ORDER BY sequence DESC LIMIT 1",
@@ -243,6 +256,9 @@ def _write(
     memo = getattr(conn, "memo", None)
     if memo is not None:
         memo[("continuation", session_id)] = written
+    rows = rows_of(conn)
+    if rows is not None:  # what this transaction commits (a rollback forgets it)
+        rows.put("checkpoints", session_id, written)
     return written
 
 
@@ -347,10 +363,8 @@ def _next_step(last: Message | None, pending: tuple[ToolCall, ...]) -> NextStep:
 
 def _final(conn: sqlite3.Connection, execution_id: str) -> bool:
     """A saved result is final unless an escalation of it is still undecided or running."""
-    row = conn.execute(
-        "SELECT stage FROM operations WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
-    return row is None or row["stage"] == Stage.RECORDED.value
+    op = records.load_operation(conn, execution_id)
+    return op is None or op.stage is Stage.RECORDED
 
 
 def _last_assistant_index(conversation: tuple[Message, ...]) -> int | None:

@@ -52,10 +52,12 @@ class Signals:
         context = {"session_id": session_id}
         # Keys that do not apply are left out rather than sent empty: an empty id would
         # read as "names an operation whose id is empty".
-        for key, value in (("execution_id", execution_id), ("tool_call_id", tool_call_id),
-                           ("request_id", request_id)):
-            if value:
-                context[key] = value
+        if execution_id:
+            context["execution_id"] = execution_id
+        if tool_call_id:
+            context["tool_call_id"] = tool_call_id
+        if request_id:
+            context["request_id"] = request_id
         try:
             self._world.failpoint(name, context)
         except Exception as exc:

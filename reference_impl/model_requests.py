@@ -37,7 +37,7 @@ from harness.contract import (
 )
 from reference_impl import records
 from reference_impl.events import Signals
-from reference_impl.store import Durability, Store
+from reference_impl.store import MISSING, Durability, Store, rows_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,8 @@ class ModelRequester:
                       and reply.error is None else Durability.SYNCED)
         now = self._world.now()  # one time for what one transaction writes
         with self._store.transaction(durability) as conn:
-            ended = _record_end(conn, request_id, reply.status, _kept_text(reply), now)
+            ended = _record_end(conn, session_id, request_id, reply.status, _kept_text(reply),
+                                now)
             if ended:
                 on_end(conn, reply, now)
         if ended:
@@ -144,7 +145,8 @@ def end_interrupted(conn: sqlite3.Connection, now: float) -> tuple[tuple[str, st
         "SELECT request_id, session_id FROM model_requests WHERE status IS NULL ORDER BY rowid"
     ).fetchall()
     for row in rows:
-        _record_end(conn, row["request_id"], ModelRequestStatus.INCOMPLETE, "", now)
+        _record_end(conn, row["session_id"], row["request_id"], ModelRequestStatus.INCOMPLETE,
+                    "", now)
     return tuple((row["session_id"], row["request_id"]) for row in rows)
 
 
@@ -156,15 +158,20 @@ def _kept_text(reply: ModelReply) -> str:
 def _record_start(conn: sqlite3.Connection, session_id: str, now: float) -> str:
     # The session's latest request through the index on session_id: a COUNT(*) here grew
     # with every request of the session (the top cost of a long multi-turn session).
-    row = conn.execute(
-        "SELECT request_id FROM model_requests WHERE session_id = ? ORDER BY rowid DESC LIMIT 1",
-        (session_id,),
-    ).fetchone()
+    rows = rows_of(conn)
+    latest = rows.get("model_requests", session_id) if rows is not None else MISSING
+    if latest is MISSING:
+        row = conn.execute(
+            "SELECT request_id FROM model_requests WHERE session_id = ?"
+            " ORDER BY rowid DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        latest = None if row is None else row["request_id"]
     prefix = f"{session_id}:req-"
-    if row is None:
+    if latest is None:
         count = 0
-    elif row["request_id"].startswith(prefix) and row["request_id"][len(prefix):].isdigit():
-        count = int(row["request_id"][len(prefix):])
+    elif latest.startswith(prefix) and latest[len(prefix):].isdigit():
+        count = int(latest[len(prefix):])
     else:  # not an id this code wrote: count them, as ids were always numbered
         (count,) = conn.execute(
             "SELECT COUNT(*) FROM model_requests WHERE session_id = ?", (session_id,)
@@ -175,20 +182,28 @@ def _record_start(conn: sqlite3.Connection, session_id: str, now: float) -> str:
         " VALUES (?, ?, 1, ?)",
         (request_id, session_id, now),
     )
+    if rows is not None:  # the session's latest request is this one
+        rows.put("model_requests", session_id, request_id)
     return request_id
 
 
 def _record_end(
     conn: sqlite3.Connection,
+    session_id: str,
     request_id: str,
     status: ModelRequestStatus,
     partial_text: str,
     now: float,
 ) -> bool:
-    return bool(
+    rows = rows_of(conn)
+    latest = rows.get("model_requests", session_id) if rows is not None else MISSING
+    ended = bool(
         conn.execute(
             "UPDATE model_requests SET status = ?, partial_text = ?, ended_at = ?,"
             " end_events = end_events + 1 WHERE request_id = ? AND status IS NULL",
             (status.value, partial_text, now, request_id),
         ).rowcount
     )
+    if latest is not MISSING:  # an end changes no request id: the latest one stands
+        rows.put("model_requests", session_id, latest)
+    return ended

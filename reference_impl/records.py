@@ -27,6 +27,7 @@ from harness.contract import (
     from_json,
 )
 from reference_impl.errors import UnknownSessionError
+from reference_impl.store import MISSING, rows_of
 
 
 class Stage(enum.StrEnum):
@@ -99,6 +100,11 @@ class OperationRecord:
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
+    rows = rows_of(conn)
+    if rows is not None:
+        cached = rows.get("sessions", session_id)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
         raise UnknownSessionError(f"session {session_id!r} was never opened on this data dir")
@@ -117,7 +123,10 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
         return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
                             bool(row["cancelled"]))
 
-    return remembered_view(conn, ("session row", session_id), row, decode)
+    session = remembered_view(conn, ("session row", session_id), row, decode)
+    if rows is not None:
+        rows.put("sessions", session_id, session)
+    return session
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
@@ -132,10 +141,16 @@ def _config_from_row(row: sqlite3.Row) -> SessionConfig:
 
 
 def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationRecord | None:
-    row = conn.execute(
-        "SELECT * FROM operations WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
-    return operation_from_row(row) if row else None
+    rows = rows_of(conn)
+    if rows is not None:
+        cached = rows.get("operations", execution_id)
+        if cached is not MISSING:
+            return cached  # type: ignore[return-value]
+    row = conn.execute(_SELECT_OPERATION, (execution_id,)).fetchone()
+    op = _operation_from_values(*row, parts=getattr(conn, "memo", None)) if row else None
+    if rows is not None:
+        rows.put("operations", execution_id, op)
+    return op
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
@@ -158,35 +173,80 @@ def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
     return view
 
 
+_OPERATION_COLUMNS = (
+    "session_id", "execution_id", "tool_call_id", "args_digest", "permission_version", "tool",
+    "args_json", "dedup_key", "stage", "permission", "decided_by", "classifier_outcome",
+    "wait_trigger", "reason", "execution_started", "delivery", "checkpoint_sequence",
+    "start_mark",
+)
+_SELECT_OPERATION = (f"SELECT {', '.join(_OPERATION_COLUMNS)} FROM operations"
+                     " WHERE execution_id = ?")
+"""The columns an :class:`OperationRecord` is made of, by position: a ``sqlite3.Row`` looks
+each name up by comparing it with every column's, which cost more than the rest of the
+decoding."""
+
+
 def operation_from_row(row: sqlite3.Row) -> OperationRecord:
+    return _operation_from_values(*[row[column] for column in _OPERATION_COLUMNS])
+
+
+def _operation_from_values(
+    session_id: str, execution_id: str, tool_call_id: str, args_digest: str,
+    permission_version: int, tool: str, args_json: str, dedup_key: str, stage: str,
+    permission: str, decided_by: str, classifier_outcome: str | None, wait_trigger: str,
+    reason: str, execution_started: int, delivery: str, checkpoint_sequence: int | None,
+    start_mark: int, *, parts: dict[object, object] | None = None,
+) -> OperationRecord:
+    """``parts``: a connection's memo; an operation read again (after each of its steps)
+    reuses the identity and parsed arguments of its previous reading when their columns are
+    the same texts (one slot: the operation read last)."""
+    identity_values = (execution_id, tool_call_id, args_digest, permission_version, args_json)
+    remembered = parts.get("operation parts") if parts is not None else None
+    if remembered is not None and remembered[0] == identity_values:
+        identity, args = remembered[1], remembered[2]
+    else:
+        identity = OperationIdentity(
+            execution_id=execution_id,
+            tool_call_id=tool_call_id,
+            args_digest=args_digest,
+            permission_version=permission_version,
+        )
+        args = json.loads(args_json)
+        if parts is not None:
+            parts["operation parts"] = (identity_values, identity, args)
     return OperationRecord(
-        session_id=row["session_id"],
-        identity=OperationIdentity(
-            execution_id=row["execution_id"],
-            tool_call_id=row["tool_call_id"],
-            args_digest=row["args_digest"],
-            permission_version=row["permission_version"],
-        ),
-        tool=row["tool"],
-        args=json.loads(row["args_json"]),
-        dedup_key=row["dedup_key"],
-        stage=member(Stage, row["stage"]),
-        permission=member(Permission, row["permission"]),
-        decided_by=member(DecisionSource, row["decided_by"]),
-        classifier_outcome=_optional(ClassifierOutcome, row["classifier_outcome"]),
-        wait_trigger=row["wait_trigger"],
-        reason=row["reason"],
-        execution_started=bool(row["execution_started"]),
-        delivery=member(Delivery, row["delivery"]),
-        checkpoint_sequence=row["checkpoint_sequence"],
-        start_mark=row["start_mark"],
+        session_id=session_id,
+        identity=identity,
+        tool=tool,
+        args=args,
+        dedup_key=dedup_key,
+        stage=member(Stage, stage),
+        permission=member(Permission, permission),
+        decided_by=member(DecisionSource, decided_by),
+        classifier_outcome=_optional(ClassifierOutcome, classifier_outcome),
+        wait_trigger=wait_trigger,
+        reason=reason,
+        execution_started=bool(execution_started),
+        delivery=member(Delivery, delivery),
+        checkpoint_sequence=checkpoint_sequence,
+        start_mark=start_mark,
     )
 
 
-def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatus) -> None:
-    conn.execute(
-        "UPDATE sessions SET turn_status = ? WHERE session_id = ?", (status.value, session_id)
-    )
+def set_turn_status(conn: sqlite3.Connection, session_id: str, status: TurnStatus, *,
+                    uncancel: bool = False) -> None:
+    """Set the turn's status (``uncancel``: and clear a cancellation: a new turn runs)."""
+    rows = rows_of(conn)
+    before = rows.get("sessions", session_id) if rows is not None else MISSING
+    if uncancel:
+        conn.execute("UPDATE sessions SET turn_status = ?, cancelled = 0 WHERE session_id = ?",
+                     (status.value, session_id))
+    else:
+        conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
+                     (status.value, session_id))
+    if before is not MISSING:  # the row as this statement left it
+        rows.put("sessions", session_id, SessionState(
+            before.config, status, False if uncancel else before.cancelled))
 
 
 def _optional(enum_type: type[enum.StrEnum], value: str | None) -> Any:

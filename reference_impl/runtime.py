@@ -41,11 +41,13 @@ from reference_impl.model_requests import ModelRequester
 from reference_impl.policy import REFERENCE, RuntimePolicy
 from reference_impl.store import Durability, Store
 from reference_impl.turns import TurnLoop
+from reference_impl.watched_world import WatchedWorld
 
 
 class ReferenceRuntime:
     def __init__(self, data_dir: str, world: World, policy: RuntimePolicy = REFERENCE) -> None:
         self._store = Store.open(data_dir)
+        world = WatchedWorld(world, self._store.rows)
         self._world = world
         self._signals = Signals(world, self._store)
         self._pipeline = OperationPipeline(self._store, world, self._signals, policy)
@@ -197,6 +199,8 @@ class ReferenceRuntime:
     def _require_open(self) -> None:
         if self._closed:
             raise RuntimeClosedError("this runtime instance was closed; open a new one")
+        if self._store.rows is not None:  # each driver call: others may have run since
+            self._store.rows.others_may_have_run()
 
 
 def _insert_session(conn, config: SessionConfig) -> None:
@@ -210,7 +214,4 @@ def _insert_session(conn, config: SessionConfig) -> None:
 
 
 def _start_running(conn, session_id: str) -> None:
-    conn.execute(
-        "UPDATE sessions SET turn_status = ?, cancelled = 0 WHERE session_id = ?",
-        (TurnStatus.RUNNING.value, session_id),
-    )
+    records.set_turn_status(conn, session_id, TurnStatus.RUNNING, uncancel=True)

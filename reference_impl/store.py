@@ -23,12 +23,18 @@ Guarantees:
 * schema version 2 stores a checkpoint as a full snapshot now and then and as a delta
   (the messages it appends) otherwise (:mod:`reference_impl.continuation`), and indexes what
   each step looks up, so the cost of a step does not grow with the session;
-* :func:`open_read_only` gives a fresh read-only connection for ``inspect``.
+* :func:`open_read_only` gives a fresh read-only connection for ``inspect``;
+* a runtime's own connection (:class:`WriterConnection`) keeps a :class:`RowCache` of the
+  rows it decoded, served only while no statement of its own wrote their table and
+  ``PRAGMA data_version`` shows that nobody else committed (checked again after each world
+  call, driver call and ``BEGIN IMMEDIATE``): a read inside a write transaction always sees
+  the latest commit, a read outside one the store as of the last check.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from enum import Enum
 from urllib.parse import quote
@@ -201,6 +207,28 @@ _MIGRATIONS: tuple[str, ...] = (
 
 SCHEMA_VERSION = len(_MIGRATIONS)
 
+_CHECKPOINT_COLUMNS_V1_END = "        created_at          REAL NOT NULL,\n        UNIQUE"
+_CHECKPOINT_COLUMNS_CURRENT_END = ("        created_at          REAL NOT NULL,\n"
+                                   "        base_sequence       INTEGER,\n"
+                                   "        chain               TEXT NOT NULL DEFAULT '',\n"
+                                   "        UNIQUE")
+
+
+def _fresh_schema() -> list[str]:
+    """The statements that create an empty store at the current version at once: version
+    1's tables with the columns version 2 adds (in the same place: after the others), and
+    version 2's indexes. Each ``ALTER TABLE`` reloads the whole schema: migrating a new store
+    from version 1 cost half as much again as creating its tables. A test compares the two,
+    column by column and index by index."""
+    first = _MIGRATIONS[0]
+    assert first.count(_CHECKPOINT_COLUMNS_V1_END) == 1, "update _fresh_schema with the schema"
+    statements = _statements(first.replace(_CHECKPOINT_COLUMNS_V1_END,
+                                           _CHECKPOINT_COLUMNS_CURRENT_END))
+    for script in _MIGRATIONS[1:]:
+        statements += [statement for statement in _statements(script)
+                       if not statement.lstrip().upper().startswith("ALTER TABLE")]
+    return statements
+
 
 class Durability(Enum):
     """How far a commit is durable when ``COMMIT`` returns (the value: SQLite's
@@ -229,12 +257,183 @@ class StoreConnection(sqlite3.Connection):
         self.memo: dict[object, object] = {}
 
 
+class RowCache:
+    """The rows this instance's connection read or wrote, decoded, kept while they are
+    provably still the committed ones; what the store's readers (``records``,
+    ``continuation``, ``results``...) consult before running a query.
+
+    A cached row is served only when both hold:
+
+    * this connection wrote nothing to its table since (every write statement drops the
+      cached rows of the table it writes, see :class:`WriterConnection`; a rollback, a
+      statement it cannot classify or a schema change drops everything);
+    * nobody else committed since the cache was last *verified*: ``PRAGMA data_version``
+      (which changes only with other connections' commits) equals the value seen when the
+      rows were cached; any difference drops everything.
+
+    Verification is needed again after anything that lets another instance run: a world
+    call or a driver call of this instance (:meth:`others_may_have_run`), the start of a write
+    transaction (its reads must be the latest: what it writes depends on them), and a read
+    outside a transaction that had to go to the store (it may have seen a newer commit than
+    the cached rows; a cached row served after it must be as new). Inside a write
+    transaction nobody else can commit, and right after its ``COMMIT`` the cache is the
+    committed state, so reads there cost no query at all. Without a world call in between,
+    a read served from the cache is the read made at the last verification: nothing
+    outside can tell the two apart, and every decision is re-checked by the compare-and-set
+    transaction that acts on it.
+    """
+
+    __slots__ = ("_connection", "_tables", "_data_version", "_verified")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+        self._tables: dict[str, dict[object, object]] = {}
+        self._data_version: int | None = None  # set by verify(), once the store is open
+        self._verified = False
+
+    def get(self, table: str, key: object) -> object:
+        """The cached value, or :data:`MISSING` (the caller then reads the store, and puts
+        what it read)."""
+        entries = self._tables.get(table)
+        if entries is None or key not in entries:
+            if not self._connection.in_transaction:
+                self._verified = False  # the caller's fresh read may be newer than the rest
+            return MISSING
+        if not self._verified:
+            self._verify()
+            entries = self._tables.get(table)
+            if entries is None or key not in entries:
+                return MISSING
+        return entries[key]
+
+    def put(self, table: str, key: object, value: object) -> None:
+        """Remember ``value``, read from (or just written to) ``table`` on this connection."""
+        entries = self._tables.get(table)
+        if entries is None:
+            entries = self._tables[table] = {}
+        entries[key] = value
+
+    def written(self, table: str) -> None:
+        self._tables.pop(table, None)
+
+    def forget(self) -> None:
+        self._tables.clear()
+
+    def others_may_have_run(self) -> None:
+        """Another instance may have run: verify before the next cached read (inside a
+        write transaction nobody else can commit, so nothing changes there)."""
+        if not self._connection.in_transaction:
+            self._verified = False
+
+    def transaction_began(self) -> None:
+        self._verified = False
+
+    def verify(self) -> None:
+        """Check the cached rows against the store now (drops them all if anyone else
+        committed since the last check); the store calls it once it is open."""
+        self._verify()
+
+    def _read_data_version(self) -> int:
+        (version,) = sqlite3.Connection.execute(self._connection,
+                                                "PRAGMA data_version").fetchone()
+        return version
+
+    def _verify(self) -> None:
+        version = self._read_data_version()
+        if version != self._data_version:
+            self._tables.clear()
+            self._data_version = version
+        self._verified = True
+
+
+MISSING = object()
+"""What :meth:`RowCache.get` returns for a row it cannot vouch for."""
+
+_EVERYTHING = ("*",)
+_NOTHING: tuple[str, ...] = ()
+_BEGIN = ("BEGIN",)
+_WRITE_STATEMENT = re.compile(
+    r"\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)"
+    r"\s+(\w+)(?:\s|\(|$)", re.IGNORECASE)
+"""A write to one plainly named table (a qualified or quoted name is not recognised: it
+counts as a write to everything). The schema has no triggers and no foreign keys, so a
+statement changes no table but its own."""
+_HARMLESS_PRAGMAS = ("data_version", "synchronous", "busy_timeout", "journal_mode")
+
+
+def _tables_written(sql: str) -> tuple[str, ...]:
+    """What a statement may change, for :class:`RowCache`: the one table an INSERT, UPDATE
+    or DELETE writes; nothing for a read; everything for a rollback, DDL or anything else."""
+    words = sql.split(None, 2)
+    head = words[0].upper() if words else ""
+    if head == "SELECT" or head in ("COMMIT", "END", "SAVEPOINT", "RELEASE"):
+        return _NOTHING
+    if head == "BEGIN":
+        return _BEGIN
+    if head == "PRAGMA" and len(words) > 1 and words[1].split("=")[0].strip().lower() in (
+            _HARMLESS_PRAGMAS):
+        return _NOTHING
+    match = _WRITE_STATEMENT.match(sql)
+    if match is not None:
+        return (match.group(1).lower(),)
+    return _EVERYTHING
+
+
+_WRITTEN_BY_STATEMENT: dict[str, tuple[str, ...]] = {}
+
+
+class WriterConnection(StoreConnection):
+    """The connection of one runtime instance: every statement it runs tells its
+    :class:`RowCache` (``rows``) what may have changed."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rows = RowCache(self)
+
+    def execute(self, sql: str, parameters=(), /):  # type: ignore[override]
+        tables = _WRITTEN_BY_STATEMENT.get(sql)
+        if tables is None or tables:  # the common case (a known read) costs one lookup
+            self._statement(sql)
+        return _execute(self, sql, parameters)
+
+    def executemany(self, sql: str, parameters, /):  # type: ignore[override]
+        self._statement(sql)
+        return _executemany(self, sql, parameters)
+
+    def executescript(self, script: str, /):  # type: ignore[override]
+        self.rows.forget()
+        return super().executescript(script)
+
+    def _statement(self, sql: str) -> None:
+        tables = _WRITTEN_BY_STATEMENT.get(sql)
+        if tables is None:
+            tables = _WRITTEN_BY_STATEMENT[sql] = _tables_written(sql)
+        if not tables:
+            return
+        if tables is _BEGIN:
+            self.rows.transaction_began()
+        elif tables is _EVERYTHING:
+            self.rows.forget()
+        else:
+            self.rows.written(tables[0])
+
+
+_execute = sqlite3.Connection.execute
+_executemany = sqlite3.Connection.executemany
+
+
+def rows_of(conn: sqlite3.Connection) -> RowCache | None:
+    """The row cache of a runtime's connection; None for any other (``inspect``'s)."""
+    return getattr(conn, "rows", None)
+
+
 class Store:
     """One connection to the store of one data dir, used by one runtime instance."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
         self._durability = Durability.SYNCED  # what open_file set
+        self.rows = rows_of(connection)
 
     @classmethod
     def open(cls, data_dir: str) -> "Store":
@@ -248,7 +447,7 @@ class Store:
         # check_same_thread=False: a harness may build the instance on one thread and drive
         # it from another; each instance still uses its connection from one thread at a time.
         connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                     factory=StoreConnection)
+                                     factory=WriterConnection)
         connection.row_factory = sqlite3.Row
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if path != ":memory:":
@@ -256,11 +455,14 @@ class Store:
         connection.execute("PRAGMA synchronous = FULL")
         store = cls(connection)
         store._migrate()
+        if store.rows is not None:
+            store.rows.verify()
         return store
 
     @property
     def connection(self) -> sqlite3.Connection:
-        """For reads outside a transaction (each read sees the latest committed state)."""
+        """For reads outside a transaction: each sees the latest committed state, or,
+        through the row cache, the state as of its last check (see :class:`RowCache`)."""
         return self._connection
 
     def transaction(self, durability: Durability = Durability.SYNCED) -> "_Transaction":
@@ -283,7 +485,10 @@ class Store:
                     f"store schema version {current} is newer than this code "
                     f"({SCHEMA_VERSION}); upgrade reference_impl"
                 )
-            for script in _MIGRATIONS[current:]:
+            if current == 0:
+                for statement in _fresh_schema():
+                    conn.execute(statement)
+            for script in _MIGRATIONS[current:] if current else ():
                 for statement in _statements(script):
                     conn.execute(statement)
             if row is None:
@@ -307,9 +512,18 @@ class _Transaction:
         return self._connection
 
     def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> bool:
+        rows = rows_of(self._connection)
         if exc_type is None:
-            self._connection.execute("COMMIT")
-        elif issubclass(exc_type, Exception):
+            try:
+                self._connection.execute("COMMIT")
+            except BaseException:
+                if rows is not None:
+                    rows.forget()
+                raise
+            return False
+        if rows is not None:  # rows cached in the transaction may never be committed
+            rows.forget()
+        if issubclass(exc_type, Exception):
             self._connection.execute("ROLLBACK")
         return False
 

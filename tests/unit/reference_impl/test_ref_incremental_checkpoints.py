@@ -118,7 +118,14 @@ def test_another_instance_write_is_seen_by_the_first(tmp_path):
     assert len(continuation.messages(first.connection, "s")) == 1  # remembered by the first
     with second.transaction() as conn:
         continuation.append(conn, "s", Message("user", "two"), reason="t", now=0.0)
+    # Another instance runs only while the first waits in a world call (or between driver
+    # calls); the runtime's world tells the first's row cache so, as here.
+    first.rows.others_may_have_run()
     assert [m.content for m in continuation.messages(first.connection, "s")] == ["one", "two"]
+    with second.transaction() as conn:  # and inside a transaction, without being told
+        continuation.append(conn, "s", Message("user", "three"), reason="t", now=0.0)
+    with first.transaction() as conn:
+        assert [m.content for m in continuation.messages(conn, "s")] == ["one", "two", "three"]
     first.close()
     second.close()
 

@@ -122,3 +122,104 @@ def test_reopening_an_up_to_date_store_commits_nothing(tmp_path):
     Store.open(str(tmp_path)).close()
     assert reader.execute("PRAGMA data_version").fetchone()[0] == before  # no commit
     reader.close()
+
+
+def test_a_new_store_has_the_layout_of_version_1_migrated_forward(tmp_path):
+    """A new store is created at the current version at once (no ALTER TABLE); it must be
+    the very layout an old store gets by migrating: every table's columns (name, type, not
+    null, default, key, position) and every index (columns, uniqueness)."""
+    from reference_impl.store import _MIGRATIONS, SCHEMA_VERSION, _statements
+
+    migrated_path = str(tmp_path / "migrated.sqlite3")
+    old = sqlite3.connect(migrated_path, isolation_level=None)
+    for statement in _statements(_MIGRATIONS[0]):
+        old.execute(statement)
+    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    old.execute("INSERT INTO schema_version VALUES (1)")
+    old.close()
+    Store.open_file(migrated_path).close()
+    fresh_path = str(tmp_path / "fresh.sqlite3")
+    Store.open_file(fresh_path).close()
+
+    def layout(path):
+        connection = sqlite3.connect(path)
+        tables = [name for (name,) in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        described = {}
+        for table in tables:
+            indexes = sorted(
+                (tuple(connection.execute(f"PRAGMA index_info('{name}')").fetchall()), unique)
+                for _, name, unique, *_ in connection.execute(f"PRAGMA index_list('{table}')"))
+            described[table] = (connection.execute(f"PRAGMA table_xinfo('{table}')").fetchall(),
+                                indexes)
+        version = connection.execute("SELECT version FROM schema_version").fetchall()
+        connection.close()
+        return described, version
+
+    fresh, migrated = layout(fresh_path), layout(migrated_path)
+    assert fresh == migrated
+    assert fresh[1] == [(SCHEMA_VERSION,)]
+    assert "chain" in [column[1] for column in fresh[0]["checkpoints"][0]]
+
+
+def test_the_row_cache_drops_what_a_statement_may_have_changed():
+    """Each write statement drops the cached rows of the table it writes; anything the
+    classification cannot name (a qualified or quoted table, DDL, a rollback) drops all."""
+    from reference_impl.store import MISSING, _tables_written
+
+    assert _tables_written("SELECT * FROM sessions") == ()
+    assert _tables_written("INSERT OR IGNORE INTO operations (a) VALUES (?)") == ("operations",)
+    assert _tables_written("  update sessions SET x = 1") == ("sessions",)
+    assert _tables_written("DELETE FROM repeat_budget WHERE a = ?") == ("repeat_budget",)
+    assert _tables_written("REPLACE INTO diagnostics(a) VALUES (1)") == ("diagnostics",)
+    for unnamed in ('UPDATE "sessions" SET x = 1', "UPDATE main.sessions SET x = 1",
+                    "CREATE TABLE t (a)", "ROLLBACK", "ROLLBACK TO display",
+                    "WITH x AS (SELECT 1) DELETE FROM sessions", "PRAGMA user_version = 3"):
+        assert _tables_written(unnamed) == ("*",), unnamed
+
+    store = Store.open_file(":memory:")
+    rows = store.rows
+    with store.transaction() as conn:
+        rows.put("sessions", "s", "cached session")
+        rows.put("operations", "o", "cached operation")
+        conn.execute("UPDATE operations SET stage = 'x' WHERE execution_id = 'none'")
+        assert rows.get("operations", "o") is MISSING  # written: dropped
+        assert rows.get("sessions", "s") == "cached session"  # another table: kept
+        conn.execute('UPDATE "sessions" SET turn_status = turn_status')
+        assert rows.get("sessions", "s") is MISSING  # not classified: everything dropped
+        rows.put("sessions", "s", "read in the transaction")
+    assert rows.get("sessions", "s") == "read in the transaction"  # committed: still true
+    try:
+        with store.transaction():
+            rows.put("sessions", "s", "never committed")
+            raise ValueError("rolled back")
+    except ValueError:
+        pass
+    assert rows.get("sessions", "s") is MISSING
+    store.close()
+
+
+def test_the_row_cache_sees_another_connections_commit_once_told_others_may_have_run(tmp_path):
+    path = str(tmp_path / "s.sqlite3")
+    first, second = Store.open_file(path), Store.open_file(path)
+    from reference_impl import records
+    from harness.contract import SessionConfig
+    from reference_impl.runtime import _insert_session
+
+    with first.transaction() as conn:
+        _insert_session(conn, SessionConfig(session_id="s"))
+    assert records.load_session(first.connection, "s").cancelled is False
+    statements = []
+    first.connection.set_trace_callback(statements.append)
+    assert records.load_session(first.connection, "s").cancelled is False
+    assert statements == ["PRAGMA data_version"]  # served from the cache, verified once
+    with second.transaction() as conn:
+        conn.execute("UPDATE sessions SET cancelled = 1 WHERE session_id = 's'")
+    first.rows.others_may_have_run()  # what a world call or a driver call tells it
+    assert records.load_session(first.connection, "s").cancelled is True
+    with second.transaction() as conn:
+        conn.execute("UPDATE sessions SET cancelled = 0 WHERE session_id = 's'")
+    with first.transaction() as conn:  # a write transaction always reads the latest
+        assert records.load_session(conn, "s").cancelled is False
+    first.close()
+    second.close()
