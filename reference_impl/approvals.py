@@ -28,7 +28,7 @@ from harness.contract import (
 )
 from reference_impl import denial_counters
 from reference_impl.records import OperationRecord, Stage
-from reference_impl.store import MISSING, rows_of
+from reference_impl.store import read_through
 
 
 PERMISSION = "permission"
@@ -126,18 +126,13 @@ def for_operation(
 
 
 def has_pending(conn: sqlite3.Connection, execution_id: str) -> bool:
-    rows = rows_of(conn)
-    if rows is not None:
-        cached = rows.get("approval_waits", ("has_pending", execution_id))
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    pending = conn.execute(
-        "SELECT 1 FROM approval_waits WHERE execution_id = ? AND status = ?",
-        (execution_id, WaitStatus.PENDING.value),
-    ).fetchone() is not None
-    if rows is not None:
-        rows.put("approval_waits", ("has_pending", execution_id), pending)
-    return pending
+    def read() -> bool:
+        return conn.execute(
+            "SELECT 1 FROM approval_waits WHERE execution_id = ? AND status = ?",
+            (execution_id, WaitStatus.PENDING.value),
+        ).fetchone() is not None
+
+    return read_through(conn, "approval_waits", ("has_pending", execution_id), read)
 
 
 def unprompted(conn: sqlite3.Connection) -> tuple[WaitRecord, ...]:
@@ -170,19 +165,14 @@ MOVED_ON_REASON = ("the owner sent a new message instead of answering the approv
 
 
 def pending_of_session(conn: sqlite3.Connection, session_id: str) -> tuple[WaitRecord, ...]:
-    cache = rows_of(conn)
-    if cache is not None:
-        cached = cache.get("approval_waits", ("pending", session_id))
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    rows = conn.execute(
-        "SELECT * FROM approval_waits WHERE session_id = ? AND status = ? ORDER BY rowid",
-        (session_id, WaitStatus.PENDING.value),
-    ).fetchall()
-    waits = tuple(_from_row(row) for row in rows)
-    if cache is not None:
-        cache.put("approval_waits", ("pending", session_id), waits)
-    return waits
+    def read() -> tuple[WaitRecord, ...]:
+        rows = conn.execute(
+            "SELECT * FROM approval_waits WHERE session_id = ? AND status = ? ORDER BY rowid",
+            (session_id, WaitStatus.PENDING.value),
+        ).fetchall()
+        return tuple(_from_row(row) for row in rows)
+
+    return read_through(conn, "approval_waits", ("pending", session_id), read)
 
 
 def apply_answer(conn: sqlite3.Connection, wait: WaitRecord, approve: bool, *, now: float,

@@ -33,7 +33,7 @@ from reference_impl import checkpoint_codec, failure_policy, records, results
 from reference_impl.checkpoint_codec import Continuation, Delta
 from reference_impl.errors import CheckpointFormatError
 from reference_impl.records import Stage
-from reference_impl.store import MISSING, rows_of
+from reference_impl.store import read_through, rows_of
 
 SNAPSHOT_BYTES_MIN = 64 * 1024
 """Deltas are written until their bytes since the last snapshot exceed the larger of this
@@ -105,15 +105,7 @@ class State:
 
 def state(conn: sqlite3.Connection, session_id: str) -> State | None:
     """The latest checkpoint of ``session_id`` as ``conn`` sees it, or None."""
-    rows = rows_of(conn)
-    if rows is not None:
-        cached = rows.get("checkpoints", session_id)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    current = _latest(conn, session_id)
-    if rows is not None:
-        rows.put("checkpoints", session_id, current)
-    return current
+    return read_through(conn, "checkpoints", session_id, lambda: _latest(conn, session_id))
 
 
 def _latest(conn: sqlite3.Connection, session_id: str) -> State | None:

@@ -37,7 +37,7 @@ from harness.contract import (
     args_digest,
 )
 
-from reference_impl.store import MISSING, rows_of
+from reference_impl.store import read_through
 
 BASH_TOOL_NAME = "Bash"
 BASH_DISPLAY_ONLY_FIELD = "description"
@@ -161,23 +161,18 @@ def repeat_budget_spent(
 
 def table_entries(conn: sqlite3.Connection, session_id: str) -> tuple[FailureEntry, ...]:
     """The session's recent-failure table, least recently touched first."""
-    cache = rows_of(conn)
-    if cache is not None:
-        cached = cache.get("failure_table", session_id)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    rows = conn.execute(
-        "SELECT * FROM failure_table WHERE session_id = ? ORDER BY touched",
-        (session_id,),
-    ).fetchall()
-    entries = tuple(
-        FailureEntry(row["dedup_key"], row["tool"], FailureKind(row["failure_kind"]),
-                     row["count"], row["last_execution_id"])
-        for row in rows
-    )
-    if cache is not None:
-        cache.put("failure_table", session_id, entries)
-    return entries
+    def read() -> tuple[FailureEntry, ...]:
+        rows = conn.execute(
+            "SELECT * FROM failure_table WHERE session_id = ? ORDER BY touched",
+            (session_id,),
+        ).fetchall()
+        return tuple(
+            FailureEntry(row["dedup_key"], row["tool"], FailureKind(row["failure_kind"]),
+                         row["count"], row["last_execution_id"])
+            for row in rows
+        )
+
+    return read_through(conn, "failure_table", session_id, read)
 
 
 def replace_table(

@@ -27,7 +27,7 @@ from harness.contract import (
     from_json,
 )
 from reference_impl.errors import UnknownSessionError
-from reference_impl.store import MISSING, rows_of
+from reference_impl.store import MISSING, read_through, rows_of
 
 
 class Stage(enum.StrEnum):
@@ -100,11 +100,10 @@ class OperationRecord:
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
-    rows = rows_of(conn)
-    if rows is not None:
-        cached = rows.get("sessions", session_id)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
+    return read_through(conn, "sessions", session_id, lambda: _read_session(conn, session_id))
+
+
+def _read_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     row = conn.execute("SELECT * FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
     if row is None:
         raise UnknownSessionError(f"session {session_id!r} was never opened on this data dir")
@@ -123,10 +122,7 @@ def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
         return SessionState(remembered[1], member(TurnStatus, row["turn_status"]),
                             bool(row["cancelled"]))
 
-    session = remembered_view(conn, ("session row", session_id), row, decode)
-    if rows is not None:
-        rows.put("sessions", session_id, session)
-    return session
+    return remembered_view(conn, ("session row", session_id), row, decode)
 
 
 def session_from_row(row: sqlite3.Row) -> SessionState:
@@ -141,16 +137,11 @@ def _config_from_row(row: sqlite3.Row) -> SessionConfig:
 
 
 def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationRecord | None:
-    rows = rows_of(conn)
-    if rows is not None:
-        cached = rows.get("operations", execution_id)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    row = conn.execute(_SELECT_OPERATION, (execution_id,)).fetchone()
-    op = _operation_from_values(*row, parts=getattr(conn, "memo", None)) if row else None
-    if rows is not None:
-        rows.put("operations", execution_id, op)
-    return op
+    def read() -> OperationRecord | None:
+        row = conn.execute(_SELECT_OPERATION, (execution_id,)).fetchone()
+        return _operation_from_values(*row, parts=getattr(conn, "memo", None)) if row else None
+
+    return read_through(conn, "operations", execution_id, read)
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,

@@ -17,7 +17,7 @@ from harness.contract import FAILURE_TABLE_CAPACITY, DecisionSource, FailureKind
 from reference_impl import failure_policy, records
 from reference_impl.failure_policy import ToolOutcome
 from reference_impl.records import OperationRecord, SessionState, Stage
-from reference_impl.store import MISSING, rows_of
+from reference_impl.store import read_through
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,19 +105,14 @@ def save(
 
 
 def load(conn: sqlite3.Connection, execution_id: str) -> ResultRecord | None:
-    rows = rows_of(conn)
-    if rows is not None:
-        cached = rows.get("result_records", execution_id)
-        if cached is not MISSING:
-            return cached  # type: ignore[return-value]
-    row = conn.execute(
-        "SELECT * FROM result_records WHERE execution_id = ?", (execution_id,)
-    ).fetchone()
-    record = None if row is None else records.remembered_view(conn, "result", row,
-                                                                record_from_row)
-    if rows is not None:
-        rows.put("result_records", execution_id, record)
-    return record
+    def read() -> ResultRecord | None:
+        row = conn.execute(
+            "SELECT * FROM result_records WHERE execution_id = ?", (execution_id,)
+        ).fetchone()
+        return None if row is None else records.remembered_view(conn, "result", row,
+                                                                  record_from_row)
+
+    return read_through(conn, "result_records", execution_id, read)
 
 
 def record_from_row(row: sqlite3.Row) -> ResultRecord:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
+from typing import Callable, TypeVar
 from enum import Enum
 from urllib.parse import quote
 
@@ -425,6 +426,23 @@ _executemany = sqlite3.Connection.executemany
 def rows_of(conn: sqlite3.Connection) -> RowCache | None:
     """The row cache of a runtime's connection; None for any other (``inspect``'s)."""
     return getattr(conn, "rows", None)
+
+
+_T = TypeVar("_T")
+
+
+def read_through(conn: sqlite3.Connection, table: str, key: object, read: Callable[[], _T]) -> _T:
+    """What ``read()`` reads from ``table``, or the value ``conn``'s row cache vouches for
+    under ``key`` (then ``read`` is not called); a value read is remembered. An exception
+    of ``read`` (a missing row it refuses) remembers nothing."""
+    rows = rows_of(conn)
+    if rows is None:
+        return read()
+    value = rows.get(table, key)
+    if value is MISSING:
+        value = read()
+        rows.put(table, key, value)
+    return value  # type: ignore[return-value]
 
 
 class Store:
