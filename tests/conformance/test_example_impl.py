@@ -23,6 +23,8 @@ from harness.remote.launcher import ProcessImplementation
 from harness.runner import run_scenario
 from harness.scenarios import load
 
+from remote_recording import Recording  # tests/remote_recording.py
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "minimal_runtime.py"
 FORBIDDEN = ("harness", "reference_impl")
@@ -97,19 +99,6 @@ def test_the_example_says_unchanged_only_to_its_last_reading_of_an_unchanged_sto
     assert replaced["observation"] == example.empty_observation()
 
 
-class _Kept(ProcessImplementation):
-    """Keeps the child of every instance it opened."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.children = []
-
-    def open(self, data_dir, world):
-        runtime = super().open(data_dir, world)
-        self.children.append(runtime._child)
-        return runtime
-
-
 def _parent_and_session(pid: int) -> tuple[int, int]:
     fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
     return int(fields[1]), int(fields[3])
@@ -121,7 +110,7 @@ def test_the_example_forks_its_instances_from_a_template(tmp_path):
     # The fork server of docs/protocol.md, written from the page: every instance (and the
     # inspector) a child of the template, in a session of its own, holding nothing of the
     # template's; a crash a SIGKILL of one instance, whose status the template reports.
-    with _Kept([sys.executable, str(EXAMPLE)]) as implementation:
+    with Recording([sys.executable, str(EXAMPLE)]) as implementation:
         run = run_scenario(implementation, CRASH, 0)
         assert run.error == "" and run.trace.completed
         assert implementation.fork_off is None

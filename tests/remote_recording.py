@@ -1,4 +1,6 @@
-"""A launcher that keeps the child of every instance it opened, for the remote tests."""
+"""A launcher that keeps the child of every instance it opened, for the tests of process
+mode (tests/unit/harness/remote, tests/conformance: importable from both, as `tests/` is on
+the path through its conftest.py)."""
 
 from __future__ import annotations
 
