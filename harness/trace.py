@@ -241,6 +241,19 @@ def _positions_by_kind(trace: Trace) -> dict[str, tuple[int, ...]]:
     return {kind: tuple(positions) for kind, positions in grouped.items()}
 
 
+def positions_by_kind(trace: Trace) -> dict[str, tuple[int, ...]] | None:
+    """Per event kind, its events' positions in the trace, in order, when every event's index
+    is its position (as the runner records them: a position found is then an index, and the
+    events between two indexes are a slice of ``trace.events``); None for a trace whose
+    indexes are not (a hand-built one), which its readers scan instead. Built once per trace."""
+    return _positions_by_kind(trace) if _indexed_by_position(trace) else None
+
+
+@by_identity(4)
+def _indexed_by_position(trace: Trace) -> bool:
+    return all(event.index == at for at, event in enumerate(trace.events))
+
+
 @by_identity(4)
 def _events_by_kind(trace: Trace) -> dict[str, tuple[TraceEvent, ...]]:
     events = trace.events

@@ -40,7 +40,7 @@ from harness.contract import (
 )
 from harness.criteria import approval_answers
 from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
 
 OpKey = tuple[str, str]
 """``(session_id, tool_call_id)``."""
@@ -105,7 +105,7 @@ def points(trace: Trace) -> tuple[ObservationPoint, ...]:
 
 def events_between(trace: Trace, lo: int, hi: int, *kinds: str) -> tuple[TraceEvent, ...]:
     """Events with ``lo < index < hi`` (of the given kinds, or all)."""
-    by_kind = _indexes_by_kind(trace)
+    by_kind = positions_by_kind(trace)
     if by_kind is None:  # indexes that are not positions (a hand-built trace): scan
         return tuple(
             e for e in trace.events if lo < e.index < hi and (not kinds or e.kind in kinds)
@@ -118,23 +118,11 @@ def events_between(trace: Trace, lo: int, hi: int, *kinds: str) -> tuple[TraceEv
         return events[start:stop]
     found: list[int] = []
     for kind in dict.fromkeys(kinds):
-        indexes = by_kind.get(kind, [])
+        indexes = by_kind.get(kind, ())
         found += indexes[bisect.bisect_left(indexes, start):bisect.bisect_left(indexes, stop)]
     if len(kinds) > 1:
         found.sort()
     return tuple(events[at] for at in found)
-
-
-@by_identity(2)
-def _indexes_by_kind(trace: Trace) -> dict[str, list[int]] | None:
-    """Per event kind, its events' indexes in order, when every event's index is its
-    position in the trace (as the runner records them); None otherwise."""
-    by_kind: dict[str, list[int]] = {}
-    for at, event in enumerate(trace.events):
-        if event.index != at:
-            return None
-        by_kind.setdefault(event.kind, []).append(at)
-    return by_kind
 
 
 def last_index(trace: Trace) -> int:

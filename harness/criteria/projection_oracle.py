@@ -44,7 +44,7 @@ from harness.contract import (
 from harness.criteria import facts as F
 from harness.criteria.approval_answers import first_answers
 from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
 
 SETTLED_STATUSES = frozenset({
     "succeeded", "failed", "reconciliation_required", "denied", "cancelled", "not_executed",
@@ -368,8 +368,8 @@ def _all_publications_of(pubs: tuple[Publication, ...], op: F.Op) -> tuple[Publi
 def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
     """The store read while the world handled ``event`` (labelled ``label``, before any
     later event of the same kind)."""
-    ordered = _ordered_readings(trace)
-    if ordered is None:  # indexes out of recording order (a hand-built trace): scan
+    kinds, labels = positions_by_kind(trace), _readings_by_label(trace)
+    if kinds is None or labels is None:  # indexes not as recorded (a hand-built trace): scan
         bound = next((e.index for e in trace.events
                       if e.kind == event.kind and e.index > event.index), None)
         for point in trace.observations:
@@ -377,10 +377,10 @@ def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | 
                     bound is None or point.index < bound):
                 return point
         return None
-    kind_indexes = ordered[0].get(event.kind, ())
+    kind_indexes = kinds.get(event.kind, ())
     after = bisect.bisect_right(kind_indexes, event.index)
     bound = kind_indexes[after] if after < len(kind_indexes) else None
-    point_indexes, points = ordered[1].get(label, ((), ()))
+    point_indexes, points = labels.get(label, ((), ()))
     at = bisect.bisect_left(point_indexes, event.index)
     if at < len(points) and (bound is None or points[at].index < bound):
         return points[at]
@@ -388,18 +388,10 @@ def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | 
 
 
 @by_identity(2)
-def _ordered_readings(trace: Trace) -> tuple[dict[str, list[int]],
-                                             dict[str, tuple[list[int], list[ObservationPoint]]]
-                                             ] | None:
-    """Per event kind its events' indexes, per label its points' indexes and points, each in
-    recording order, when those indexes never decrease along it (then the first event or
-    point past an index is found by bisection); None otherwise."""
-    kinds: dict[str, list[int]] = {}
-    for event in trace.events:
-        indexes = kinds.setdefault(event.kind, [])
-        if indexes and event.index < indexes[-1]:
-            return None
-        indexes.append(event.index)
+def _readings_by_label(trace: Trace) -> dict[str, tuple[list[int], list[ObservationPoint]]] | None:
+    """Per label its points' indexes and points in recording order, when those indexes never
+    decrease along it (then the first point past an index is found by bisection); None
+    otherwise. The events' side is :func:`harness.trace.positions_by_kind`."""
     labels: dict[str, tuple[list[int], list[ObservationPoint]]] = {}
     for point in trace.observations:
         point_indexes, points = labels.setdefault(point.label, ([], []))
@@ -407,7 +399,7 @@ def _ordered_readings(trace: Trace) -> tuple[dict[str, list[int]],
             return None
         point_indexes.append(point.index)
         points.append(point)
-    return kinds, labels
+    return labels
 
 
 def view_in(point: ObservationPoint | None, op: F.Op) -> OperationView | None:
