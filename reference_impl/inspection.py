@@ -211,16 +211,20 @@ def _has_schema(conn: sqlite3.Connection) -> bool:
     ).fetchone() is not None
 
 
+def _part(conn: sqlite3.Connection, part: str, sources: tuple[Any, ...],
+          decode: Callable[[_Decoded], tuple[_V, ...]]) -> tuple[_V, ...]:
+    """The views of one part of the observation: the previous decoding's tuple while its
+    ``sources`` are unchanged (:meth:`_Decoded.same`), else ``decode(memo)``, kept."""
+    decoded = _decoded(conn, part)
+    same = decoded.same(*sources)
+    return same if same is not None else decoded.keep(decode(decoded))
+
+
 def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
     rows = conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall()
-    decoded = _decoded(conn, "sessions")
-    same = decoded.same(rows)
-    if same is not None:
-        return same
-    views = []
-    for row in rows:
-        views.append(decoded.view(("session", tuple(row)), lambda: _session_view(row, decoded)))
-    return decoded.keep(tuple(views))
+    return _part(conn, "sessions", (rows,), lambda decoded: tuple(
+        decoded.view(("session", tuple(row)), lambda: _session_view(row, decoded))
+        for row in rows))
 
 
 def _session_view(row: sqlite3.Row, decoded: _Decoded) -> SessionView:
@@ -241,19 +245,20 @@ def _operations(conn: sqlite3.Connection,
     # One query for every result record (not one per operation).
     all_result_rows = conn.execute("SELECT * FROM result_records").fetchall()
     rows = conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall()
-    decoded = _decoded(conn, "operations")
-    same = decoded.same(rows, all_result_rows, pending_waits)
-    if same is not None:
-        return same
-    result_rows = {row["execution_id"]: row for row in all_result_rows}
-    views = []
-    for row in rows:
-        result_row = result_rows.get(row["execution_id"])
-        wait_pending = row["execution_id"] in pending_waits
-        key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
-               wait_pending)
-        views.append(decoded.view(key, lambda: _operation_view(row, result_row, wait_pending)))
-    return decoded.keep(tuple(views))
+
+    def decode(decoded: _Decoded) -> tuple[OperationView, ...]:
+        result_rows = {row["execution_id"]: row for row in all_result_rows}
+        views = []
+        for row in rows:
+            result_row = result_rows.get(row["execution_id"])
+            wait_pending = row["execution_id"] in pending_waits
+            key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
+                   wait_pending)
+            views.append(decoded.view(
+                key, lambda: _operation_view(row, result_row, wait_pending)))
+        return tuple(views)
+
+    return _part(conn, "operations", (rows, all_result_rows, pending_waits), decode)
 
 
 def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
@@ -321,15 +326,10 @@ def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
 
 def _failure_table(conn: sqlite3.Connection) -> tuple[FailureEntryView, ...]:
     rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()
-    decoded = _decoded(conn, "failure_table")
-    same = decoded.same(rows)
-    if same is not None:
-        return same
-    return decoded.keep(tuple(
+    return _part(conn, "failure_table", (rows,), lambda _: tuple(
         FailureEntryView(row["session_id"], row["dedup_key"], row["tool"],
                          FailureKind(row["failure_kind"]), row["count"], row["last_execution_id"])
-        for row in rows
-    ))
+        for row in rows))
 
 
 def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
@@ -337,21 +337,13 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
         "SELECT session_id, format_version, sequence, failure_entries, size_bytes,"
         " last_execution_id FROM checkpoints ORDER BY rowid"
     ).fetchall()
-    decoded = _decoded(conn, "checkpoints")  # a checkpoint row never changes
-    same = decoded.same(rows)
-    if same is not None:
-        return same
-    return decoded.keep(tuple(
+    return _part(conn, "checkpoints", (rows,), lambda decoded: tuple(  # rows never change
         decoded.view(("checkpoint", *row), lambda: CheckpointView(*row)) for row in rows))
 
 
 def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
     rows = conn.execute("SELECT projection_json FROM projections ORDER BY rowid").fetchall()
-    decoded = _decoded(conn, "projections")
-    same = decoded.same(rows)
-    if same is not None:
-        return same
-    return decoded.keep(tuple(
+    return _part(conn, "projections", (rows,), lambda decoded: tuple(
         decoded.view(("projection", row["projection_json"]),
                      lambda: from_json(Projection, json.loads(row["projection_json"])))
         for row in rows))
@@ -359,11 +351,7 @@ def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
 
 def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
     rows = conn.execute("SELECT * FROM model_requests ORDER BY rowid").fetchall()
-    decoded = _decoded(conn, "model_requests")
-    same = decoded.same(rows)
-    if same is not None:
-        return same
-    return decoded.keep(tuple(
+    return _part(conn, "model_requests", (rows,), lambda decoded: tuple(
         decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
         for row in rows))
 

@@ -330,8 +330,7 @@ class _Job:
         expected = set(mutant.expected)
         killed: set[str] = set()
         ran: list[Any] = []
-        kills_on: dict[str, set[str]] = {}
-        """Scenario id -> what it counts against the mutant (:func:`_kills_in`)."""
+        kills_on: dict[str, set[str]] = {}  # scenario id -> what it counts (_kills_in)
         errors: list[str] = []
 
         def run_set(chosen: tuple[Any, ...], failing_before: set[str]) -> None:
