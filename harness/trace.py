@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from harness.flat_rows import flat_key
 from harness.identity_memo import by_identity
@@ -280,33 +280,41 @@ def trace_canonical_json(trace: Trace) -> str:
     rows = _RowTexts()
     pieces: list[str] = []
     put = pieces.append
-    for at, name in enumerate(_TRACE_FIELDS_SORTED):
+
+    def trace_member(name: str, value: Any) -> None:
+        if name != "observations":
+            put(_canonical(value))
+            return
+        put("[")
+        for number, point in enumerate(value):
+            if number:
+                put(",")
+            _put_object(put, point, _POINT_FIELDS_SORTED, point_member)
+        put("]")
+
+    def point_member(name: str, value: Any) -> None:
+        if name != "observation":
+            put(_canonical(value))
+            return
+        seen = encoded.get(id(value))
+        if seen is None or seen[0] is not value:
+            seen = encoded[id(value)] = (value, _canonical_observation(value, rows))
+        put(seen[1])
+
+    _put_object(put, trace, _TRACE_FIELDS_SORTED, trace_member)
+    return "".join(pieces)
+
+
+def _put_object(put: Callable[[str], None], value: Any, names: tuple[str, ...],
+                member: Callable[[str, Any], None]) -> None:
+    """Append the canonical text of the object ``value`` whose sorted field names are
+    ``names``; ``member(name, field value)`` appends each member's value."""
+    for at, name in enumerate(names):
         put("," if at else "{")
         put(_key_text(name))
         put(":")
-        if name != "observations":
-            put(_canonical(getattr(trace, name)))
-            continue
-        put("[")
-        for number, point in enumerate(trace.observations):
-            if number:
-                put(",")
-            for at_field, field_name in enumerate(_POINT_FIELDS_SORTED):
-                put("," if at_field else "{")
-                put(_key_text(field_name))
-                put(":")
-                if field_name != "observation":
-                    put(_canonical(getattr(point, field_name)))
-                    continue
-                seen = encoded.get(id(point.observation))
-                if seen is None or seen[0] is not point.observation:
-                    seen = encoded[id(point.observation)] = (
-                        point.observation, _canonical_observation(point.observation, rows))
-                put(seen[1])
-            put("}")
-        put("]")
+        member(name, getattr(value, name))
     put("}")
-    return "".join(pieces)
 
 
 _TRACE_FIELDS_SORTED = tuple(sorted(_TRACE_FIELDS))
