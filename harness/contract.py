@@ -18,6 +18,7 @@ harness expects behind these types.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import hashlib
@@ -444,7 +445,10 @@ class Message:
 class ModelRequest:
     request_id: str
     session_id: str
-    messages: tuple[Message, ...]
+    messages: collections.abc.Sequence[Message]
+    """The whole conversation, oldest first: a tuple, or any read-only sequence that stays
+    as it is (a view of an append-only log spares a long session a copy per request). The
+    harness reads it before the port returns; decoded from JSON it is a tuple."""
     tools: tuple[str, ...]
 
 
@@ -827,6 +831,9 @@ def _encode_new_type(value: Any) -> Any:
         encode = _encode_sequence
     elif isinstance(value, (str, int, float, bool)):
         encode = _as_is
+    elif (isinstance(value, collections.abc.Sequence)
+          and not isinstance(value, (bytes, bytearray, memoryview))):
+        encode = _encode_sequence  # a read-only view, e.g. of a conversation log
     else:
         raise ContractError(f"cannot encode {type(value).__name__} as contract JSON")
     _ENCODERS[type(value)] = encode
@@ -862,7 +869,7 @@ def from_json(cls: Any, data: Any, where: str = "$") -> Any:
             except ContractError as exc:
                 errors.append(str(exc))
         raise ContractError(f"{where}: no variant of {cls} accepts {data!r}: {errors}")
-    if origin is tuple:
+    if origin is tuple or origin is collections.abc.Sequence:
         if not isinstance(data, list):
             raise ContractError(f"{where}: expected a list, got {type(data).__name__}")
         args = typing.get_args(cls)

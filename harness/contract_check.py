@@ -5,7 +5,8 @@ schema, so a wrong shape is an error that names the method and the field. This m
 in-process values (``python:MODULE:FACTORY``) the same treatment, without a round trip:
 
 * :func:`value_problem` walks a value against a type of :mod:`harness.contract` (dataclasses,
-  enums, ``tuple[X, ...]``, ``dict[str, X]``, ``X | None``, plain scalars, ``Any`` = JSON
+  enums, ``tuple[X, ...]``, ``Sequence[X]`` (a tuple or a read-only sequence, not a list),
+  ``dict[str, X]``, ``X | None``, plain scalars, ``Any`` = JSON
   data) and returns ``""`` or one sentence naming the first field that is wrong, its path, what
   it is and what was expected, e.g. ``run_turn returned str, expected TurnResult
   (harness/contract.py)``;
@@ -21,6 +22,7 @@ Pure functions; nothing here raises on a bad value (only on a type the contract 
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import types
@@ -90,6 +92,9 @@ def type_name(kind: Any) -> str:
     if origin is dict:
         args = typing.get_args(kind)
         return f"dict[str, {type_name(args[1]) if args else 'Any'}]"
+    if origin is collections.abc.Sequence:
+        args = typing.get_args(kind)
+        return f"a read-only sequence of {type_name(args[0]) if args else 'Any'}"
     return getattr(kind, "__name__", repr(kind))
 
 
@@ -142,8 +147,12 @@ def _find(kind: Any, value: Any, path: str) -> tuple[str, Any, Any] | None:
             if found[0] != path:
                 deepest = found  # the right type with a wrong field says more
         return deepest or (path, value, kind)
-    if origin is tuple:
-        if type(value) is not tuple:
+    if origin is tuple or origin is collections.abc.Sequence:
+        # a contract Sequence field takes a tuple or any read-only sequence (a view of a
+        # log), never text, bytes or a list (which the runtime could change afterwards)
+        if type(value) is not tuple and (
+                origin is tuple or not isinstance(value, collections.abc.Sequence)
+                or isinstance(value, (str, bytes, bytearray, memoryview, list))):
             return (path, value, kind)
         args = typing.get_args(kind)
         item_kind = args[0] if args else Any

@@ -22,9 +22,11 @@ Guarantees:
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import hashlib
+import itertools
 import sqlite3
 from dataclasses import dataclass
 
@@ -92,6 +94,12 @@ class State:
         return tuple(log) if len(log) == self.count else tuple(log[:self.count])
 
     @property
+    def conversation(self) -> "ConversationView":
+        """The whole conversation as a read-only view (costs nothing, whatever its length):
+        what a model request carries."""
+        return ConversationView(self.log, self.count)
+
+    @property
     def last_message(self) -> Message | None:
         return self.log[self.count - 1] if self.count else None
 
@@ -101,6 +109,45 @@ class State:
             self.log.extend(added)
             return self.log
         return self.log[:self.count] + list(added)
+
+
+class ConversationView(collections.abc.Sequence):
+    """The first ``count`` messages of a log, read-only. A log is only ever appended to (a
+    state that is not the latest copies it before adding), so the view never changes; a
+    model request carries one instead of a copy of the whole conversation, which kept a
+    long session's turns from staying flat (two copies of every message per turn)."""
+
+    __slots__ = ("_log", "_count")
+
+    def __init__(self, log: list[Message], count: int) -> None:
+        self._log = log
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return tuple(self._log[:self._count][index])
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("conversation index out of range")
+        return self._log[index]
+
+    def __iter__(self):
+        return itertools.islice(self._log, self._count)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, collections.abc.Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(other) == self._count and all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"ConversationView({list(self)!r})"
 
 
 def state(conn: sqlite3.Connection, session_id: str) -> State | None:

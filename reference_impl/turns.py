@@ -125,7 +125,7 @@ class TurnLoop:
                 return None
             sent_at_sequence.append(current.sequence if current else 0)
             config = records.load_session(conn, session_id).config
-            return (current.messages if current else ()), visible_tools(config)
+            return (current.conversation if current else ()), visible_tools(config)
 
         def on_end(conn, reply: ModelReply, now: float) -> None:  # in the end-record transaction
             if reply.status is ModelRequestStatus.COMPLETED:

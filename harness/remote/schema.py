@@ -13,6 +13,7 @@ Regenerate with ``python -m harness.remote.schema > fixtures/protocol.schema.jso
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import json
@@ -54,7 +55,7 @@ class _Builder:
         if origin in (typing.Union, types.UnionType):
             options = [self.of(option) for option in typing.get_args(kind)]
             return {"anyOf": options}
-        if origin is tuple:
+        if origin is tuple or origin is collections.abc.Sequence:  # on the wire: a list
             args = typing.get_args(kind)
             return {"type": "array", "items": self.of(args[0] if args else Any)}
         if origin is dict or kind is dict:

@@ -14,8 +14,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "the turn loop computes the tools it offers once per session and reuses them: a tool "
         "revoked later is still offered in every later request",
         ("L5.1",),
-        edits(edit(TU, find="            return (current.messages if current else ()), visible_tools(config)\n",
-                   replace="            return (current.messages if current else ()), self.__dict__.setdefault(\n"
+        edits(edit(TU, find="            return (current.conversation if current else ()), visible_tools(config)\n",
+                   replace="            return (current.conversation if current else ()), self.__dict__.setdefault(\n"
                            "                \"_tools_\" + session_id, visible_tools(config))\n")),
     ),
     Mutant(

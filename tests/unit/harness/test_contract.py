@@ -1,5 +1,6 @@
 """Contract values round-trip exactly through JSON; digests and identities are stable."""
 
+import collections.abc
 import json
 
 import pytest
@@ -136,3 +137,34 @@ def test_to_json_refuses_what_is_not_contract_data_every_time():
             c.to_json(object())
     with pytest.raises(c.ContractError, match="cannot encode set"):
         c.to_json({"a": {1, 2}})
+
+
+class _ReadOnlyMessages(collections.abc.Sequence):
+    """A read-only sequence that is not a tuple (what a runtime may hand a model request)."""
+
+    def __init__(self, items):
+        self._items = list(items)
+
+    def __len__(self):
+        return len(self._items)
+
+    def __getitem__(self, index):
+        return self._items[index]
+
+
+def test_a_model_request_may_carry_any_read_only_sequence_and_decodes_to_a_tuple():
+    messages = (c.Message("user", "hi"), c.Message("assistant", "", tool_calls=(
+        c.ToolCall("call-1", "write_file", {"path": "a"}),)))
+    as_tuple = c.ModelRequest("r1", "s", messages, ("write_file",))
+    as_view = c.ModelRequest("r1", "s", _ReadOnlyMessages(messages), ("write_file",))
+    assert c.to_json(as_view) == c.to_json(as_tuple)
+    decoded = c.from_json(c.ModelRequest, c.to_json(as_view))
+    assert decoded == as_tuple and type(decoded.messages) is tuple
+    with pytest.raises(c.ContractError, match=r"\$\.messages: expected a list"):
+        c.from_json(c.ModelRequest, {**c.to_json(as_tuple), "messages": "hi"})
+
+
+def test_bytes_are_still_not_contract_data():
+    for value in (b"ab", bytearray(b"ab"), memoryview(b"ab")):
+        with pytest.raises(c.ContractError, match="cannot encode"):
+            c.to_json(value)

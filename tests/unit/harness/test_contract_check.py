@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections.abc
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from harness.contract import (
     Feature,
     ImplementationInfo,
     LifecycleEvent,
+    Message,
+    ModelRequest,
     Observation,
     RecoveryReport,
     SessionView,
@@ -19,6 +22,21 @@ from harness.contract import (
     Mode,
 )
 from harness.contract_check import RUNTIME_METHODS, driver_result_problem, value_problem
+
+
+
+class ConversationView(collections.abc.Sequence):
+    """The first ``count`` items of a list, read-only (like the reference's view)."""
+
+    def __init__(self, log, count):
+        self._log, self._count = log, count
+
+    def __len__(self):
+        return self._count
+
+    def __getitem__(self, index):
+        return self._log[:self._count][index]
+
 
 SESSION = SessionView("s1", TurnStatus.IDLE, 1, Mode.DEFAULT, True)
 
@@ -30,6 +48,8 @@ SESSION = SessionView("s1", TurnStatus.IDLE, 1, Mode.DEFAULT, True)
     (ImplementationInfo, ImplementationInfo("x", "1", (Feature.APPROVALS,))),
     (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"a": [1, 2.5, None, {"b": True}]})),
     (TurnResult, TurnResult("s1", TurnStatus.COMPLETED, "hi")),
+    (ModelRequest, ModelRequest("r", "s1", (Message("user", "hi"),), ())),
+    (ModelRequest, ModelRequest("r", "s1", ConversationView([Message("user", "hi"), None], 1), ())),
 ])
 def test_values_of_the_contract_pass(kind, value):
     assert value_problem(kind, value, "x") == ""
@@ -48,6 +68,11 @@ def test_values_of_the_contract_pass(kind, value):
     (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={1: "x"}),
      "whose data key 1 is int, expected str"),
     (ImplementationInfo, ImplementationInfo("x", "1", ("teleport",)), "features[0] is 'teleport'"),
+    (ModelRequest, ModelRequest("r", "s1", [Message("user", "hi")], ()),
+     "whose messages is list, expected a read-only sequence of Message"),
+    (ModelRequest, ModelRequest("r", "s1", "hi", ()), "whose messages is 'hi', expected a read-only"),
+    (ModelRequest, ModelRequest("r", "s1", ConversationView([Message("user", "hi"), None], 2), ()),
+     "whose messages[1] is None"),
 ])
 def test_values_off_the_contract_name_the_field(kind, value, message):
     assert message in value_problem(kind, value, "run_turn returned")

@@ -60,3 +60,35 @@ def _insert_result(conn, call_id):
         " VALUES (?, 's', ?, 'd', 1, 'succeeded', NULL, 1, 0, NULL, '', 'ok', 1, 0)",
         (execution_id_for("s", call_id), call_id),
     )
+
+
+def test_a_conversation_view_stays_what_it_was_while_its_log_grows():
+    store = Store.open_file(":memory:")
+    with store.transaction() as conn:
+        conn.execute("INSERT INTO sessions (session_id, config_json, rules_json,"
+                     " permission_version, turn_status) VALUES ('s', '{}', '[]', 1, 'running')")
+        continuation.save(conn, "s", (Message("user", "go"),), last_execution_id=None,
+                          reason="test", now=0.0)
+        first = continuation.state(conn, "s")
+        view = first.conversation
+        continuation.append(conn, "s", Message("assistant", "", tool_calls=(A,)),
+                            reason="test", now=0.0)
+        later = continuation.state(conn, "s")
+        assert later.log is first.log  # the append extended the shared log...
+        assert len(view) == 1 and tuple(view) == (Message("user", "go"),)  # ...not the view
+        assert view == (Message("user", "go"),) and view != later.messages
+        assert later.conversation == later.messages and list(later.conversation[-1:]) == [
+            Message("assistant", "", tool_calls=(A,))]
+        assert later.conversation[-1] == later.messages[-1] and hash(view) == hash(tuple(view))
+        for index in (1, -2):
+            try:
+                view[index]
+            except IndexError:
+                pass
+            else:
+                raise AssertionError(f"view[{index}] of a one-message view did not raise")
+        # extending an older state copies the log: the later view keeps its messages
+        branched = first.extended((Message("user", "again"),))
+        assert branched is not first.log and branched[1] == Message("user", "again")
+        assert tuple(later.conversation) == later.messages and len(later.conversation) == 2
+    store.close()
