@@ -21,7 +21,10 @@ transactions, writing transactions and *synced* commits (``synchronous=FULL``: a
 per op (counted on the reference's own connection), peak traced memory (``tracemalloc``);
 both in a second run of the same session, because tracing statements and allocations slows
 the session down, and database bytes per op (the file after a WAL truncate, minus the
-empty store). Ratios measured in one run compare across machines; absolute times do not.
+empty store). A third run of the same session with every commit unflushed
+(``synchronous=OFF``: the same statements, no fsync) gives the op's cost besides its flushes,
+also as a ratio to the floor: with as many synced commits per op as the floor has, an op can
+only be within 1.5x the floor when this part is within 0.5x. Ratios measured in one run compare across machines; absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. One unmeasured session of
 each shape runs first, so that the process's one-time costs land in no row. Writes a JSON result.
 """
@@ -60,6 +63,7 @@ from harness.contract import (  # noqa: E402
     ToolStatus,
 )
 from reference_impl import implementation  # noqa: E402
+from reference_impl import store as reference_store  # noqa: E402
 from reference_impl.store import STORE_FILE_NAME  # noqa: E402
 
 SIZES = (1, 10, 100, 1_000, 10_000)
@@ -193,6 +197,9 @@ class Row:
     synced_commits_per_op: float
     peak_memory_bytes: int | None
     database_bytes_per_op: float
+    unflushed_per_op_us: float
+    """Time per op of the same session with every commit unflushed (synchronous=OFF)."""
+    unflushed_ratio_to_floor: float
 
 
 def _config() -> SessionConfig:
@@ -209,6 +216,25 @@ def _store_bytes(data_dir: str) -> int:
     connection.close()
     path = os.path.join(data_dir, STORE_FILE_NAME)
     return sum(os.path.getsize(name) for name in (path, path + "-wal") if os.path.exists(name))
+
+
+class _Unflushed:
+    """While active, every transaction of the reference commits with ``synchronous=OFF``: the
+    same statements and pages, no fsync (a benchmark-only patch of ``Store.transaction``)."""
+
+    def __enter__(self) -> None:
+        self._original = reference_store.Store.transaction
+
+        def transaction(store, durability=None):
+            if not getattr(store, "_bench_unflushed", False):
+                store.connection.execute("PRAGMA synchronous = OFF")
+                store._bench_unflushed = True
+            return reference_store._Transaction(store.connection)
+
+        reference_store.Store.transaction = transaction
+
+    def __exit__(self, *_: object) -> None:
+        reference_store.Store.transaction = self._original
 
 
 def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
@@ -319,6 +345,12 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
                        traced=memory and not timed["stopped"])
     shutil.rmtree(data_dir)
     peak = counted["peak"]
+    # A third run, every commit unflushed: the op's cost besides its flushes.
+    data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-unflushed-", dir=directory)
+    with _Unflushed():
+        unflushed = _session(shape, size, data_dir, budget_s, traced=False)
+    shutil.rmtree(data_dir)
+    unflushed_per_op_us = unflushed["elapsed_s"] / max(unflushed["ops"], 1) * 1e6
     counted_ops = max(counted["ops"], 1)
     ops = max(timed["ops"], 1)
     per_op_us = timed["elapsed_s"] / ops * 1e6
@@ -334,13 +366,15 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         synced_commits_per_op=round(counted["synced"] / counted_ops, 2),
         peak_memory_bytes=peak,
         database_bytes_per_op=round(timed["bytes"] / ops, 1),
+        unflushed_per_op_us=round(unflushed_per_op_us, 1),
+        unflushed_ratio_to_floor=round(unflushed_per_op_us / floor_us, 2),
     )
 
 
 def _print(rows: list[Row]) -> None:
     header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'x floor':>7} "
               f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} {'peak MB':>8} "
-              f"{'DB B/op':>8}")
+              f"{'DB B/op':>8} {'no-flush':>9} {'x floor':>7}")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -351,7 +385,8 @@ def _print(rows: list[Row]) -> None:
               f"{row.cpu_per_op_us / 1000:>6.2f}ms {row.floor_us:>6.0f}us "
               f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
               f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
-              f"{row.database_bytes_per_op:>8.0f}")
+              f"{row.database_bytes_per_op:>8.0f} {row.unflushed_per_op_us / 1000:>7.2f}ms "
+              f"{row.unflushed_ratio_to_floor:>7.2f}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")
 
