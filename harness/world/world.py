@@ -40,11 +40,13 @@ as the port of instance :attr:`SimWorld.instance`.
 from __future__ import annotations
 
 import enum
+import itertools
 import random
 import re
 import threading
 from dataclasses import replace
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from collections.abc import Sequence as CollectionsSequence
+from typing import Any, Iterable, Mapping, NoReturn, Protocol, Sequence
 
 from harness.contract import (
     ApprovalPrompt,
@@ -78,6 +80,9 @@ from harness.world.templates import Templates
 from harness.world.tools import FakeTools, ToolBehaviour
 from harness.world.ui import FakeUI
 
+
+MODEL_REQUEST_MESSAGES_MAX = 1_000_000
+"""The most messages one model request may carry (a read-only sequence is read only this far)."""
 
 _DEFAULT_THREAD_NAME = re.compile(r"^(Thread|Dummy|ThreadPoolExecutor)-\d+")
 
@@ -210,8 +215,10 @@ class SimWorld:
 
     def _check_arg(self, instance: int, port: str, kind: Any, value: Any) -> None:
         problem = value_problem(kind, value, f"world port {port} was called with")
-        if not problem:
-            return
+        if problem:
+            self._refuse_arg(instance, port, problem)
+
+    def _refuse_arg(self, instance: int, port: str, problem: str) -> NoReturn:
         problem += f" (instance {instance})"
         with self._lock:
             if problem not in self._foreign and not self.log.is_dead(instance):
@@ -298,8 +305,31 @@ class SimWorld:
 
     def _open_model_stream(self, instance: int, request: ModelRequest) -> ScriptedStream:
         self._guard(instance, "open_model_stream")
+        if type(request.messages) is not tuple and isinstance(request, ModelRequest):
+            request = replace(request, messages=self._messages_read_once(
+                instance, request.messages))
         self._check_arg(instance, "open_model_stream", ModelRequest, request)
         return self.model.open(request, self.channel(instance))
+
+    def _messages_read_once(self, instance: int, messages: Any) -> Any:
+        """A request's messages given as a read-only sequence, read once into a tuple: what
+        is checked, recorded and answered is one reading, never more than
+        :data:`MODEL_REQUEST_MESSAGES_MAX` items (a sequence that does not end is refused, not
+        read until memory runs out). Anything that is not a sequence is left to the check."""
+        if not isinstance(messages, CollectionsSequence) or isinstance(
+                messages, (str, bytes, bytearray, memoryview, list)):
+            return messages
+        try:
+            read = tuple(itertools.islice(iter(messages), MODEL_REQUEST_MESSAGES_MAX + 1))
+        except Exception as exc:
+            self._refuse_arg(instance, "open_model_stream", (
+                f"world port open_model_stream was called with a ModelRequest whose messages "
+                f"could not be read: {type(exc).__name__}: {exc}"))
+        if len(read) > MODEL_REQUEST_MESSAGES_MAX:
+            self._refuse_arg(instance, "open_model_stream", (
+                f"world port open_model_stream was called with a ModelRequest of more than "
+                f"{MODEL_REQUEST_MESSAGES_MAX:,} messages"))
+        return read
 
     def _review(self, instance: int, request: ClassifierRequest) -> ClassifierVerdict:
         self._guard(instance, "review")
