@@ -305,7 +305,7 @@ class SimWorld:
 
     def _open_model_stream(self, instance: int, request: ModelRequest) -> ScriptedStream:
         self._guard(instance, "open_model_stream")
-        if type(request.messages) is not tuple and isinstance(request, ModelRequest):
+        if isinstance(request, ModelRequest) and type(request.messages) is not tuple:
             request = replace(request, messages=self._messages_read_once(
                 instance, request.messages))
         self._check_arg(instance, "open_model_stream", ModelRequest, request)

@@ -80,3 +80,9 @@ def test_a_sequence_that_cannot_be_read_and_a_list_are_refused():
     with pytest.raises(c.ContractError, match="whose messages is list, expected a read-only"):
         world.port(0).open_model_stream(c.ModelRequest("r1", "s1", [HELLO], ()))
     assert not [e for e in world.log.events() if e.kind is Kind.MODEL_REQUEST]
+
+
+def test_what_is_not_a_model_request_is_refused_as_one():
+    world = _world()
+    with pytest.raises(c.ContractError, match="open_model_stream was called with str"):
+        world.port(0).open_model_stream("hello")
