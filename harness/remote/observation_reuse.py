@@ -26,15 +26,18 @@ import typing
 from typing import Any
 
 from harness.contract import ContractError, Observation, from_json
+from harness.remote.value_decoders import decoder_for
 
 _FIELDS = {field.name: typing.get_type_hints(Observation)[field.name]
            for field in dataclasses.fields(Observation)}
 _ROW_TYPES = {name: typing.get_args(kind)[0] for name, kind in _FIELDS.items()
               if typing.get_origin(kind) is tuple}
+_FIELD_DECODERS = {name: decoder_for(kind) for name, kind in _FIELDS.items()}
+_ROW_DECODERS = {name: decoder_for(kind) for name, kind in _ROW_TYPES.items()}
 
 
-def _text(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+# json.dumps with these options, without building an encoder per row.
+_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
 
 
 class ObservationReuse:
@@ -98,16 +101,15 @@ class ObservationReuse:
         rows: dict[tuple[str, str], list[Any]] = {}
         values: dict[str, Any] = {}
         for name, raw in data.items():
-            row_type = _ROW_TYPES.get(name)
-            if row_type is None or not isinstance(raw, list):
-                values[name] = from_json(_FIELDS[name], raw, f"{where}.{name}")
+            row_decoder = _ROW_DECODERS.get(name)
+            if row_decoder is None or not isinstance(raw, list):
+                values[name] = _FIELD_DECODERS[name](raw, f"{where}.{name}")
                 continue
             items = []
             for index, (item, item_text) in enumerate(zip(raw, texts[name])):
                 key = (name, item_text)
                 spare = previous.get(key)
-                row = spare.pop() if spare else from_json(row_type, item,
-                                                          f"{where}.{name}[{index}]")
+                row = spare.pop() if spare else row_decoder(item, f"{where}.{name}[{index}]")
                 rows.setdefault(key, []).append(row)
                 items.append(row)
             values[name] = tuple(items)

@@ -11,7 +11,8 @@ Guarantees:
 
 * one message per line, UTF-8 JSON without raw newlines; values are exactly the contract's
   :func:`~harness.contract.to_json` forms (``bytes`` travel as base64 text), decoded back
-  with :func:`~harness.contract.from_json`, so every value round-trips exactly;
+  as :func:`~harness.contract.from_json` does (through
+  :func:`~harness.remote.value_decoders.decoder_for`), so every value round-trips exactly;
 * an :class:`Endpoint` is single-threaded and strictly nested: the only response it accepts
   is the one to its innermost pending request; while waiting it serves the peer's requests;
 * a request whose handler raises is answered with a JSON-RPC error; for an exception
@@ -23,8 +24,9 @@ Guarantees:
 * ``BaseException`` s that are not ``Exception`` s (e.g. ``SimulatedCrash``) are never
   answered or translated: they propagate out of :meth:`Endpoint.call` untouched.
 
-This module imports only :mod:`harness.contract` and the standard library: an
-implementation's server may import it (``reference_impl.remote`` does). Its errors derive
+This module imports only :mod:`harness.contract`, :mod:`harness.remote.value_decoders` (one
+decoder per contract type, same values and errors as ``from_json``) and the standard library:
+an implementation's server may import it (``reference_impl.remote`` does). Its errors derive
 from :class:`ProtocolError`; the harness side wraps them into
 ``harness.remote.errors.RemoteError`` before they leave ``harness.remote``.
 """
@@ -61,9 +63,9 @@ from harness.contract import (
     ToolUnavailable,
     TurnResult,
     WorldError,
-    from_json,
     to_json,
 )
+from harness.remote.value_decoders import decoder_for
 
 PROTOCOL_VERSION = 1
 JSONRPC = "2.0"
@@ -347,7 +349,7 @@ def decode_value(kind: Any, data: Any, where: str) -> Any:
             return base64.b64decode(data.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
             raise ContractError(f"{where}: not valid base64 ({exc})") from None
-    return from_json(kind, data, where)
+    return decoder_for(kind)(data, where)
 
 
 def encode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -393,10 +395,13 @@ class Response:
     """``{"code": int, "message": str, "data"?: any}`` when the request failed."""
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""What ``json.dumps`` with these options does, without building an encoder per message."""
+
+
 def dumps(message: Mapping[str, Any]) -> bytes:
     """One message as one line (with its ``\\n``)."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    return _ENCODE(message).encode("utf-8") + b"\n"
 
 
 def request_message(id: int | str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -333,7 +333,9 @@ def _harness_imports(path: Path) -> set[str]:
 
 
 def test_an_implementation_may_import_the_protocol_it_needs_only_the_contract():
-    assert _harness_imports(ROOT / "harness/remote/protocol.py") == {"harness.contract"}
+    assert _harness_imports(ROOT / "harness/remote/protocol.py") == {
+        "harness.contract", "harness.remote.value_decoders"}
+    assert _harness_imports(ROOT / "harness/remote/value_decoders.py") == {"harness.contract"}
     assert _harness_imports(ROOT / "harness/remote/__init__.py") == set()
     assert _harness_imports(ROOT / "reference_impl/remote.py") == {
         "harness.contract", "harness.remote.protocol", "reference_impl"}
