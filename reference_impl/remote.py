@@ -85,6 +85,7 @@ from harness.remote.protocol import (
     RpcFault,
     StreamTransport,
     fork_datagram,
+    prepare_decoders,
     read_fork_datagram,
 )
 
@@ -358,6 +359,7 @@ class ForkTemplate:
 
     def run(self) -> int:
         signal.signal(signal.SIGCHLD, self._reap)
+        prepare_decoders()  # once here, not again in every instance
         gc.freeze()  # what exists now is shared by every fork; no collection copies it
         pending = bytearray()
         while not self.endpoint.stopping:

@@ -322,6 +322,16 @@ PORT_METHODS: dict[str, Method] = _methods(
 flight."""
 
 
+def prepare_decoders() -> None:
+    """Build now the decoder of every value type the method tables carry (they are otherwise
+    built at first use): a fork template calls it once, so no forked instance builds them
+    again."""
+    for method in (*DRIVER_METHODS.values(), *PORT_METHODS.values()):
+        for kind in (*(param.type for param in method.params), method.result):
+            if kind is not None and kind is not bytes:
+                decoder_for(kind)
+
+
 # --------------------------------------------------------------------------- values
 
 
@@ -457,6 +467,12 @@ def json_depth_over(data: Any, limit: int) -> int:
     return 0
 
 
+_REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
+_RESULT_MEMBERS = frozenset({"jsonrpc", "id", "result"})
+_ID_TYPES = frozenset({int, str})
+"""Exact types of an id (``bool`` is not an ``int`` here: :func:`_is_id`)."""
+
+
 def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Request | Response:
     """Decode one line; raises :class:`BadMessage` saying what is wrong with it (also when
     it nests deeper than ``max_depth``)."""
@@ -483,6 +499,18 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     if not isinstance(data, dict):
         raise BadMessage(INVALID_REQUEST, f"a message must be a JSON object, got "
                          f"{type(data).__name__}: {_excerpt(line.rstrip())}")
+    # Nearly every message is a well-formed request or result: those take one look at their
+    # members; anything else goes through the checks below, which say what is wrong.
+    keys = data.keys()
+    if keys == _REQUEST_MEMBERS:
+        msg_id = data["id"]
+        if data["jsonrpc"] == JSONRPC and type(data["method"]) is str \
+                and type(data["params"]) is dict and type(msg_id) in _ID_TYPES:
+            return Request(msg_id, data["method"], data["params"])
+    elif keys == _RESULT_MEMBERS:
+        msg_id = data["id"]
+        if data["jsonrpc"] == JSONRPC and type(msg_id) in _ID_TYPES:
+            return Response(msg_id, result=data["result"])
     msg_id = data.get("id")
     known_id = msg_id if _is_id(msg_id) else None
     if data.get("jsonrpc") != JSONRPC:

@@ -25,7 +25,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from harness.contract import from_json
+from harness.contract import _hints, from_json
 
 Decoder = Callable[[Any, str], Any]
 _Fast = Callable[[Any], Any]
@@ -160,7 +160,9 @@ def _enum(kind: type[enum.Enum]) -> _Fast:
 
 
 def _dataclass(kind: type) -> _Fast:
-    hints = typing.get_type_hints(kind)
+    # from_json's own cache of the hints: filled here, it serves from_json's later calls too
+    # (in a fork template, for every instance forked from it).
+    hints = _hints(kind)
     fields = {field.name: _fast_for(hints[field.name]) for field in dataclasses.fields(kind)}
 
     def instance(data: Any) -> Any:
