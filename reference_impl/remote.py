@@ -140,36 +140,49 @@ class RemoteWorld:
                             context=dict(context))
 
 
+_EncodedPart = tuple[tuple[Any, ...], list[Any], dict[int, tuple[Any, Any]]]
+
+
 class ReadingEncoder:
     """The JSON of ``inspect`` answers, re-encoding only what changed: the reference hands
-    back the same Observation while its store is unchanged and the same row views for
-    unchanged rows, so the previous reading's encodings are reused by object identity (the
-    objects are held, so an id is never reused; only the latest reading is kept)."""
+    back the same Observation while its store is unchanged, the same tuple for a part whose
+    rows are unchanged, and the same row views for unchanged rows, so the previous reading's
+    encodings are reused by object identity (the objects are held, so an id is never reused;
+    only the latest reading is kept)."""
 
     def __init__(self) -> None:
         self._last: tuple[Observation | None, Any] = (None, None)
-        self._rows: dict[int, tuple[Any, Any]] = {}
+        self._parts: dict[str, _EncodedPart] = {}
+        """Per tuple field: the tuple, its encoding, and each row's (by id: row, encoding)."""
 
     def encode(self, observation: Observation) -> Any:
         if type(observation) is not Observation:
             return to_json(observation)  # a subclass may have more fields
         if observation is self._last[0]:
             return self._last[1]
-        rows: dict[int, tuple[Any, Any]] = {}
+        parts: dict[str, _EncodedPart] = {}
         data: dict[str, Any] = {}
         for name in Observation.__dataclass_fields__:
             value = getattr(observation, name)
             if not isinstance(value, tuple):
                 data[name] = to_json(value)
                 continue
+            known = self._parts.get(name)
+            if known is not None and known[0] is value:  # the same part: its encoding
+                parts[name] = known
+                data[name] = known[1]
+                continue
+            previous = known[2] if known is not None else {}
+            rows: dict[int, tuple[Any, Any]] = {}
             items = []
             for row in value:
-                known = self._rows.get(id(row))
-                encoded = known[1] if known is not None and known[0] is row else to_json(row)
+                seen = previous.get(id(row))
+                encoded = seen[1] if seen is not None and seen[0] is row else to_json(row)
                 rows[id(row)] = (row, encoded)
                 items.append(encoded)
+            parts[name] = (value, items, rows)
             data[name] = items
-        self._last, self._rows = (observation, data), rows
+        self._last, self._parts = (observation, data), parts
         return data
 
 

@@ -109,6 +109,24 @@ def test_the_reference_encodes_a_reading_as_to_json_and_reuses_unchanged_rows(re
     assert again["sessions"][0] is data["sessions"][0]  # the unchanged row's encoding
 
 
+def test_the_reference_reuses_the_encoding_of_a_part_handed_back_unchanged(reading):
+    encoder = ReadingEncoder()
+    observation = from_json(Observation, reading)
+    data = encoder.encode(observation)
+    # A new reading whose sessions are the very tuple of the last one; the rest changed.
+    moved = Observation(sessions=observation.sessions, result_records=4)
+    again = encoder.encode(moved)
+    assert again == to_json(moved)
+    assert again["sessions"] is data["sessions"]
+    # An equal tuple that is another object is encoded again (identity, not equality).
+    copied = Observation(sessions=tuple(observation.sessions), result_records=4)
+    copy_data = encoder.encode(Observation(sessions=tuple(list(observation.sessions)),
+                                           result_records=5))
+    assert copy_data == to_json(copied) | {"result_records": 5}
+    # and still reuses the rows' own encodings
+    assert copy_data["sessions"][0] is data["sessions"][0]
+
+
 # --------------------------------------------------------------------------- inspect_since
 
 
