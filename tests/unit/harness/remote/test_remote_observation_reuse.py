@@ -5,8 +5,11 @@ reference's server encodes a reading exactly as ``to_json`` does."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.contract import (
     ContractError,
@@ -73,6 +76,37 @@ def test_a_different_json_type_is_decoded_again_not_reused(reading):
     with pytest.raises(ContractError) as mine:
         reuse.decode(as_float, "r")
     assert str(mine.value) == str(theirs.value)
+
+
+def test_a_row_with_a_different_json_type_is_decoded_again_not_reused(reading):
+    reuse = ObservationReuse()
+    reuse.decode(reading, "r")
+    as_int = copy.deepcopy(reading)
+    as_int["sessions"][0]["interactive"] = 1  # equal to True in Python, another JSON value
+    with pytest.raises(ContractError) as theirs:
+        from_json(Observation, as_int, "r")
+    with pytest.raises(ContractError) as mine:
+        reuse.decode(as_int, "r")
+    assert str(mine.value) == str(theirs.value)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2) | st.floats(allow_nan=False)
+    | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner,
+                                                                max_size=3),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_json, _json)
+def test_the_row_text_is_as_exact_as_the_json_text(first, second):
+    """Rows are told apart by repr of their decoded data: the same verdict as comparing
+    their exact JSON texts."""
+    def as_json(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert (repr(first) == repr(second)) == (as_json(first) == as_json(second))
+    assert repr(json.loads(as_json(first))) == repr(first)
 
 
 @pytest.mark.parametrize("bad", [
