@@ -80,6 +80,7 @@ from harness.remote.protocol import (
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
+    InspectPartsResult,
     InspectSinceResult,
     ProtocolError,
     RpcFault,
@@ -141,6 +142,15 @@ class RemoteWorld:
 
 
 _EncodedPart = tuple[tuple[Any, ...], list[Any], dict[int, tuple[Any, Any]]]
+_ROW_PARTS = tuple(name for name, field in Observation.__dataclass_fields__.items()
+                   if str(field.type).startswith("tuple["))
+"""The Observation's row parts (its tuple fields), which ``inspect_parts`` may leave out."""
+
+
+def _without(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    if not names:
+        return data
+    return {name: value for name, value in data.items() if name not in names}
 
 
 class ReadingEncoder:
@@ -201,6 +211,11 @@ class Server:
             "reading": answer.reading,
             "observation": None if answer.observation is None
             else readings.encode(answer.observation)}
+        endpoint.encoders["inspect_parts"] = lambda answer: {
+            "reading": answer.reading,
+            "observation": None if answer.observation is None
+            else _without(readings.encode(answer.observation), answer.unchanged),
+            "unchanged": list(answer.unchanged)}
         self._readings: dict[str, tuple[Observation, str]] = {}
         self._reading_count = 0
 
@@ -222,7 +237,8 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True)
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True,
+                                inspect_parts=True)
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -276,6 +292,19 @@ class Server:
         while len(self._readings) > READINGS_KEPT:
             del self._readings[next(iter(self._readings))]
         return InspectSinceResult(token, observation)
+
+    def do_inspect_parts(self, data_dir: str, since: str) -> InspectPartsResult:
+        """As :meth:`do_inspect_since`; a part (a tuple field) the reference hands back as the
+        very tuple of the reading ``since`` named is left out as unchanged (its ``inspect``
+        keeps a part's tuple while that part's rows are unchanged)."""
+        last = self._readings.get(data_dir)
+        answer = self.do_inspect_since(data_dir, since)
+        if answer.observation is None or last is None or since != last[1]:
+            return InspectPartsResult(answer.reading, answer.observation)
+        previous = last[0]
+        unchanged = tuple(name for name in _ROW_PARTS
+                          if getattr(answer.observation, name) is getattr(previous, name))
+        return InspectPartsResult(answer.reading, answer.observation, unchanged)
 
     def do_checkpoint_fixture(self, name: str) -> CheckpointFixtureResult:
         self._ready("checkpoint_fixture")
@@ -368,6 +397,7 @@ class ForkTemplate:
         # Forking a process with other threads would copy their locks mid-use.
         return InitializeResult(result.protocol_version, result.info,
                                 inspect_since=result.inspect_since,
+                                inspect_parts=result.inspect_parts,
                                 fork_server=threading.active_count() == 1)
 
     def run(self) -> int:

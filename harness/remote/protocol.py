@@ -224,6 +224,10 @@ class InitializeResult:
     inspect_since: bool = False
     """True: the server answers ``inspect_since`` (a reading, or "unchanged since the reading
     you name"); the harness then uses it instead of ``inspect``."""
+    inspect_parts: bool = False
+    """True: the server answers ``inspect_parts`` (like ``inspect_since``, and it may leave
+    out the row parts unchanged since the reading you name); the harness then uses it instead
+    of ``inspect_since`` and ``inspect``."""
     fork_server: bool = False
     """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
     serves fork requests on that socket, see "Fork server" below); it answers nothing on
@@ -240,6 +244,21 @@ class InspectSinceResult:
     """The reading; null means "identical to the reading ``since`` named", which a server may
     only answer when it answered that very token for the same data dir and the store did not
     change since (the harness fails an "unchanged" for any other token)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InspectPartsResult:
+    """What a server answers to ``inspect_parts``."""
+
+    reading: str
+    """The server's token for the reading it answers (non-empty; opaque to the harness)."""
+    observation: Observation | None = None
+    """The reading without the parts named in ``unchanged``; null: identical to the reading
+    ``since`` named (as for ``inspect_since``)."""
+    unchanged: tuple[str, ...] = ()
+    """Row parts of the observation (``sessions``, ``operations``, ...) identical to those of
+    the reading ``since`` named, left out of ``observation``; only for the token the server
+    answered last for that data dir (the harness fails them for any other)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +315,10 @@ DRIVER_METHODS: dict[str, Method] = _methods(
            "Like inspect, but answers observation null when the store is unchanged since the "
            "reading `since` (a token from an earlier answer on this connection; \"\" for none). "
            "Only sent to servers whose initialize said inspect_since."),
+    Method("inspect_parts", (Param("data_dir", str), Param("since", str)), InspectPartsResult,
+           "Like inspect_since, and the answer may leave out the row parts (sessions, "
+           "operations, ...) unchanged since the reading `since`, naming them in `unchanged`. "
+           "Only sent to servers whose initialize said inspect_parts."),
     Method("checkpoint_fixture", (Param("name", str),), CheckpointFixtureResult,
            "The content of the declared checkpoint fixture `name` (an entry of "
            "info.checkpoint_fixtures); the harness never reads fixture paths itself."),

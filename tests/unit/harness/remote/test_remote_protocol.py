@@ -67,6 +67,8 @@ RESULTS = {
     p.InitializeResult: p.InitializeResult(1, c.ImplementationInfo(
         "x", "1", (c.Feature.APPROVALS,), ("fixtures/a.json",)), "/opt/x"),
     p.InspectSinceResult: p.InspectSinceResult("r9", None),
+    p.InspectPartsResult: p.InspectPartsResult("r9", c.Observation(result_records=1),
+                                               ("sessions", "checkpoints")),
     p.CheckpointFixtureResult: p.CheckpointFixtureResult(
         "eyJ2IjogMX0=", ({"role": "user", "content": "hi"},)),
     str: "m7",
