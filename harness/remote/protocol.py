@@ -389,9 +389,23 @@ def encode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
     return {p.name: encode_value(p.type, params[p.name]) for p in method.params}
 
 
+_PARAM_NAMES: dict[str, tuple[Method, frozenset[str]]] = {}
+"""Per method name: the method and its param names (a frozen Method hashes all its fields)."""
+
+
 def decode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
     """Typed keyword arguments for ``method``; raises :class:`BadMessage` (INVALID_PARAMS)
     naming the missing, unknown or ill-typed parameter."""
+    known = _PARAM_NAMES.get(method.name)
+    if known is None or known[0] is not method:
+        known = _PARAM_NAMES[method.name] = (method, frozenset(p.name for p in method.params))
+    if params.keys() == known[1]:  # the usual case: exactly the params, nothing to report
+        try:
+            return {param.name: decode_value(param.type, params[param.name],
+                                             f"params.{param.name}")
+                    for param in method.params}
+        except ContractError as exc:
+            raise BadMessage(INVALID_PARAMS, f"{method.name}: {exc}") from None
     expected = [p.name for p in method.params]
     unknown = sorted(set(params) - set(expected))
     if unknown:
