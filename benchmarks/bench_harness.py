@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the campaign's --jobs (default: the number of cores, as the "
                         "command's own default)")
     parser.add_argument("--no-process", action="store_true", help="skip process mode")
+    parser.add_argument("--no-chaos", action="store_true", help="skip the chaos campaign")
     parser.add_argument("--selftest", action="store_true", help="also time the self-test")
     parser.add_argument("--time-limit-s", type=float, default=None, metavar="S",
                         help="the suites' per-call limit (default: run's own); raise it on a "
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"suite in process mode: {process['wall_s']:.2f} s wall = "
                   f"{process['wall_ratio']:.2f}x in-process, CPU {process['cpu_ratio']:.2f}x "
                   "(target ≤ 1.5x)")
-        if not args.selftest_only:
+        if not args.selftest_only and not args.no_chaos:
             figures["chaos"] = chaos = _chaos(args.chaos_budget, args.chaos_jobs)
             print(f"chaos ({chaos['jobs']} job(s)): {chaos['schedules']} schedules in "
                   f"{chaos['phase_s']:.2f} s = {chaos['schedules_per_s']:.1f}/s (target ≥ 100/s; "

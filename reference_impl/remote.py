@@ -80,11 +80,13 @@ from harness.remote.protocol import (
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
+    InspectPartsResult,
     InspectSinceResult,
     ProtocolError,
     RpcFault,
     StreamTransport,
     fork_datagram,
+    prepare_decoders,
     read_fork_datagram,
 )
 
@@ -139,36 +141,58 @@ class RemoteWorld:
                             context=dict(context))
 
 
+_EncodedPart = tuple[tuple[Any, ...], list[Any], dict[int, tuple[Any, Any]]]
+_ROW_PARTS = tuple(name for name, field in Observation.__dataclass_fields__.items()
+                   if str(field.type).startswith("tuple["))
+"""The Observation's row parts (its tuple fields), which ``inspect_parts`` may leave out."""
+
+
+def _without(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    if not names:
+        return data
+    return {name: value for name, value in data.items() if name not in names}
+
+
 class ReadingEncoder:
     """The JSON of ``inspect`` answers, re-encoding only what changed: the reference hands
-    back the same Observation while its store is unchanged and the same row views for
-    unchanged rows, so the previous reading's encodings are reused by object identity (the
-    objects are held, so an id is never reused; only the latest reading is kept)."""
+    back the same Observation while its store is unchanged, the same tuple for a part whose
+    rows are unchanged, and the same row views for unchanged rows, so the previous reading's
+    encodings are reused by object identity (the objects are held, so an id is never reused;
+    only the latest reading is kept)."""
 
     def __init__(self) -> None:
         self._last: tuple[Observation | None, Any] = (None, None)
-        self._rows: dict[int, tuple[Any, Any]] = {}
+        self._parts: dict[str, _EncodedPart] = {}
+        """Per tuple field: the tuple, its encoding, and each row's (by id: row, encoding)."""
 
     def encode(self, observation: Observation) -> Any:
         if type(observation) is not Observation:
             return to_json(observation)  # a subclass may have more fields
         if observation is self._last[0]:
             return self._last[1]
-        rows: dict[int, tuple[Any, Any]] = {}
+        parts: dict[str, _EncodedPart] = {}
         data: dict[str, Any] = {}
         for name in Observation.__dataclass_fields__:
             value = getattr(observation, name)
             if not isinstance(value, tuple):
                 data[name] = to_json(value)
                 continue
+            known = self._parts.get(name)
+            if known is not None and known[0] is value:  # the same part: its encoding
+                parts[name] = known
+                data[name] = known[1]
+                continue
+            previous = known[2] if known is not None else {}
+            rows: dict[int, tuple[Any, Any]] = {}
             items = []
             for row in value:
-                known = self._rows.get(id(row))
-                encoded = known[1] if known is not None and known[0] is row else to_json(row)
+                seen = previous.get(id(row))
+                encoded = seen[1] if seen is not None and seen[0] is row else to_json(row)
                 rows[id(row)] = (row, encoded)
                 items.append(encoded)
+            parts[name] = (value, items, rows)
             data[name] = items
-        self._last, self._rows = (observation, data), rows
+        self._last, self._parts = (observation, data), parts
         return data
 
 
@@ -187,6 +211,11 @@ class Server:
             "reading": answer.reading,
             "observation": None if answer.observation is None
             else readings.encode(answer.observation)}
+        endpoint.encoders["inspect_parts"] = lambda answer: {
+            "reading": answer.reading,
+            "observation": None if answer.observation is None
+            else _without(readings.encode(answer.observation), answer.unchanged),
+            "unchanged": list(answer.unchanged)}
         self._readings: dict[str, tuple[Observation, str]] = {}
         self._reading_count = 0
 
@@ -208,7 +237,8 @@ class Server:
             raise RpcFault(VERSION_MISMATCH, f"this server's values follow contract_version "
                            f"{CONTRACT_VERSION}, not {contract_version}")
         self.initialized = True
-        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True)
+        return InitializeResult(PROTOCOL_VERSION, self.implementation.info, inspect_since=True,
+                                inspect_parts=True)
 
     def do_open(self, data_dir: str) -> None:
         self._ready("open")
@@ -262,6 +292,19 @@ class Server:
         while len(self._readings) > READINGS_KEPT:
             del self._readings[next(iter(self._readings))]
         return InspectSinceResult(token, observation)
+
+    def do_inspect_parts(self, data_dir: str, since: str) -> InspectPartsResult:
+        """As :meth:`do_inspect_since`; a part (a tuple field) the reference hands back as the
+        very tuple of the reading ``since`` named is left out as unchanged (its ``inspect``
+        keeps a part's tuple while that part's rows are unchanged)."""
+        last = self._readings.get(data_dir)
+        answer = self.do_inspect_since(data_dir, since)
+        if answer.observation is None or last is None or since != last[1]:
+            return InspectPartsResult(answer.reading, answer.observation)
+        previous = last[0]
+        unchanged = tuple(name for name in _ROW_PARTS
+                          if getattr(answer.observation, name) is getattr(previous, name))
+        return InspectPartsResult(answer.reading, answer.observation, unchanged)
 
     def do_checkpoint_fixture(self, name: str) -> CheckpointFixtureResult:
         self._ready("checkpoint_fixture")
@@ -354,10 +397,12 @@ class ForkTemplate:
         # Forking a process with other threads would copy their locks mid-use.
         return InitializeResult(result.protocol_version, result.info,
                                 inspect_since=result.inspect_since,
+                                inspect_parts=result.inspect_parts,
                                 fork_server=threading.active_count() == 1)
 
     def run(self) -> int:
         signal.signal(signal.SIGCHLD, self._reap)
+        prepare_decoders()  # once here, not again in every instance
         gc.freeze()  # what exists now is shared by every fork; no collection copies it
         pending = bytearray()
         while not self.endpoint.stopping:

@@ -55,7 +55,9 @@
 * readings: each data dir's ``inspect`` answers are decoded with the previous reading's
   objects reused (:mod:`harness.remote.observation_reuse`), and a server that offers
   ``inspect_since`` is sent the token of its own last reading and may answer "unchanged";
-  an "unchanged" for any other token is a protocol error (a :class:`RemoteError`).
+  an "unchanged" for any other token is a protocol error (a :class:`RemoteError`); one that
+  offers ``inspect_parts`` may also leave out the parts of a reading unchanged since that
+  token (the previous reading's objects stand for them).
 """
 
 from __future__ import annotations
@@ -546,6 +548,8 @@ class _Child:
         self.strays: list[tuple[int, str]] = []
         self.inspect_since = False
         """Its ``initialize`` offered ``inspect_since``."""
+        self.inspect_parts = False
+        """Its ``initialize`` offered ``inspect_parts``."""
         self.reaper: threading.Thread | None = None
         self.mark = f"{os.getpid()}-{next(_SEQUENCE)}-{os.urandom(4).hex()}"
         self.limits = limits
@@ -623,7 +627,7 @@ class _Child:
         if self.killed:
             raise self.error(method, "its process is already gone (killed after an earlier "
                              "crash or failure); open a new instance")
-        if method in ("inspect", "inspect_since"):
+        if method in ("inspect", "inspect_since", "inspect_parts"):
             self.transport.line_bytes = self.limits.inspect_bytes
         try:
             return self.endpoint.call(method, **params)
@@ -1111,6 +1115,7 @@ class ProcessImplementation:
             child.kill()
             raise
         child.inspect_since = result.inspect_since
+        child.inspect_parts = result.inspect_parts
         with self._lock:
             if self._info is None:
                 self._info = result.info
@@ -1178,10 +1183,14 @@ class ProcessImplementation:
                 reuse = self._readings.get(data_dir)
                 if reuse is None:
                     reuse = self._readings[data_dir] = ObservationReuse()
-                if not child.inspect_since:
+                if not child.inspect_since and not child.inspect_parts:
                     child.endpoint.decoders["inspect"] = reuse.decode
                     return child.call("inspect", data_dir=data_dir)
                 since = reuse.since(child)
+                if child.inspect_parts:
+                    child.endpoint.decoders["inspect_parts"] = functools.partial(
+                        reuse.decode_parts, child, since)
+                    return child.call("inspect_parts", data_dir=data_dir, since=since)
                 child.endpoint.decoders["inspect_since"] = functools.partial(
                     reuse.decode_since, child, since)
                 return child.call("inspect_since", data_dir=data_dir, since=since)

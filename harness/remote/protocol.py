@@ -11,7 +11,8 @@ Guarantees:
 
 * one message per line, UTF-8 JSON without raw newlines; values are exactly the contract's
   :func:`~harness.contract.to_json` forms (``bytes`` travel as base64 text), decoded back
-  with :func:`~harness.contract.from_json`, so every value round-trips exactly;
+  as :func:`~harness.contract.from_json` does (through
+  :func:`~harness.remote.value_decoders.decoder_for`), so every value round-trips exactly;
 * an :class:`Endpoint` is single-threaded and strictly nested: the only response it accepts
   is the one to its innermost pending request; while waiting it serves the peer's requests;
 * a request whose handler raises is answered with a JSON-RPC error; for an exception
@@ -23,8 +24,9 @@ Guarantees:
 * ``BaseException`` s that are not ``Exception`` s (e.g. ``SimulatedCrash``) are never
   answered or translated: they propagate out of :meth:`Endpoint.call` untouched.
 
-This module imports only :mod:`harness.contract` and the standard library: an
-implementation's server may import it (``reference_impl.remote`` does). Its errors derive
+This module imports only :mod:`harness.contract`, :mod:`harness.remote.value_decoders` (one
+decoder per contract type, same values and errors as ``from_json``) and the standard library:
+an implementation's server may import it (``reference_impl.remote`` does). Its errors derive
 from :class:`ProtocolError`; the harness side wraps them into
 ``harness.remote.errors.RemoteError`` before they leave ``harness.remote``.
 """
@@ -61,9 +63,9 @@ from harness.contract import (
     ToolUnavailable,
     TurnResult,
     WorldError,
-    from_json,
     to_json,
 )
+from harness.remote.value_decoders import decoder_for
 
 PROTOCOL_VERSION = 1
 JSONRPC = "2.0"
@@ -222,6 +224,10 @@ class InitializeResult:
     inspect_since: bool = False
     """True: the server answers ``inspect_since`` (a reading, or "unchanged since the reading
     you name"); the harness then uses it instead of ``inspect``."""
+    inspect_parts: bool = False
+    """True: the server answers ``inspect_parts`` (like ``inspect_since``, and it may leave
+    out the row parts unchanged since the reading you name); the harness then uses it instead
+    of ``inspect_since`` and ``inspect``."""
     fork_server: bool = False
     """True: this process is a fork *template* (it was started with :data:`FORK_FD_ENV` and
     serves fork requests on that socket, see "Fork server" below); it answers nothing on
@@ -238,6 +244,21 @@ class InspectSinceResult:
     """The reading; null means "identical to the reading ``since`` named", which a server may
     only answer when it answered that very token for the same data dir and the store did not
     change since (the harness fails an "unchanged" for any other token)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InspectPartsResult:
+    """What a server answers to ``inspect_parts``."""
+
+    reading: str
+    """The server's token for the reading it answers (non-empty; opaque to the harness)."""
+    observation: Observation | None = None
+    """The reading without the parts named in ``unchanged``; null: identical to the reading
+    ``since`` named (as for ``inspect_since``)."""
+    unchanged: tuple[str, ...] = ()
+    """Row parts of the observation (``sessions``, ``operations``, ...) identical to those of
+    the reading ``since`` named, left out of ``observation``; only for the token the server
+    answered last for that data dir (the harness fails them for any other)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +315,10 @@ DRIVER_METHODS: dict[str, Method] = _methods(
            "Like inspect, but answers observation null when the store is unchanged since the "
            "reading `since` (a token from an earlier answer on this connection; \"\" for none). "
            "Only sent to servers whose initialize said inspect_since."),
+    Method("inspect_parts", (Param("data_dir", str), Param("since", str)), InspectPartsResult,
+           "Like inspect_since, and the answer may leave out the row parts (sessions, "
+           "operations, ...) unchanged since the reading `since`, naming them in `unchanged`. "
+           "Only sent to servers whose initialize said inspect_parts."),
     Method("checkpoint_fixture", (Param("name", str),), CheckpointFixtureResult,
            "The content of the declared checkpoint fixture `name` (an entry of "
            "info.checkpoint_fixtures); the harness never reads fixture paths itself."),
@@ -318,6 +343,16 @@ PORT_METHODS: dict[str, Method] = _methods(
 )
 """Implementation → harness requests (the world's ports), sent while a driver request is in
 flight."""
+
+
+def prepare_decoders() -> None:
+    """Build now the decoder of every value type the method tables carry (they are otherwise
+    built at first use): a fork template calls it once, so no forked instance builds them
+    again."""
+    for method in (*DRIVER_METHODS.values(), *PORT_METHODS.values()):
+        for kind in (*(param.type for param in method.params), method.result):
+            if kind is not None and kind is not bytes:
+                decoder_for(kind)
 
 
 # --------------------------------------------------------------------------- values
@@ -347,16 +382,30 @@ def decode_value(kind: Any, data: Any, where: str) -> Any:
             return base64.b64decode(data.encode("ascii"), validate=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
             raise ContractError(f"{where}: not valid base64 ({exc})") from None
-    return from_json(kind, data, where)
+    return decoder_for(kind)(data, where)
 
 
 def encode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
     return {p.name: encode_value(p.type, params[p.name]) for p in method.params}
 
 
+_PARAM_NAMES: dict[str, tuple[Method, frozenset[str]]] = {}
+"""Per method name: the method and its param names (a frozen Method hashes all its fields)."""
+
+
 def decode_params(method: Method, params: Mapping[str, Any]) -> dict[str, Any]:
     """Typed keyword arguments for ``method``; raises :class:`BadMessage` (INVALID_PARAMS)
     naming the missing, unknown or ill-typed parameter."""
+    known = _PARAM_NAMES.get(method.name)
+    if known is None or known[0] is not method:
+        known = _PARAM_NAMES[method.name] = (method, frozenset(p.name for p in method.params))
+    if params.keys() == known[1]:  # the usual case: exactly the params, nothing to report
+        try:
+            return {param.name: decode_value(param.type, params[param.name],
+                                             f"params.{param.name}")
+                    for param in method.params}
+        except ContractError as exc:
+            raise BadMessage(INVALID_PARAMS, f"{method.name}: {exc}") from None
     expected = [p.name for p in method.params]
     unknown = sorted(set(params) - set(expected))
     if unknown:
@@ -393,10 +442,13 @@ class Response:
     """``{"code": int, "message": str, "data"?: any}`` when the request failed."""
 
 
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+"""What ``json.dumps`` with these options does, without building an encoder per message."""
+
+
 def dumps(message: Mapping[str, Any]) -> bytes:
     """One message as one line (with its ``\\n``)."""
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return text.encode("utf-8") + b"\n"
+    return _ENCODE(message).encode("utf-8") + b"\n"
 
 
 def request_message(id: int | str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -452,6 +504,12 @@ def json_depth_over(data: Any, limit: int) -> int:
     return 0
 
 
+_REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
+_RESULT_MEMBERS = frozenset({"jsonrpc", "id", "result"})
+_ID_TYPES = frozenset({int, str})
+"""Exact types of an id (``bool`` is not an ``int`` here: :func:`_is_id`)."""
+
+
 def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Request | Response:
     """Decode one line; raises :class:`BadMessage` saying what is wrong with it (also when
     it nests deeper than ``max_depth``)."""
@@ -478,6 +536,18 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     if not isinstance(data, dict):
         raise BadMessage(INVALID_REQUEST, f"a message must be a JSON object, got "
                          f"{type(data).__name__}: {_excerpt(line.rstrip())}")
+    # Nearly every message is a well-formed request or result: those take one look at their
+    # members; anything else goes through the checks below, which say what is wrong.
+    keys = data.keys()
+    if keys == _REQUEST_MEMBERS:
+        msg_id = data["id"]
+        if data["jsonrpc"] == JSONRPC and type(data["method"]) is str \
+                and type(data["params"]) is dict and type(msg_id) in _ID_TYPES:
+            return Request(msg_id, data["method"], data["params"])
+    elif keys == _RESULT_MEMBERS:
+        msg_id = data["id"]
+        if data["jsonrpc"] == JSONRPC and type(msg_id) in _ID_TYPES:
+            return Response(msg_id, result=data["result"])
     msg_id = data.get("id")
     known_id = msg_id if _is_id(msg_id) else None
     if data.get("jsonrpc") != JSONRPC:

@@ -103,7 +103,9 @@ def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
     ("hang", "wrote nothing for 2s while 'run_turn'"),
     # A probe's inspect runs inside a driver call, whose own limit may strike first.
     ("hang-inspect", ("wrote nothing for 2s while 'inspect'",
-                      "wrote nothing for 2s while 'inspect_since'", "made no progress (no call to the world) for 6s")),
+                      "wrote nothing for 2s while 'inspect_since'",
+                      "wrote nothing for 2s while 'inspect_parts'",
+                      "made no progress (no call to the world) for 6s")),
     # The handshake's own bound, waited out twice (the instance's, then the inspector's).
     ("hang-handshake", "wrote nothing for 2s while 'initialize'"),
 ])

@@ -177,7 +177,7 @@ def test_the_reference_as_a_process_gives_the_in_process_trace_and_verdicts(remo
             validate(f"result.{method}", message["result"])
         else:
             validate("Error", message)
-    assert {"initialize", "open", "run_turn", "recover", "load_checkpoint", "inspect_since",
+    assert {"initialize", "open", "run_turn", "recover", "load_checkpoint", "inspect_parts",
             "close", "shutdown", "failpoint", "execute_tool", "next_chunk"} <= set(asked.values())
 
 

@@ -67,6 +67,8 @@ RESULTS = {
     p.InitializeResult: p.InitializeResult(1, c.ImplementationInfo(
         "x", "1", (c.Feature.APPROVALS,), ("fixtures/a.json",)), "/opt/x"),
     p.InspectSinceResult: p.InspectSinceResult("r9", None),
+    p.InspectPartsResult: p.InspectPartsResult("r9", c.Observation(result_records=1),
+                                               ("sessions", "checkpoints")),
     p.CheckpointFixtureResult: p.CheckpointFixtureResult(
         "eyJ2IjogMX0=", ({"role": "user", "content": "hi"},)),
     str: "m7",
@@ -333,7 +335,9 @@ def _harness_imports(path: Path) -> set[str]:
 
 
 def test_an_implementation_may_import_the_protocol_it_needs_only_the_contract():
-    assert _harness_imports(ROOT / "harness/remote/protocol.py") == {"harness.contract"}
+    assert _harness_imports(ROOT / "harness/remote/protocol.py") == {
+        "harness.contract", "harness.remote.value_decoders"}
+    assert _harness_imports(ROOT / "harness/remote/value_decoders.py") == {"harness.contract"}
     assert _harness_imports(ROOT / "harness/remote/__init__.py") == set()
     assert _harness_imports(ROOT / "reference_impl/remote.py") == {
         "harness.contract", "harness.remote.protocol", "reference_impl"}
