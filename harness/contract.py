@@ -843,12 +843,15 @@ def _encode_new_type(value: Any) -> Any:
 _HINTS_CACHE: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, computed once per class and shared by every decoder
+    of contract values (:func:`from_json` and the wire's own decoders)."""
     hints = _HINTS_CACHE.get(cls)
     if hints is None:
         hints = typing.get_type_hints(cls)
         _HINTS_CACHE[cls] = hints
     return hints
+
 
 
 def from_json(cls: Any, data: Any, where: str = "$") -> Any:
@@ -890,7 +893,7 @@ def from_json(cls: Any, data: Any, where: str = "$") -> Any:
     if isinstance(cls, type) and dataclasses.is_dataclass(cls):
         if not isinstance(data, dict):
             raise ContractError(f"{where}: expected an object for {cls.__name__}")
-        hints = _hints(cls)
+        hints = type_hints(cls)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:

@@ -25,7 +25,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from harness.contract import _hints, from_json
+from harness.contract import from_json, type_hints
 
 Decoder = Callable[[Any, str], Any]
 _Fast = Callable[[Any], Any]
@@ -162,7 +162,7 @@ def _enum(kind: type[enum.Enum]) -> _Fast:
 def _dataclass(kind: type) -> _Fast:
     # from_json's own cache of the hints: filled here, it serves from_json's later calls too
     # (in a fork template, for every instance forked from it).
-    hints = _hints(kind)
+    hints = type_hints(kind)
     fields = {field.name: _fast_for(hints[field.name]) for field in dataclasses.fields(kind)}
 
     def instance(data: Any) -> Any:
