@@ -19,6 +19,7 @@ standard library only (servers import this through :mod:`harness.remote.protocol
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import types
@@ -83,7 +84,7 @@ def _build(kind: Any) -> _Fast:
     origin = typing.get_origin(kind)
     if origin in (typing.Union, types.UnionType):
         return _optional(kind)
-    if origin is tuple:
+    if origin is tuple or origin is collections.abc.Sequence:  # a Sequence decodes to a tuple
         args = typing.get_args(kind)
         return _tuple_of(args[0] if args else Any)
     if origin is dict or kind is dict:

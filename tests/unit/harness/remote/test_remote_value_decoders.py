@@ -3,6 +3,7 @@ error, for every type the protocol carries (well-formed values and damaged ones)
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import typing
@@ -39,7 +40,7 @@ def values_of(kind: Any) -> st.SearchStrategy[Any]:
     if origin in (typing.Union, getattr(__import__("types"), "UnionType")):
         return st.one_of(*[st.none() if option is type(None) else values_of(option)
                            for option in typing.get_args(kind)])
-    if origin is tuple:
+    if origin is tuple or origin is collections.abc.Sequence:
         return st.lists(values_of(typing.get_args(kind)[0]), max_size=2).map(tuple)
     if origin is dict or kind is dict:
         return st.dictionaries(st.text(max_size=4), json_values, max_size=2)
