@@ -18,10 +18,10 @@ Traces serialize to JSON exactly (``to_json``/``from_json`` of :mod:`harness.con
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterator
 
+from harness.canonical_text import canonical_text
 from harness.flat_rows import flat_key
 from harness.identity_memo import by_identity
 from harness.contract import (
@@ -376,14 +376,9 @@ def _canonical_object(members: dict[str, str]) -> str:
                           for name in sorted(members)) + "}"
 
 
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-"""``canonical_json``'s encoding with one encoder for every call (``json.dumps`` with these
-settings builds one per call, which cost as much as encoding a small value); same text."""
-
-
 def _canonical(value: Any) -> str:
-    """``canonical_json(to_json(value))``."""
-    return _ENCODE(to_json(value))
+    """``canonical_json(to_json(value))``, built directly (:mod:`harness.canonical_text`)."""
+    return canonical_text(value)
 
 
 _KEY_TEXTS: dict[str, str] = {}

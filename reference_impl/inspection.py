@@ -146,8 +146,7 @@ class _Decoded:
         """The views of the previous decoding when ``sources`` (what the part is decoded
         from: lists of fetched rows, compared by their column values, and sets) equal its
         sources; else None, and the memo turns to a new decoding (:meth:`keep` ends it)."""
-        values = tuple(source if isinstance(source, (set, frozenset)) else list(map(tuple, source))
-                       for source in sources)
+        values = sources  # fetched rows are plain tuples (see _read): compared as they are
         if values == self._rows:
             return self._views
         self._pending = values
@@ -181,7 +180,14 @@ def _decoded(conn: sqlite3.Connection, part: str) -> _Decoded:
 
 def _read(conn: sqlite3.Connection, *, schema_known: bool = False) -> Observation:
     """One snapshot of every table (``schema_known``: this connection saw the schema
-    already; a table is never dropped, so a kept connection skips that query)."""
+    already; a table is never dropped, so a kept connection skips that query).
+
+    Rows are fetched as plain tuples (no row factory): most readings only compare the rows
+    of a part with those it was last decoded from, and a ``sqlite3.Row`` costs an object per
+    row plus a tuple copy to compare; a row that must be decoded is looked at by column name
+    through :func:`_named`."""
+    row_factory = conn.row_factory
+    conn.row_factory = None
     conn.execute("BEGIN")  # one snapshot for every table
     try:
         if not schema_known and not _has_schema(conn):
@@ -203,6 +209,17 @@ def _read(conn: sqlite3.Connection, *, schema_known: bool = False) -> Observatio
         return observation
     finally:
         conn.execute("COMMIT")
+        conn.row_factory = row_factory
+
+
+def _columns(cursor: sqlite3.Cursor) -> dict[str, int]:
+    """Each column of the statement just run, by name: its position in a fetched row."""
+    return {column[0]: at for at, column in enumerate(cursor.description or ())}
+
+
+def _named(columns: dict[str, int], row: tuple[Any, ...]) -> dict[str, Any]:
+    """The row by column name, for the decoders that read a row as ``row["name"]``."""
+    return {name: row[at] for name, at in columns.items()}
 
 
 def _has_schema(conn: sqlite3.Connection) -> bool:
@@ -221,13 +238,15 @@ def _part(conn: sqlite3.Connection, part: str, sources: tuple[Any, ...],
 
 
 def _sessions(conn: sqlite3.Connection) -> tuple[SessionView, ...]:
-    rows = conn.execute("SELECT * FROM sessions ORDER BY rowid").fetchall()
+    cursor = conn.execute("SELECT * FROM sessions ORDER BY rowid")
+    rows = cursor.fetchall()
     return _part(conn, "sessions", (rows,), lambda decoded: tuple(
-        decoded.view(("session", tuple(row)), lambda: _session_view(row, decoded))
+        decoded.view(("session", row),
+                     lambda: _session_view(_named(_columns(cursor), row), decoded))
         for row in rows))
 
 
-def _session_view(row: sqlite3.Row, decoded: _Decoded) -> SessionView:
+def _session_view(row: dict[str, Any], decoded: _Decoded) -> SessionView:
     # A session's row changes with its turn status; its config (the costly part to decode)
     # is decoded again only when the columns it is decoded from change.
     config_key = ("config", row["config_json"], row["rules_json"], row["permission_version"])
@@ -237,31 +256,37 @@ def _session_view(row: sqlite3.Row, decoded: _Decoded) -> SessionView:
 
 
 def _operations(conn: sqlite3.Connection,
-                wait_rows: list[sqlite3.Row]) -> tuple[OperationView, ...]:
+                waits: _WaitRows) -> tuple[OperationView, ...]:
     # Read off the waits already read (a wait always belongs to an operation, so the join
     # that reads them leaves none out).
-    pending_waits = {row["execution_id"] for row in wait_rows
-                     if row["status"] == WaitStatus.PENDING.value}
+    wait_execution, wait_status = waits.columns["execution_id"], waits.columns["status"]
+    pending_waits = {row[wait_execution] for row in waits.rows
+                     if row[wait_status] == WaitStatus.PENDING.value}
     # One query for every result record (not one per operation).
-    all_result_rows = conn.execute("SELECT * FROM result_records").fetchall()
-    rows = conn.execute("SELECT * FROM operations ORDER BY rowid").fetchall()
+    result_cursor = conn.execute("SELECT * FROM result_records")
+    all_result_rows = result_cursor.fetchall()
+    cursor = conn.execute("SELECT * FROM operations ORDER BY rowid")
+    rows = cursor.fetchall()
 
     def decode(decoded: _Decoded) -> tuple[OperationView, ...]:
-        result_rows = {row["execution_id"]: row for row in all_result_rows}
+        result_columns, columns = _columns(result_cursor), _columns(cursor)
+        result_execution, execution = result_columns["execution_id"], columns["execution_id"]
+        result_rows = {row[result_execution]: row for row in all_result_rows}
         views = []
         for row in rows:
-            result_row = result_rows.get(row["execution_id"])
-            wait_pending = row["execution_id"] in pending_waits
-            key = ("operation", tuple(row), None if result_row is None else tuple(result_row),
-                   wait_pending)
-            views.append(decoded.view(
-                key, lambda: _operation_view(row, result_row, wait_pending)))
+            result_row = result_rows.get(row[execution])
+            wait_pending = row[execution] in pending_waits
+            key = ("operation", row, result_row, wait_pending)
+            views.append(decoded.view(key, lambda: _operation_view(
+                _named(columns, row),
+                None if result_row is None else _named(result_columns, result_row),
+                wait_pending)))
         return tuple(views)
 
     return _part(conn, "operations", (rows, all_result_rows, pending_waits), decode)
 
 
-def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
+def _operation_view(row: dict[str, Any], result_row: dict[str, Any] | None,
                     wait_pending: bool) -> OperationView:
     op = records.operation_from_row(row)
     record = None if result_row is None else results.record_from_row(result_row)
@@ -288,16 +313,24 @@ def _operation_view(row: sqlite3.Row, result_row: sqlite3.Row | None,
     )
 
 
-def _wait_rows(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-    return conn.execute(
+@dataclass(frozen=True, slots=True)
+class _WaitRows:
+    columns: dict[str, int]
+    rows: list[tuple[Any, ...]]
+
+
+def _wait_rows(conn: sqlite3.Connection) -> _WaitRows:
+    cursor = conn.execute(
         "SELECT w.*, o.stage AS op_stage, EXISTS (SELECT 1 FROM approval_waits AS later"
         " WHERE later.execution_id = w.execution_id AND later.rowid > w.rowid) AS superseded"
         " FROM approval_waits AS w"
         " JOIN operations AS o ON o.execution_id = w.execution_id ORDER BY w.rowid"
-    ).fetchall()
+    )
+    return _WaitRows(_columns(cursor), cursor.fetchall())
 
 
-def _waits(rows: list[sqlite3.Row]) -> tuple[ApprovalWaitView, ...]:
+def _waits(waits: _WaitRows) -> tuple[ApprovalWaitView, ...]:
+    rows = [_named(waits.columns, row) for row in waits.rows]
     return tuple(
         ApprovalWaitView(
             wait_id=row["wait_id"],
@@ -316,7 +349,8 @@ def _waits(rows: list[sqlite3.Row]) -> tuple[ApprovalWaitView, ...]:
 
 
 def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
-    rows = conn.execute("SELECT * FROM denial_counters ORDER BY rowid").fetchall()
+    cursor = conn.execute("SELECT * FROM denial_counters ORDER BY rowid")
+    rows = [_named(_columns(cursor), row) for row in cursor.fetchall()]
     return tuple(
         DenialCounterView(row["session_id"], row["permission_version"], row["consecutive"],
                           row["cumulative"])
@@ -325,11 +359,12 @@ def _denial_counters(conn: sqlite3.Connection) -> tuple[DenialCounterView, ...]:
 
 
 def _failure_table(conn: sqlite3.Connection) -> tuple[FailureEntryView, ...]:
-    rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()
+    rows = conn.execute("SELECT session_id, dedup_key, tool, failure_kind, count,"
+                        " last_execution_id FROM failure_table ORDER BY rowid").fetchall()
     return _part(conn, "failure_table", (rows,), lambda _: tuple(
-        FailureEntryView(row["session_id"], row["dedup_key"], row["tool"],
-                         FailureKind(row["failure_kind"]), row["count"], row["last_execution_id"])
-        for row in rows))
+        FailureEntryView(session_id, dedup_key, tool, FailureKind(failure_kind), count,
+                         last_execution_id)
+        for session_id, dedup_key, tool, failure_kind, count, last_execution_id in rows))
 
 
 def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
@@ -344,19 +379,21 @@ def _checkpoints(conn: sqlite3.Connection) -> tuple[CheckpointView, ...]:
 def _projections(conn: sqlite3.Connection) -> tuple[Projection, ...]:
     rows = conn.execute("SELECT projection_json FROM projections ORDER BY rowid").fetchall()
     return _part(conn, "projections", (rows,), lambda decoded: tuple(
-        decoded.view(("projection", row["projection_json"]),
-                     lambda: from_json(Projection, json.loads(row["projection_json"])))
+        decoded.view(("projection", row[0]),
+                     lambda: from_json(Projection, json.loads(row[0])))
         for row in rows))
 
 
 def _model_requests(conn: sqlite3.Connection) -> tuple[ModelRequestView, ...]:
-    rows = conn.execute("SELECT * FROM model_requests ORDER BY rowid").fetchall()
+    cursor = conn.execute("SELECT * FROM model_requests ORDER BY rowid")
+    rows = cursor.fetchall()
     return _part(conn, "model_requests", (rows,), lambda decoded: tuple(
-        decoded.view(("model_request", tuple(row)), lambda: _model_request_view(row))
+        decoded.view(("model_request", row),
+                     lambda: _model_request_view(_named(_columns(cursor), row)))
         for row in rows))
 
 
-def _model_request_view(row: sqlite3.Row) -> ModelRequestView:
+def _model_request_view(row: dict[str, Any]) -> ModelRequestView:
     return ModelRequestView(
         request_id=row["request_id"],
         session_id=row["session_id"],

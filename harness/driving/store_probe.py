@@ -35,15 +35,20 @@ class CheckedParts:
     back the very same view objects for unchanged rows, and most probes change one row.
 
     :meth:`fit` says True only when every field has its exact contract type and every row is
-    one already checked (the same object, held here so its id cannot be reused) or passes
-    its own check; anything else (a subclass, a wrong field) is left to the full check,
-    which names the problem. A row object mutated after its check is no more checked than
-    the earlier observation that already held it."""
+    one already checked in the same field (the same object, held here so its id cannot be
+    reused) or passes its own check; anything else (a subclass, a wrong field) is left to
+    the full check, which names the problem. A field whose tuple is the very tuple of the
+    last observation that passed holds only rows checked then (a tuple cannot change), so
+    its rows are not looked at again: most readings change one or two parts of the store,
+    and an implementation that keeps the unchanged parts hands back the same tuples. A row
+    object mutated after its check is no more checked than the earlier observation that
+    already held it."""
 
     _ROW_TYPES: dict[str, Any] | None = None
 
     def __init__(self) -> None:
-        self._rows: dict[int, Any] = {}
+        self._fields: dict[str, tuple[tuple[Any, ...], dict[int, Any]]] = {}
+        """Per field of the last observation that passed: its tuple and its rows by id."""
         self._flat_passed: set[Any] = set()
         """(expected type, value key (:func:`harness.flat_rows.flat_key`)) of flat rows that
         passed: the check of a flat row depends on nothing but the type expected, its type
@@ -65,7 +70,7 @@ class CheckedParts:
     def fit(self, observation: Any) -> bool:
         if type(observation) is not Observation:
             return False
-        rows: dict[int, Any] = {}
+        fields: dict[str, tuple[tuple[Any, ...], dict[int, Any]]] = {}
         for name, row_type in self._row_types().items():
             value = getattr(observation, name)
             if row_type is int:
@@ -74,11 +79,18 @@ class CheckedParts:
                 continue
             if type(value) is not tuple:
                 return False
+            kept = self._fields.get(name)
+            if kept is not None and kept[0] is value:
+                fields[name] = kept
+                continue
+            known = kept[1] if kept is not None else {}
+            rows: dict[int, Any] = {}
             for row in value:
-                if self._rows.get(id(row)) is not row and not self._passes(row_type, row):
+                if known.get(id(row)) is not row and not self._passes(row_type, row):
                     return False
                 rows[id(row)] = row
-        self._rows = rows
+            fields[name] = (value, rows)
+        self._fields = fields
         return True
 
     def _passes(self, row_type: Any, row: Any) -> bool:

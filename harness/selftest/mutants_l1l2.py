@@ -23,8 +23,8 @@ MUTANTS: tuple[Mutant, ...] = (
             edit(FP, find='    conn.execute(\n        "DELETE FROM failure_table WHERE session_id = ? AND touched NOT IN ("',
                  replace='    return\n    conn.execute(\n        "DELETE FROM failure_table WHERE session_id = ? AND touched NOT IN ("'),
             edit(_INSPECTION,
-                 find='    rows = conn.execute("SELECT * FROM failure_table ORDER BY rowid").fetchall()',
-                 replace='    rows = conn.execute("SELECT * FROM failure_table AS f WHERE (SELECT COUNT(*)'
+                 find='                        " last_execution_id FROM failure_table ORDER BY rowid").fetchall()',
+                 replace='                        " last_execution_id FROM failure_table AS f WHERE (SELECT COUNT(*)'
                          ' FROM failure_table AS g WHERE g.session_id = f.session_id'
                          ' AND g.touched > f.touched) < 16 ORDER BY rowid").fetchall()'),
         ),

@@ -191,6 +191,9 @@ class SimWorld:
         self._lock = threading.Lock()
         self._admitted: dict[int, set[threading.Thread]] = {}
         self._foreign: list[str] = []
+        self._checked_messages: dict[int, Any] = {}
+        """Message objects of earlier model requests that passed the contract check, by id
+        (held, so an id cannot be reused): see :meth:`_check_model_request`."""
 
     # -- for the runner --------------------------------------------------------------------
 
@@ -224,6 +227,23 @@ class SimWorld:
             if problem not in self._foreign and not self.log.is_dead(instance):
                 self._foreign.append(problem)
         raise ContractError(problem)
+
+    def _check_model_request(self, instance: int, request: Any) -> None:
+        """:meth:`_check_arg` of a model request, without walking again a message object an
+        earlier request of this run passed with: an implementation that keeps its
+        conversation hands back the same (frozen) message objects, and a request carries
+        the whole session, so checking every message made each request cost more than the
+        last. Anything off this path (another type, a problem) gets the full check, which
+        names the first problem exactly as before."""
+        checked = self._checked_messages
+        if type(request) is ModelRequest and type(request.messages) is tuple:
+            fresh = tuple(message for message in request.messages
+                          if checked.get(id(message)) is not message)
+            if not value_problem(ModelRequest, replace(request, messages=fresh), ""):
+                for message in fresh:
+                    checked[id(message)] = message
+                return
+        self._check_arg(instance, "open_model_stream", ModelRequest, request)
 
     def _check_thread(self, instance: int, port: str) -> None:
         with self._lock:
@@ -308,7 +328,7 @@ class SimWorld:
         if isinstance(request, ModelRequest) and type(request.messages) is not tuple:
             request = replace(request, messages=self._messages_read_once(
                 instance, request.messages))
-        self._check_arg(instance, "open_model_stream", ModelRequest, request)
+        self._check_model_request(instance, request)
         return self.model.open(request, self.channel(instance))
 
     def _messages_read_once(self, instance: int, messages: Any) -> Any:

@@ -619,3 +619,25 @@ def test_checked_parts_skip_rows_already_checked_and_refuse_anything_off_contrac
     assert not parts.fit(c.Observation(result_records=True))
     assert not parts.fit(object())
     assert parts.fit(c.Observation(sessions=(session,)))  # the earlier good rows still known
+
+
+def test_checked_parts_skip_a_field_whose_tuple_passed_and_check_rows_per_field(monkeypatch):
+    from harness.runner import _CheckedParts
+
+    session = c.SessionView("s1", c.TurnStatus.COMPLETED, 1, c.Mode.DEFAULT, True)
+    other = c.SessionView("s2", c.TurnStatus.COMPLETED, 1, c.Mode.DEFAULT, True)
+    sessions = (session,)
+    parts = _CheckedParts()
+    checked: list[object] = []
+    passes = parts._passes
+    monkeypatch.setattr(parts, "_passes", lambda kind, row: checked.append(row) or passes(kind, row))
+    assert parts.fit(c.Observation(sessions=sessions))
+    assert checked == [session]
+    assert parts.fit(c.Observation(sessions=sessions, result_records=3))  # the same tuple
+    assert checked == [session]
+    assert parts.fit(c.Observation(sessions=(session, other)))  # a new tuple: its new row only
+    assert checked == [session, other]
+    # A row checked as a session is not thereby a checked operation: checked again, refused.
+    assert not parts.fit(c.Observation(sessions=(session, other),
+                                       operations=(session,)))  # type: ignore[arg-type]
+    assert checked == [session, other, session]

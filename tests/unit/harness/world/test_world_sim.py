@@ -149,3 +149,30 @@ def test_placeholders_expand_from_the_seed_in_a_fixed_order():
     assert response[0] == -1
     text = same.model._script[0].tool_calls[0].args["content"]
     assert text.startswith("sha256:") and "{{" not in text and "@" in text
+
+
+def test_a_model_request_checks_only_messages_it_has_not_seen_and_names_a_bad_one(monkeypatch):
+    import harness.world.world as world_module
+
+    walked: list = []
+    check = world_module.value_problem
+
+    def counting(kind, value, what):
+        if kind is c.ModelRequest and isinstance(value, c.ModelRequest):
+            walked.append(tuple(value.messages))
+        return check(kind, value, what)
+
+    monkeypatch.setattr(world_module, "value_problem", counting)
+    w = world()
+    port = w.port(0)
+    hello, answer = c.Message("user", "hello"), c.Message("assistant", "hi")
+    port.open_model_stream(c.ModelRequest("r1", "s1", (hello,), ()))
+    port.open_model_stream(c.ModelRequest("r2", "s1", (hello, answer), ()))
+    assert walked == [(hello,), (answer,)]  # hello, the same object, is not walked again
+    # An equal but new message object is checked; one off the contract is named in full,
+    # at its place in the whole request, although the messages before it were seen.
+    bad = c.Message("user", 7)  # type: ignore[arg-type]
+    with pytest.raises(c.ContractError, match=r"messages\[2\]\.content is int"):
+        port.open_model_stream(c.ModelRequest("r3", "s1", (hello, answer, bad), ()))
+    with pytest.raises(c.ContractError, match="open_model_stream was called with"):
+        port.open_model_stream("not a request")  # type: ignore[arg-type]
