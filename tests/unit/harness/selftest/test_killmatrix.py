@@ -239,3 +239,19 @@ def test_optional_faults_are_not_planned_failpoints():
                                faults=(SimpleNamespace(failpoint="after_prompt", optional=True),))
     required = _planning("r", "after_prompt")
     assert [s.id for s in new_plans_first([optional, required])] == ["r", "o"]
+
+
+def test_mutants_that_may_run_longest_start_first_and_results_keep_mutant_order():
+    from types import SimpleNamespace
+
+    from harness.selftest.killmatrix import heaviest_first
+
+    a, b, c, d = (SimpleNamespace(id=name) for name in "abcd")
+    plans = [
+        ("one-witness", (a,), ((a,),)),              # at most 1 distinct scenario
+        ("two-stages", (), ((a, b), (b, c))),        # 3
+        ("witness-and-stages", (d,), ((a, b, c),)),  # 4
+        ("also-three", (c,), ((a, b),)),             # 3: after two-stages, its tie
+    ]
+    assert heaviest_first(plans) == [2, 1, 3, 0]
+    assert heaviest_first([]) == []
