@@ -134,7 +134,7 @@ def main() -> int:
         print(f"  wall {run['wall_s']:.1f} s ({run['wall_s'] / TARGET_WALL_S:.2f} x the "
               f"{TARGET_WALL_S:.0f} s target), CPU {run['cpu_s']:.1f} s, load average "
               f"before {run['load_average_before']:.2f} on {os.cpu_count()} core(s)")
-        print(f"  CPU of orphaned descendants: " + (
+        print("  CPU of orphaned descendants: " + (
             f"counted ({run['adopted']} adopted)" if subreaper else "not counted"))
         for worker, seen in run["workers"].items():
             print(f"  {worker}: {seen['tests']} tests, {seen['busy_s']:.1f} s busy, first "

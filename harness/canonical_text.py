@@ -24,10 +24,7 @@ import enum
 import json
 from typing import Any, Callable
 
-from harness.contract import to_json
-
-_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
-"""The canonical encoder (:func:`harness.contract.canonical_json`'s settings)."""
+from harness.contract import canonical_json, to_json
 
 _STRING = json.encoder.encode_basestring
 """What the canonical encoder (``ensure_ascii=False``) makes of a ``str``."""
@@ -42,7 +39,7 @@ def canonical_text(value: Any) -> str:
 
 
 def _general(value: Any) -> str:
-    return _ENCODE(to_json(value))
+    return canonical_json(to_json(value))
 
 
 def _boolean(value: bool) -> str:
@@ -66,7 +63,7 @@ def _mapping(value: dict[Any, Any]) -> str:
 
 
 def _enum_member(value: enum.Enum) -> str:
-    return _ENCODE(value.value)
+    return canonical_json(value.value)
 
 
 def _dataclass(kind: type) -> Callable[[Any], str]:

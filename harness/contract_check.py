@@ -98,6 +98,14 @@ def type_name(kind: Any) -> str:
     return getattr(kind, "__name__", repr(kind))
 
 
+def read_only_sequence(value: Any) -> bool:
+    """May ``value`` stand for a contract ``Sequence`` field: a tuple or any read-only
+    sequence (a view of a log), never text, bytes or a list (which the runtime could change
+    afterwards)?"""
+    return isinstance(value, collections.abc.Sequence) and not isinstance(
+        value, (str, bytes, bytearray, memoryview, list))
+
+
 def _what(value: Any) -> str:
     if value is None:
         return "None"
@@ -148,11 +156,7 @@ def _find(kind: Any, value: Any, path: str) -> tuple[str, Any, Any] | None:
                 deepest = found  # the right type with a wrong field says more
         return deepest or (path, value, kind)
     if origin is tuple or origin is collections.abc.Sequence:
-        # a contract Sequence field takes a tuple or any read-only sequence (a view of a
-        # log), never text, bytes or a list (which the runtime could change afterwards)
-        if type(value) is not tuple and (
-                origin is tuple or not isinstance(value, collections.abc.Sequence)
-                or isinstance(value, (str, bytes, bytearray, memoryview, list))):
+        if type(value) is not tuple and (origin is tuple or not read_only_sequence(value)):
             return (path, value, kind)
         args = typing.get_args(kind)
         item_kind = args[0] if args else Any

@@ -283,7 +283,7 @@ def trace_canonical_json(trace: Trace) -> str:
 
     def trace_member(name: str, value: Any) -> None:
         if name != "observations":
-            put(_canonical(value))
+            put(canonical_text(value))
             return
         put("[")
         for number, point in enumerate(value):
@@ -294,7 +294,7 @@ def trace_canonical_json(trace: Trace) -> str:
 
     def point_member(name: str, value: Any) -> None:
         if name != "observation":
-            put(_canonical(value))
+            put(canonical_text(value))
             return
         seen = encoded.get(id(value))
         if seen is None or seen[0] is not value:
@@ -344,7 +344,7 @@ class _RowTexts:
         key = flat_key(row)
         text = None if key is None else self.by_value.get(key)
         if text is None:
-            text = _canonical(row)
+            text = canonical_text(row)
             if key is not None:
                 self.by_value[key] = text
         self.by_object[id(row)] = (row, text)
@@ -354,12 +354,12 @@ class _RowTexts:
 def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
     """``canonical_json(to_json(observation))``, each row's text taken from ``rows``."""
     if type(observation) is not Observation:
-        return _canonical(observation)
+        return canonical_text(observation)
     members = {}
     for name in _OBSERVATION_FIELDS:
         value = getattr(observation, name)
         if type(value) is not tuple:
-            members[name] = _canonical(value)
+            members[name] = canonical_text(value)
             continue
         seen = rows.by_tuple.get(id(value))
         if seen is not None and seen[0] is value:
@@ -374,11 +374,6 @@ def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
 def _canonical_object(members: dict[str, str]) -> str:
     return "{" + ",".join(f"{_key_text(name)}:{members[name]}"
                           for name in sorted(members)) + "}"
-
-
-def _canonical(value: Any) -> str:
-    """``canonical_json(to_json(value))``, built directly (:mod:`harness.canonical_text`)."""
-    return canonical_text(value)
 
 
 _KEY_TEXTS: dict[str, str] = {}

@@ -43,6 +43,7 @@ import stat
 import sys
 import threading
 import traceback
+import typing
 from typing import Any, BinaryIO, Callable
 
 from harness.contract import (
@@ -65,6 +66,7 @@ from harness.contract import (
     ToolResult,
     TurnResult,
     to_json,
+    type_hints,
 )
 from harness.remote.protocol import (
     CHILD_MARK_ENV,
@@ -142,8 +144,8 @@ class RemoteWorld:
 
 
 _EncodedPart = tuple[tuple[Any, ...], list[Any], dict[int, tuple[Any, Any]]]
-_ROW_PARTS = tuple(name for name, field in Observation.__dataclass_fields__.items()
-                   if str(field.type).startswith("tuple["))
+_ROW_PARTS = tuple(name for name, kind in type_hints(Observation).items()
+                   if typing.get_origin(kind) is tuple)
 """The Observation's row parts (its tuple fields), which ``inspect_parts`` may leave out."""
 
 

@@ -248,14 +248,9 @@ def heaviest_first(plans: Sequence[tuple[Any, Sequence[Any], Sequence[Sequence[A
     its result does not depend on the order."""
     def bound(position: int) -> int:
         _mutant, witnessed, stages = plans[position]
-        return len({_scenario_key(s) for s in witnessed}
-                   | {_scenario_key(s) for stage in stages for s in stage})
+        return len({s.id for s in witnessed} | {s.id for stage in stages for s in stage})
 
     return sorted(range(len(plans)), key=lambda position: (-bound(position), position))
-
-
-def _scenario_key(scenario: Any) -> Any:
-    return getattr(scenario, "id", id(scenario))
 
 
 def selftest_result(reference_result: RunResult, outcomes: Sequence[MutantResult],

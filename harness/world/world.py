@@ -45,7 +45,6 @@ import random
 import re
 import threading
 from dataclasses import replace
-from collections.abc import Sequence as CollectionsSequence
 from typing import Any, Iterable, Mapping, NoReturn, Protocol, Sequence
 
 from harness.contract import (
@@ -68,7 +67,7 @@ from harness.contract import (
     ToolSpec,
     to_json,
 )
-from harness.contract_check import value_problem
+from harness.contract_check import read_only_sequence, value_problem
 from harness.faults import Action, Fault, FaultPlan
 from harness.trace import Kind, Source, TraceEvent
 from harness.world.approver import ScriptedApprover
@@ -336,8 +335,7 @@ class SimWorld:
         is checked, recorded and answered is one reading, never more than
         :data:`MODEL_REQUEST_MESSAGES_MAX` items (a sequence that does not end is refused, not
         read until memory runs out). Anything that is not a sequence is left to the check."""
-        if not isinstance(messages, CollectionsSequence) or isinstance(
-                messages, (str, bytes, bytearray, memoryview, list)):
+        if not read_only_sequence(messages):
             return messages
         try:
             read = tuple(itertools.islice(iter(messages), MODEL_REQUEST_MESSAGES_MAX + 1))

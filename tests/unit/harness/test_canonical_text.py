@@ -76,7 +76,7 @@ def test_rows_events_and_odd_values_have_the_same_text():
                         classifier_outcome=list(c.ClassifierOutcome)[0], result_digest=None,
                         attempts=1),
         {"event": {"type": "turn_ended", "data": {"status": "completed"}}, "": [], "é": {}},
-        {1: "one", True: "yes", None: "none"}, {c.Outcome.SUCCEEDED: 1}, {_Label("x"): 1},
+        {1: "one", None: "none"}, {True: "yes"}, {c.Outcome.SUCCEEDED: 1}, {_Label("x"): 1},
         (), [], {}, "", 0, -0.0, 1e300, math.inf, -math.inf, math.nan, _Count(3), _Label("\n"),
     ]
     for value in values:

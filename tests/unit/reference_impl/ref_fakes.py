@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -229,3 +230,16 @@ class FakeWorld:
 
     def hit_names(self) -> list[str]:
         return [name for name, _ in self.failpoints]
+
+
+def version_1_store(path: str) -> sqlite3.Connection:
+    """An open connection to a new store at ``path`` with schema version 1's layout, as a
+    store written before any migration would be (the caller adds rows, then closes it)."""
+    from reference_impl.store import _MIGRATIONS, _statements
+
+    old = sqlite3.connect(path, isolation_level=None)
+    for statement in _statements(_MIGRATIONS[0]):
+        old.execute(statement)
+    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    old.execute("INSERT INTO schema_version VALUES (1)")
+    return old

@@ -157,12 +157,9 @@ def test_a_missing_snapshot_is_a_clear_error(tmp_path):
 
 def test_a_store_of_schema_version_1_opens_and_continues(tmp_path):
     path = str(tmp_path / "old.sqlite3")
-    old = sqlite3.connect(path, isolation_level=None)
-    from reference_impl.store import _MIGRATIONS, _statements
-    for statement in _statements(_MIGRATIONS[0]):
-        old.execute(statement)
-    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    old.execute("INSERT INTO schema_version VALUES (1)")
+    from ref_fakes import version_1_store
+
+    old = version_1_store(path)
     old.execute("INSERT INTO sessions VALUES ('s', '{}', '[]', 1, 'idle', 0)")
     full = checkpoint_codec.encode(checkpoint_codec.Continuation(
         "s", 1, "", (Message("user", "from v1"),), ()))

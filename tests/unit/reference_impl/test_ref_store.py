@@ -128,15 +128,10 @@ def test_a_new_store_has_the_layout_of_version_1_migrated_forward(tmp_path):
     """A new store is created at the current version at once (no ALTER TABLE); it must be
     the very layout an old store gets by migrating: every table's columns (name, type, not
     null, default, key, position) and every index (columns, uniqueness)."""
-    from reference_impl.store import _MIGRATIONS, SCHEMA_VERSION, _statements
+    from ref_fakes import version_1_store
 
     migrated_path = str(tmp_path / "migrated.sqlite3")
-    old = sqlite3.connect(migrated_path, isolation_level=None)
-    for statement in _statements(_MIGRATIONS[0]):
-        old.execute(statement)
-    old.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    old.execute("INSERT INTO schema_version VALUES (1)")
-    old.close()
+    version_1_store(migrated_path).close()
     Store.open_file(migrated_path).close()
     fresh_path = str(tmp_path / "fresh.sqlite3")
     Store.open_file(fresh_path).close()
