@@ -1,0 +1,63 @@
+"""benchmarks/bench_ops.py: the floor it divides by is measured in the state the reference's
+commits run in, and a row's ratios are what its own figures say (no timing asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+_SPEC = importlib.util.spec_from_file_location("bench_ops", ROOT / "benchmarks" / "bench_ops.py")
+bench_ops = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("bench_ops", bench_ops)  # its dataclasses look their module up
+_SPEC.loader.exec_module(bench_ops)
+
+
+def _wal_bytes(directory: Path, name: str) -> int:
+    return os.path.getsize(directory / f"{name}-wal")
+
+
+def _frames_in_log(floor) -> int:
+    _, log_frames, _ = floor._connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return log_frames
+
+
+def test_the_floor_overwrites_an_allocated_log_and_never_extends_it(tmp_path: Path) -> None:
+    floor = bench_ops._Floor(str(tmp_path))
+    try:
+        page_size = floor._connection.execute("PRAGMA page_size").fetchone()[0]
+        threshold_pages = floor._connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        allocated = _wal_bytes(tmp_path, "floor.sqlite3")
+        assert allocated >= threshold_pages * page_size
+        for _ in range(5):
+            floor.sample()
+        # The commits went to the start of the log (a handful of frames), inside the file.
+        assert 0 < _frames_in_log(floor) < 100
+        assert _wal_bytes(tmp_path, "floor.sqlite3") == allocated
+        assert len(floor.samples_s) == 5 and all(sample > 0 for sample in floor.samples_s)
+    finally:
+        floor.close()
+
+
+def test_the_fresh_wal_floor_appends_to_its_log(tmp_path: Path) -> None:
+    floor = bench_ops._Floor(str(tmp_path), fresh_wal=True)
+    try:
+        floor.sample()
+        before = _wal_bytes(tmp_path, "floor-fresh.sqlite3")
+        for _ in range(5):
+            floor.sample()
+        assert _wal_bytes(tmp_path, "floor-fresh.sqlite3") > before
+    finally:
+        floor.close()
+
+
+def test_a_row_divides_by_its_own_floor(tmp_path: Path) -> None:
+    row = bench_ops.measure("turns", 2, str(tmp_path), budget_s=60.0, memory=False)
+    assert row.ops_done == 2 and not row.stopped
+    assert row.synced_commits_per_op == bench_ops.FLOOR_COMMITS
+    assert row.floor_us > 0 and row.floor_fresh_wal_us > 0
+    # Both sides are rounded in the row: within a rounding step of each other.
+    assert abs(row.ratio_to_floor - row.per_op_us / row.floor_us) <= 0.01
+    assert abs(row.unflushed_ratio_to_floor - row.unflushed_per_op_us / row.floor_us) <= 0.01
