@@ -26,7 +26,10 @@ the session down, and database bytes per op (the file after a WAL truncate, minu
 empty store). A third run of the same session with every commit unflushed
 (``synchronous=OFF``: the same statements, no fsync) gives the op's cost besides its flushes,
 also as a ratio to the floor: with as many synced commits per op as the floor has, an op can
-only be within 1.5x the floor when this part is within 0.5x. Ratios measured in one run compare across machines; absolute times do not.
+only be within 1.5x the floor when this part is within 0.5x. The timed run also adds up the
+time spent inside the reference's SQL statements (``SQL``: commits and their flushes
+included, as a ratio to the floor too): what the op's statements cost whatever the Python
+around them does. Ratios measured in one run compare across machines; absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. One unmeasured session of
 each shape runs first, so that the process's one-time costs land in no row. Writes a JSON result.
 """
@@ -208,6 +211,10 @@ class Row:
     unflushed_per_op_us: float
     """Time per op of the same session with every commit unflushed (synchronous=OFF)."""
     unflushed_ratio_to_floor: float
+    statements_per_op_us: float
+    """Of the timed run's time per op, the time inside the reference's SQL statements
+    (commits and their flushes included): what fewer or cheaper statements could save."""
+    statements_ratio_to_floor: float
 
 
 def _config() -> SessionConfig:
@@ -224,6 +231,37 @@ def _store_bytes(data_dir: str) -> int:
     connection.close()
     path = os.path.join(data_dir, STORE_FILE_NAME)
     return sum(os.path.getsize(name) for name in (path, path + "-wal") if os.path.exists(name))
+
+
+class _StatementClock:
+    """While active, adds up the time the reference's connection spends inside ``execute`` and
+    ``executemany`` (SQLite's work for a statement, its commit's flush included; rows fetched
+    afterwards are not counted): a wrapper of two clock reads per statement, well under 1% of
+    an op, so the timed run can carry it."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.statements = 0
+
+    def __enter__(self) -> "_StatementClock":
+        self._originals = reference_store._execute, reference_store._executemany
+        clock = time.perf_counter
+
+        def timed(run):
+            def statement(connection, sql, parameters=()):
+                started = clock()
+                try:
+                    return run(connection, sql, parameters)
+                finally:
+                    self.seconds += clock() - started
+                    self.statements += 1
+            return statement
+
+        reference_store._execute, reference_store._executemany = map(timed, self._originals)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        reference_store._execute, reference_store._executemany = self._originals
 
 
 class _Unflushed:
@@ -246,9 +284,12 @@ class _Unflushed:
 
 
 def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
-             floor: _Floor | None = None, counted: bool = False) -> dict[str, Any]:
+             floor: _Floor | None = None, counted: bool = False,
+             statements: _StatementClock | None = None) -> dict[str, Any]:
     """One session; ``counted`` traces every statement (transaction counts) and ``traced``
-    every allocation: both slow the session down, so the timed run does neither."""
+    every allocation: both slow the session down, so the timed run does neither. With
+    ``statements`` (active around the call) the statements' time is taken from the
+    session's turns only, as the session's time is."""
     floor_every = max(1, size // FLOOR_SAMPLES_PER_SESSION)
     world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every)
     runtime = implementation().open(data_dir, world)
@@ -258,6 +299,7 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
                if counted else None)
     if traced:
         tracemalloc.start()
+    statement_s_before = statements.seconds if statements else 0.0
     started = time.perf_counter()
     cpu_started = time.process_time()
     stopped = False
@@ -268,12 +310,13 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
         stopped = True
     elapsed_s = time.perf_counter() - started - sum(world.floor_s)
     cpu_s = time.process_time() - cpu_started  # the floor samples' CPU is a few µs each
+    statement_s = statements.seconds - statement_s_before if statements else None
     peak = tracemalloc.get_traced_memory()[1] if traced else None
     if traced:
         tracemalloc.stop()
     runtime.close()
     ops = len(world.tool_times)
-    return {"elapsed_s": elapsed_s, "cpu_s": cpu_s, "ops": ops, "stopped": stopped, "peak": peak,
+    return {"elapsed_s": elapsed_s, "cpu_s": cpu_s, "statement_s": statement_s, "ops": ops, "stopped": stopped, "peak": peak,
             "tool_times": world.tool_times, "floor_s": world.floor_s,
             "transactions": counter.transactions if counter else None,
             "writing": counter.writing if counter else None,
@@ -369,7 +412,9 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         floor.sample()
         fresh_floor.sample()
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-", dir=directory)
-    timed = _session(shape, size, data_dir, budget_s, traced=False, floor=floor)
+    with _StatementClock() as statements:
+        timed = _session(shape, size, data_dir, budget_s, traced=False, floor=floor,
+                         statements=statements)
     for _ in range(FLOOR_SAMPLES_AROUND):
         floor.sample()
         fresh_floor.sample()
@@ -392,6 +437,7 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
     counted_ops = max(counted["ops"], 1)
     ops = max(timed["ops"], 1)
     per_op_us = timed["elapsed_s"] / ops * 1e6
+    statements_per_op_us = timed["statement_s"] / ops * 1e6
     return Row(
         shape=shape, size=size, ops_done=timed["ops"], stopped=timed["stopped"],
         per_op_us=round(per_op_us, 1), cpu_per_op_us=round(timed["cpu_s"] / ops * 1e6, 1),
@@ -407,13 +453,16 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         database_bytes_per_op=round(timed["bytes"] / ops, 1),
         unflushed_per_op_us=round(unflushed_per_op_us, 1),
         unflushed_ratio_to_floor=round(unflushed_per_op_us / floor_us, 2),
+        statements_per_op_us=round(statements_per_op_us, 1),
+        statements_ratio_to_floor=round(statements_per_op_us / floor_us, 2),
     )
 
 
 def _print(rows: list[Row]) -> None:
-    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'fresh':>8} {'x floor':>7} "
-              f"{'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} {'peak MB':>8} "
-              f"{'DB B/op':>8} {'no-flush':>9} {'x floor':>7}")
+    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'fresh':>8} "
+              f"{'x floor':>7} {'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} "
+              f"{'peak MB':>8} {'DB B/op':>8} {'no-flush':>9} {'x floor':>7} {'SQL':>8} "
+              f"{'x floor':>7}")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -426,7 +475,8 @@ def _print(rows: list[Row]) -> None:
               f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
               f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
               f"{row.database_bytes_per_op:>8.0f} {row.unflushed_per_op_us / 1000:>7.2f}ms "
-              f"{row.unflushed_ratio_to_floor:>7.2f}")
+              f"{row.unflushed_ratio_to_floor:>7.2f} {row.statements_per_op_us / 1000:>6.2f}ms "
+              f"{row.statements_ratio_to_floor:>7.2f}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")
 

@@ -61,3 +61,19 @@ def test_a_row_divides_by_its_own_floor(tmp_path: Path) -> None:
     # Both sides are rounded in the row: within a rounding step of each other.
     assert abs(row.ratio_to_floor - row.per_op_us / row.floor_us) <= 0.01
     assert abs(row.unflushed_ratio_to_floor - row.unflushed_per_op_us / row.floor_us) <= 0.01
+    # The statements' time is a part of the session's, counted on the reference's connection.
+    assert 0 < row.statements_per_op_us <= row.per_op_us
+    assert abs(row.statements_ratio_to_floor - row.statements_per_op_us / row.floor_us) <= 0.01
+
+
+def test_the_statement_clock_counts_the_reference_s_statements_and_lets_go(tmp_path: Path) -> None:
+    from reference_impl import store as reference_store
+
+    originals = reference_store._execute, reference_store._executemany
+    with bench_ops._StatementClock() as clock:
+        store = reference_store.Store.open(str(tmp_path))
+        counted = clock.statements
+        store.connection.execute("SELECT 1").fetchone()
+        store.close()
+    assert counted > 0 and clock.statements == counted + 1 and clock.seconds > 0
+    assert (reference_store._execute, reference_store._executemany) == originals
