@@ -29,7 +29,10 @@ also as a ratio to the floor: with as many synced commits per op as the floor ha
 only be within 1.5x the floor when this part is within 0.5x. The timed run also adds up the
 time spent inside the reference's SQL statements (``SQL``: commits and their flushes
 included, as a ratio to the floor too): what the op's statements cost whatever the Python
-around them does. Ratios measured in one run compare across machines; absolute times do not.
+around them does. And the session's own writing commits replayed in the same order, synced
+or ordered as they were, each one insert of the floor's row in a database like the floor's
+(``tx only``): what the op's count of transactions and flushes costs by itself. Where that
+is over 1.5x, no code running the same transactions can meet the target. Ratios measured in one run compare across machines; absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. One unmeasured session of
 each shape runs first, so that the process's one-time costs land in no row. Writes a JSON result.
 """
@@ -79,6 +82,9 @@ FLOOR_SAMPLES_AROUND = 20
 """Floor samples taken right before and right after each session."""
 FLOOR_SAMPLES_PER_SESSION = 50
 """Floor samples interleaved with a session's operations (one every size/50 tool calls)."""
+PATTERN_COMMITS_MAX = 3_000
+"""Commits of a session's own pattern played for its transactions-only figure."""
+PATTERN_WARM_UP_COMMITS = 100
 FLOOR_WAL_SPARE_PAGES = 100
 """Pages the floor's log is allocated beyond the automatic checkpoint's threshold: room
 for the frames of the commit that crosses it."""
@@ -163,12 +169,14 @@ class _BenchWorld:
 
 class _TransactionCounter:
     """Counts the transactions on one connection, those that changed a row, and those of
-    them committed with ``synchronous=FULL`` (an fsync of the WAL: a synced commit)."""
+    them committed with ``synchronous=FULL`` (an fsync of the WAL: a synced commit); keeps
+    the writing commits in order, each as synced or not (``pattern``)."""
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.transactions = 0
         self.writing = 0
         self.synced = 0
+        self.pattern: list[bool] = []
         self._connection = connection
         self._changes_at_begin = 0
         self._full = connection.execute("PRAGMA synchronous").fetchone()[0] >= 2
@@ -183,6 +191,7 @@ class _TransactionCounter:
         elif head == "COMMIT" and self._connection.total_changes > self._changes_at_begin:
             self.writing += 1
             self.synced += self._full
+            self.pattern.append(self._full)
         elif head == "PRAGMA" and "".join(words[1:]).lower().startswith("synchronous="):
             self._full = "".join(words[1:]).split("=", 1)[1].upper() in ("FULL", "2",
                                                                          "EXTRA", "3")
@@ -215,6 +224,10 @@ class Row:
     """Of the timed run's time per op, the time inside the reference's SQL statements
     (commits and their flushes included): what fewer or cheaper statements could save."""
     statements_ratio_to_floor: float
+    transactions_only_per_op_us: float
+    """The op's own sequence of writing commits (synced or ordered, in its order), each one
+    insert of the floor's row: what its transactions cost however little ran in them."""
+    transactions_only_ratio_to_floor: float
 
 
 def _config() -> SessionConfig:
@@ -321,6 +334,7 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
             "transactions": counter.transactions if counter else None,
             "writing": counter.writing if counter else None,
             "synced": counter.synced if counter else None,
+            "pattern": counter.pattern if counter else None,
             "bytes": _store_bytes(data_dir) - empty_bytes}
 
 
@@ -336,8 +350,8 @@ class _Floor:
     floor made of them flattered every ratio. ``fresh_wal=True`` keeps that growing log, to
     show what a store's first commits pay (the ``floor_fresh_wal_us`` column)."""
 
-    def __init__(self, directory: str, *, fresh_wal: bool = False) -> None:
-        path = os.path.join(directory, "floor-fresh.sqlite3" if fresh_wal else "floor.sqlite3")
+    def __init__(self, directory: str, *, fresh_wal: bool = False, name: str = "floor") -> None:
+        path = os.path.join(directory, f"{name}-fresh.sqlite3" if fresh_wal else f"{name}.sqlite3")
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
@@ -380,8 +394,48 @@ class _Floor:
         self.samples_s.append(elapsed)
         return elapsed
 
+    def replay(self, pattern: list[bool]) -> float:
+        """The commits of ``pattern`` in order, each its own transaction of one insert of the
+        floor's row, synced (``synchronous=FULL``) or ordered (``NORMAL``) as given, the
+        pragma issued only when that changes, as the reference does; returns the seconds."""
+        connection = self._connection
+        full = True
+        started = time.perf_counter()
+        for synced in pattern:
+            if synced is not full:
+                connection.execute(f"PRAGMA synchronous = {'FULL' if synced else 'NORMAL'}")
+                full = synced
+            self._rows += 1
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("INSERT INTO ops (stage, body, id) VALUES (?, ?, ?)",
+                               ("replayed", "x" * 300, f"op-{self._rows}"))
+            connection.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+        if not full:
+            connection.execute("PRAGMA synchronous = FULL")
+        return elapsed
+
     def close(self) -> None:
         self._connection.close()
+
+
+def _transactions_only_per_op_us(directory: str, pattern: list[bool], ops: int) -> float:
+    """The session's own writing commits (``pattern``, from the counted run), each one row,
+    in a database like the floor's: what the op's count of transactions and flushes costs
+    by itself, whatever runs inside them. At most ``PATTERN_COMMITS_MAX`` commits are played
+    (from the session's start, so a session's first turn is in it), scaled to the whole,
+    after an untimed first play of up to ``PATTERN_WARM_UP_COMMITS`` of them: like the
+    floor's samples, none of the timed ones is its connection's first of a kind."""
+    played = pattern[:PATTERN_COMMITS_MAX]
+    if not played or ops < 1:
+        return 0.0
+    replay = _Floor(directory, name="pattern")
+    try:
+        replay.replay(played[:PATTERN_WARM_UP_COMMITS])
+        seconds = replay.replay(played)
+    finally:
+        replay.close()
+    return seconds / len(played) * len(pattern) / ops * 1e6
 
 
 def _flatness(tool_times: list[float], floor_s: list[float]) -> float | None:
@@ -428,6 +482,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
                        traced=memory and not timed["stopped"])
     shutil.rmtree(data_dir)
     peak = counted["peak"]
+    transactions_only_us = _transactions_only_per_op_us(directory, counted["pattern"],
+                                                        counted["ops"])
     # A third run, every commit unflushed: the op's cost besides its flushes.
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-unflushed-", dir=directory)
     with _Unflushed():
@@ -455,6 +511,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         unflushed_ratio_to_floor=round(unflushed_per_op_us / floor_us, 2),
         statements_per_op_us=round(statements_per_op_us, 1),
         statements_ratio_to_floor=round(statements_per_op_us / floor_us, 2),
+        transactions_only_per_op_us=round(transactions_only_us, 1),
+        transactions_only_ratio_to_floor=round(transactions_only_us / floor_us, 2),
     )
 
 
@@ -462,7 +520,7 @@ def _print(rows: list[Row]) -> None:
     header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'fresh':>8} "
               f"{'x floor':>7} {'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} "
               f"{'peak MB':>8} {'DB B/op':>8} {'no-flush':>9} {'x floor':>7} {'SQL':>8} "
-              f"{'x floor':>7}")
+              f"{'x floor':>7} {'tx only':>8} {'x floor':>7}")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -476,7 +534,9 @@ def _print(rows: list[Row]) -> None:
               f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
               f"{row.database_bytes_per_op:>8.0f} {row.unflushed_per_op_us / 1000:>7.2f}ms "
               f"{row.unflushed_ratio_to_floor:>7.2f} {row.statements_per_op_us / 1000:>6.2f}ms "
-              f"{row.statements_ratio_to_floor:>7.2f}")
+              f"{row.statements_ratio_to_floor:>7.2f} "
+              f"{row.transactions_only_per_op_us / 1000:>6.2f}ms "
+              f"{row.transactions_only_ratio_to_floor:>7.2f}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")
 

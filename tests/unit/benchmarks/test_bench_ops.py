@@ -64,6 +64,7 @@ def test_a_row_divides_by_its_own_floor(tmp_path: Path) -> None:
     # The statements' time is a part of the session's, counted on the reference's connection.
     assert 0 < row.statements_per_op_us <= row.per_op_us
     assert abs(row.statements_ratio_to_floor - row.statements_per_op_us / row.floor_us) <= 0.01
+    assert row.transactions_only_per_op_us > 0
 
 
 def test_the_statement_clock_counts_the_reference_s_statements_and_lets_go(tmp_path: Path) -> None:
@@ -77,3 +78,29 @@ def test_the_statement_clock_counts_the_reference_s_statements_and_lets_go(tmp_p
         store.close()
     assert counted > 0 and clock.statements == counted + 1 and clock.seconds > 0
     assert (reference_store._execute, reference_store._executemany) == originals
+
+
+def test_a_replay_commits_its_pattern_in_order_and_leaves_the_floor_synced(tmp_path: Path) -> None:
+    replay = bench_ops._Floor(str(tmp_path), name="pattern")
+    statements: list[str] = []
+    replay._connection.set_trace_callback(statements.append)
+    try:
+        seconds = replay.replay([True, False, False, True])
+        assert seconds > 0
+        assert replay._connection.execute("SELECT COUNT(*) FROM ops").fetchone()[0] == 4
+        assert replay._connection.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    finally:
+        replay.close()
+    modes = [sql.split("=")[1].strip() for sql in statements
+             if sql.startswith("PRAGMA synchronous =")]
+    assert modes == ["NORMAL", "FULL"]  # switched only where the pattern changes
+    assert statements.count("COMMIT") == 4
+
+
+def test_the_counted_run_keeps_the_session_s_commits_in_order(tmp_path: Path) -> None:
+    counted = bench_ops._session("turns", 3, str(tmp_path), budget_s=60.0, traced=False,
+                                 counted=True)
+    pattern = counted["pattern"]
+    assert len(pattern) == counted["writing"] and sum(pattern) == counted["synced"]
+    assert pattern[-1]  # a turn's end is flushed before run_turn returns it
+    assert 0 < bench_ops._transactions_only_per_op_us(str(tmp_path), pattern, counted["ops"])
