@@ -31,8 +31,9 @@ time spent inside the reference's SQL statements (``SQL``: commits and their flu
 included, as a ratio to the floor too): what the op's statements cost whatever the Python
 around them does. And the session's own writing commits replayed in the same order, synced
 or ordered as they were, each one insert of the floor's row in a database like the floor's
-(``tx only``): what the op's count of transactions and flushes costs by itself. Where that
-is over 1.5x, no code running the same transactions can meet the target. Ratios measured in one run compare across machines; absolute times do not.
+(``tx only``): what the op's count of transactions and flushes costs by itself, divided by a
+floor sampled between the replay's chunks. Where that is over 1.5x, no code running the same
+transactions can meet the target. Ratios measured in one run compare across machines; absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. One unmeasured session of
 each shape runs first, so that the process's one-time costs land in no row. Writes a JSON result.
 """
@@ -85,6 +86,8 @@ FLOOR_SAMPLES_PER_SESSION = 50
 PATTERN_COMMITS_MAX = 3_000
 """Commits of a session's own pattern played for its transactions-only figure."""
 PATTERN_WARM_UP_COMMITS = 100
+PATTERN_CHUNK_COMMITS = 33
+"""A floor sample after every 33 replayed commits (three one-call turns)."""
 FLOOR_WAL_SPARE_PAGES = 100
 """Pages the floor's log is allocated beyond the automatic checkpoint's threshold: room
 for the frames of the commit that crosses it."""
@@ -228,6 +231,7 @@ class Row:
     """The op's own sequence of writing commits (synced or ordered, in its order), each one
     insert of the floor's row: what its transactions cost however little ran in them."""
     transactions_only_ratio_to_floor: float
+    """Against a floor sampled between the replay's chunks (not the session's floor)."""
 
 
 def _config() -> SessionConfig:
@@ -419,23 +423,33 @@ class _Floor:
         self._connection.close()
 
 
-def _transactions_only_per_op_us(directory: str, pattern: list[bool], ops: int) -> float:
+def _transactions_only(directory: str, pattern: list[bool], ops: int) -> tuple[float, float]:
     """The session's own writing commits (``pattern``, from the counted run), each one row,
     in a database like the floor's: what the op's count of transactions and flushes costs
-    by itself, whatever runs inside them. At most ``PATTERN_COMMITS_MAX`` commits are played
-    (from the session's start, so a session's first turn is in it), scaled to the whole,
-    after an untimed first play of up to ``PATTERN_WARM_UP_COMMITS`` of them: like the
-    floor's samples, none of the timed ones is its connection's first of a kind."""
+    by itself, whatever runs inside them; returns (µs per op, µs of the floor sampled
+    alongside). At most ``PATTERN_COMMITS_MAX`` commits are played (from the session's
+    start, so a session's first turn is in it) and scaled to the whole, after an untimed
+    first play of up to ``PATTERN_WARM_UP_COMMITS`` of them, so that none of the timed ones
+    is its connection's first of a kind. The disk's flush time moves from minute to minute,
+    so the floor this figure is divided by is sampled between its chunks of
+    ``PATTERN_CHUNK_COMMITS`` commits, not taken from the session's."""
     played = pattern[:PATTERN_COMMITS_MAX]
     if not played or ops < 1:
-        return 0.0
+        return 0.0, 0.0
     replay = _Floor(directory, name="pattern")
+    floor = _Floor(directory, name="pattern-floor")
     try:
         replay.replay(played[:PATTERN_WARM_UP_COMMITS])
-        seconds = replay.replay(played)
+        floor.sample()
+        seconds = 0.0
+        for start in range(0, len(played), PATTERN_CHUNK_COMMITS):
+            seconds += replay.replay(played[start:start + PATTERN_CHUNK_COMMITS])
+            floor.sample()
     finally:
         replay.close()
-    return seconds / len(played) * len(pattern) / ops * 1e6
+        floor.close()
+    return (seconds / len(played) * len(pattern) / ops * 1e6,
+            statistics.fmean(floor.samples_s[1:]) * 1e6)
 
 
 def _flatness(tool_times: list[float], floor_s: list[float]) -> float | None:
@@ -482,8 +496,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
                        traced=memory and not timed["stopped"])
     shutil.rmtree(data_dir)
     peak = counted["peak"]
-    transactions_only_us = _transactions_only_per_op_us(directory, counted["pattern"],
-                                                        counted["ops"])
+    transactions_only_us, transactions_only_floor_us = _transactions_only(
+        directory, counted["pattern"], counted["ops"])
     # A third run, every commit unflushed: the op's cost besides its flushes.
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-unflushed-", dir=directory)
     with _Unflushed():
@@ -512,7 +526,8 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         statements_per_op_us=round(statements_per_op_us, 1),
         statements_ratio_to_floor=round(statements_per_op_us / floor_us, 2),
         transactions_only_per_op_us=round(transactions_only_us, 1),
-        transactions_only_ratio_to_floor=round(transactions_only_us / floor_us, 2),
+        transactions_only_ratio_to_floor=round(
+            transactions_only_us / transactions_only_floor_us, 2),
     )
 
 
