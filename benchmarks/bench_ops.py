@@ -17,9 +17,9 @@ log already allocated, as in any store past its first checkpoint: the
 mean of samples taken right before and after the session and interleaved with its operations,
 from inside tool calls, where the reference holds no transaction; their time is left out of
 the session's), the same three commits appending to a new log (``fresh``: what a new
-store's first commits pay; sampled around the session; no ratio uses it), how flat the curve is (median cost of an op in
-the last tenth of the session over the first tenth, from the world's clock of tool calls),
-transactions, writing transactions and *synced* commits (``synchronous=FULL``: an fsync)
+store's first commits pay; sampled around the session; no ratio uses it), how flat the curve
+is (median cost of an op in the last tenth of the session over the first tenth, from the
+world's clock of tool calls), transactions, writing transactions and *synced* commits (``synchronous=FULL``: an fsync)
 per op (counted on the reference's own connection), peak traced memory (``tracemalloc``);
 both in a second run of the same session, because tracing statements and allocations slows
 the session down, and database bytes per op (the file after a WAL truncate, minus the
@@ -33,7 +33,8 @@ around them does. And the session's own writing commits replayed in the same ord
 or ordered as they were, each one insert of the floor's row in a database like the floor's
 (``tx only``): what the op's count of transactions and flushes costs by itself, divided by a
 floor sampled between the replay's chunks. Where that is over 1.5x, no code running the same
-transactions can meet the target. Ratios measured in one run compare across machines; absolute times do not.
+transactions can meet the target. Ratios measured in one run compare across machines;
+absolute times do not.
 A session past ``--budget-s`` is stopped and reported as such. One unmeasured session of
 each shape runs first, so that the process's one-time costs land in no row. Writes a JSON result.
 """
@@ -333,7 +334,8 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
         tracemalloc.stop()
     runtime.close()
     ops = len(world.tool_times)
-    return {"elapsed_s": elapsed_s, "cpu_s": cpu_s, "statement_s": statement_s, "ops": ops, "stopped": stopped, "peak": peak,
+    return {"elapsed_s": elapsed_s, "cpu_s": cpu_s, "statement_s": statement_s, "ops": ops,
+            "stopped": stopped, "peak": peak,
             "tool_times": world.tool_times, "floor_s": world.floor_s,
             "transactions": counter.transactions if counter else None,
             "writing": counter.writing if counter else None,
@@ -349,13 +351,14 @@ class _Floor:
     Its write-ahead log is allocated before the first sample (:meth:`_allocate_wal`), so
     every sampled commit overwrites frames the file already has, as the log of any store
     past its first checkpoint does. A commit that appends to the log also flushes the
-    file's new size (on ext4, a journal commit): measured on the benchmark machine, such
-    commits took about twice as long (three in 1.0-1.5 ms against 0.64-0.87 ms), and a
-    floor made of them flattered every ratio. ``fresh_wal=True`` keeps that growing log, to
+    file's new size (on ext4, a journal commit): measured on the benchmark machine, three
+    such commits took 1.0-1.5 ms against 0.64-0.87 ms, and a floor made of them flattered
+    every ratio. ``fresh_wal=True`` keeps that growing log, to
     show what a store's first commits pay (the ``floor_fresh_wal_us`` column)."""
 
     def __init__(self, directory: str, *, fresh_wal: bool = False, name: str = "floor") -> None:
-        path = os.path.join(directory, f"{name}-fresh.sqlite3" if fresh_wal else f"{name}.sqlite3")
+        path = os.path.join(directory, f"{name}-fresh.sqlite3" if fresh_wal
+                            else f"{name}.sqlite3")
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
