@@ -25,8 +25,10 @@ both in a second run of the same session, because tracing statements and allocat
 the session down, and database bytes per op (the file after a WAL truncate, minus the
 empty store). A third run of the same session with every commit unflushed
 (``synchronous=OFF``: the same statements, no fsync) gives the op's cost besides its flushes,
-also as a ratio to the floor: with as many synced commits per op as the floor has, an op can
-only be within 1.5x the floor when this part is within 0.5x. The timed run also adds up the
+also as a ratio to the floor (with as many synced commits per op as the floor has, an op can
+only be within 1.5x the floor when this part is within 0.5x), and how flat that cost is along
+the session (``l/1st``, as above: the disk's flush time, which moves over minutes, is not in
+it). The timed run also adds up the
 time spent inside the reference's SQL statements (``SQL``: commits and their flushes
 included, as a ratio to the floor too): what the op's statements cost whatever the Python
 around them does. And the session's own writing commits replayed in the same order, synced
@@ -216,6 +218,9 @@ class Row:
     what a fresh store's first commits pay on this disk; no ratio uses it."""
     ratio_to_floor: float
     last_over_first_tenth: float | None
+    unflushed_last_over_first_tenth: float | None
+    """The same of the unflushed run: whether the op's own work grows along the session,
+    apart from the disk's flush time, which moves over minutes."""
     transactions_per_op: float
     writing_transactions_per_op: float
     synced_commits_per_op: float
@@ -517,8 +522,9 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         floor_us=round(floor_us, 1),
         floor_fresh_wal_us=round(statistics.fmean(fresh_floor.samples_s) * 1e6, 1),
         ratio_to_floor=round(per_op_us / floor_us, 2),
-        last_over_first_tenth=(None if (f := _flatness(timed["tool_times"], timed["floor_s"])) is None
-                               else round(f, 2)),
+        last_over_first_tenth=_rounded(_flatness(timed["tool_times"], timed["floor_s"])),
+        unflushed_last_over_first_tenth=_rounded(_flatness(unflushed["tool_times"],
+                                                           unflushed["floor_s"])),
         transactions_per_op=round(counted["transactions"] / counted_ops, 2),
         writing_transactions_per_op=round(counted["writing"] / counted_ops, 2),
         synced_commits_per_op=round(counted["synced"] / counted_ops, 2),
@@ -534,16 +540,22 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
     )
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
 def _print(rows: list[Row]) -> None:
     header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'fresh':>8} "
               f"{'x floor':>7} {'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} "
               f"{'peak MB':>8} {'DB B/op':>8} {'no-flush':>9} {'x floor':>7} {'SQL':>8} "
-              f"{'x floor':>7} {'tx only':>8} {'x floor':>7}")
+              f"{'x floor':>7} {'tx only':>8} {'x floor':>7} {'l/1st':>6}")
     print(header)
     print("-" * len(header))
     for row in rows:
         ops = f"{row.ops_done}" + ("!" if row.stopped else "")
         flat = "-" if row.last_over_first_tenth is None else f"{row.last_over_first_tenth:.2f}"
+        unflushed_flat = ("-" if row.unflushed_last_over_first_tenth is None
+                          else f"{row.unflushed_last_over_first_tenth:.2f}")
         peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
         print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms "
               f"{row.cpu_per_op_us / 1000:>6.2f}ms {row.floor_us:>6.0f}us "
@@ -554,7 +566,7 @@ def _print(rows: list[Row]) -> None:
               f"{row.unflushed_ratio_to_floor:>7.2f} {row.statements_per_op_us / 1000:>6.2f}ms "
               f"{row.statements_ratio_to_floor:>7.2f} "
               f"{row.transactions_only_per_op_us / 1000:>6.2f}ms "
-              f"{row.transactions_only_ratio_to_floor:>7.2f}")
+              f"{row.transactions_only_ratio_to_floor:>7.2f} {unflushed_flat:>6}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")
 

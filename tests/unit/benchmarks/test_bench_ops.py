@@ -65,6 +65,15 @@ def test_a_row_divides_by_its_own_floor(tmp_path: Path) -> None:
     assert 0 < row.statements_per_op_us <= row.per_op_us
     assert abs(row.statements_ratio_to_floor - row.statements_per_op_us / row.floor_us) <= 0.01
     assert row.transactions_only_per_op_us > 0
+    assert row.last_over_first_tenth is None and row.unflushed_last_over_first_tenth is None
+
+
+def test_flatness_is_read_from_both_the_timed_and_the_unflushed_run(tmp_path: Path) -> None:
+    row = bench_ops.measure("batch", 40, str(tmp_path), budget_s=60.0, memory=False)
+    assert row.ops_done == 40
+    assert row.last_over_first_tenth is not None and row.last_over_first_tenth > 0
+    assert row.unflushed_last_over_first_tenth is not None
+    assert row.unflushed_last_over_first_tenth > 0
 
 
 def test_the_statement_clock_counts_the_reference_s_statements_and_lets_go(tmp_path: Path) -> None:
