@@ -259,8 +259,9 @@ def _store_bytes(data_dir: str) -> int:
 class _StatementClock:
     """While active, adds up the time the reference's connection spends inside ``execute`` and
     ``executemany`` (SQLite's work for a statement, its commit's flush included; rows fetched
-    afterwards are not counted): a wrapper of two clock reads per statement, well under 1% of
-    an op, so the timed run can carry it."""
+    afterwards are not counted) and in its row cache's ``PRAGMA data_version`` checks (which
+    call SQLite past the connection's own ``execute``): a wrapper of two clock reads per
+    statement, well under 1% of an op, so the timed run can carry it."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
@@ -268,23 +269,26 @@ class _StatementClock:
 
     def __enter__(self) -> "_StatementClock":
         self._originals = reference_store._execute, reference_store._executemany
+        self._read_data_version = reference_store.RowCache._read_data_version
         clock = time.perf_counter
 
         def timed(run):
-            def statement(connection, sql, parameters=()):
+            def statement(*arguments):
                 started = clock()
                 try:
-                    return run(connection, sql, parameters)
+                    return run(*arguments)
                 finally:
                     self.seconds += clock() - started
                     self.statements += 1
             return statement
 
         reference_store._execute, reference_store._executemany = map(timed, self._originals)
+        reference_store.RowCache._read_data_version = timed(self._read_data_version)
         return self
 
     def __exit__(self, *_: object) -> None:
         reference_store._execute, reference_store._executemany = self._originals
+        reference_store.RowCache._read_data_version = self._read_data_version
 
 
 class _Unflushed:

@@ -79,14 +79,19 @@ def test_flatness_is_read_from_both_the_timed_and_the_unflushed_run(tmp_path: Pa
 def test_the_statement_clock_counts_the_reference_s_statements_and_lets_go(tmp_path: Path) -> None:
     from reference_impl import store as reference_store
 
-    originals = reference_store._execute, reference_store._executemany
+    originals = (reference_store._execute, reference_store._executemany,
+                 reference_store.RowCache._read_data_version)
     with bench_ops._StatementClock() as clock:
         store = reference_store.Store.open(str(tmp_path))
         counted = clock.statements
         store.connection.execute("SELECT 1").fetchone()
+        assert clock.statements == counted + 1
+        store.rows.verify()  # a data_version check: SQLite reached past execute
+        assert clock.statements == counted + 2
         store.close()
-    assert counted > 0 and clock.statements == counted + 1 and clock.seconds > 0
-    assert (reference_store._execute, reference_store._executemany) == originals
+    assert counted > 0 and clock.seconds > 0
+    assert (reference_store._execute, reference_store._executemany,
+            reference_store.RowCache._read_data_version) == originals
 
 
 def test_a_replay_commits_its_pattern_in_order_and_leaves_the_floor_synced(tmp_path: Path) -> None:
