@@ -853,7 +853,6 @@ def type_hints(cls: type) -> dict[str, Any]:
     return hints
 
 
-
 def from_json(cls: Any, data: Any, where: str = "$") -> Any:
     """Rebuild a value of type ``cls`` from :func:`to_json` output; errors name the path."""
     origin = typing.get_origin(cls)

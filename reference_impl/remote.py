@@ -43,7 +43,6 @@ import stat
 import sys
 import threading
 import traceback
-import typing
 from typing import Any, BinaryIO, Callable
 
 from harness.contract import (
@@ -66,7 +65,6 @@ from harness.contract import (
     ToolResult,
     TurnResult,
     to_json,
-    type_hints,
 )
 from harness.remote.protocol import (
     CHILD_MARK_ENV,
@@ -75,6 +73,7 @@ from harness.remote.protocol import (
     FORK_MESSAGE_BYTES_MAX,
     FORK_REQUEST_FDS,
     METHOD_NOT_FOUND,
+    OBSERVATION_ROW_PARTS,
     PORT_METHODS,
     PROTOCOL_VERSION,
     VERSION_MISMATCH,
@@ -144,9 +143,6 @@ class RemoteWorld:
 
 
 _EncodedPart = tuple[tuple[Any, ...], list[Any], dict[int, tuple[Any, Any]]]
-_ROW_PARTS = tuple(name for name, kind in type_hints(Observation).items()
-                   if typing.get_origin(kind) is tuple)
-"""The Observation's row parts (its tuple fields), which ``inspect_parts`` may leave out."""
 
 
 def _without(data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
@@ -304,7 +300,7 @@ class Server:
         if answer.observation is None or last is None or since != last[1]:
             return InspectPartsResult(answer.reading, answer.observation)
         previous = last[0]
-        unchanged = tuple(name for name in _ROW_PARTS
+        unchanged = tuple(name for name in OBSERVATION_ROW_PARTS
                           if getattr(answer.observation, name) is getattr(previous, name))
         return InspectPartsResult(answer.reading, answer.observation, unchanged)
 

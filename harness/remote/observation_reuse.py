@@ -26,15 +26,16 @@ import dataclasses
 import typing
 from typing import Any
 
-from harness.contract import ContractError, Observation, from_json
+from harness.contract import ContractError, Observation, from_json, type_hints
+from harness.remote.protocol import OBSERVATION_ROW_PARTS
 from harness.remote.value_decoders import decoder_for
 
-_FIELDS = {field.name: typing.get_type_hints(Observation)[field.name]
+_FIELDS = {field.name: type_hints(Observation)[field.name]
            for field in dataclasses.fields(Observation)}
-_ROW_TYPES = {name: typing.get_args(kind)[0] for name, kind in _FIELDS.items()
-              if typing.get_origin(kind) is tuple}
 _FIELD_DECODERS = {name: decoder_for(kind) for name, kind in _FIELDS.items()}
-_ROW_DECODERS = {name: decoder_for(kind) for name, kind in _ROW_TYPES.items()}
+_ROW_DECODERS = {name: decoder_for(typing.get_args(_FIELDS[name])[0])
+                 for name in OBSERVATION_ROW_PARTS}
+"""Per row part, the decoder of one of its rows."""
 
 
 _text = repr
@@ -86,9 +87,9 @@ class ObservationReuse:
                                 + (", \"unchanged\": [part name, ...]}" if parts else "}"))
         kept = data.get("unchanged", [])
         if not isinstance(kept, list) or len(set(map(repr, kept))) != len(kept) \
-                or not all(isinstance(name, str) and name in _ROW_TYPES for name in kept):
+                or not all(isinstance(name, str) and name in _ROW_DECODERS for name in kept):
             raise ContractError(f"{where}.unchanged: expected distinct names of row parts "
-                                f"({', '.join(_ROW_TYPES)}), got {kept!r}")
+                                f"({', '.join(OBSERVATION_ROW_PARTS)}), got {kept!r}")
         raw = data.get("observation")
         if raw is None or kept:
             if not since or self._observation is None or self._texts is None \
@@ -121,7 +122,7 @@ class ObservationReuse:
         # for the answer's text (an identical answer is the previous reading), and each
         # row's is the key of its previous object.
         try:
-            texts = {name: ([_text(item) for item in raw] if name in _ROW_TYPES
+            texts = {name: ([_text(item) for item in raw] if name in _ROW_DECODERS
                             and isinstance(raw, list) else _text(raw))
                      for name, raw in data.items()}
         except (TypeError, ValueError):

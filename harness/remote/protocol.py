@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
@@ -64,6 +65,7 @@ from harness.contract import (
     TurnResult,
     WorldError,
     to_json,
+    type_hints,
 )
 from harness.remote.value_decoders import decoder_for
 
@@ -244,6 +246,12 @@ class InspectSinceResult:
     """The reading; null means "identical to the reading ``since`` named", which a server may
     only answer when it answered that very token for the same data dir and the store did not
     change since (the harness fails an "unchanged" for any other token)."""
+
+
+OBSERVATION_ROW_PARTS: tuple[str, ...] = tuple(
+    name for name, kind in type_hints(Observation).items() if typing.get_origin(kind) is tuple)
+"""The Observation's row parts (its tuple fields: ``sessions``, ``operations``, ...): what an
+``inspect_parts`` answer may name ``unchanged``."""
 
 
 @dataclass(frozen=True, slots=True)
