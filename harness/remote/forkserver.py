@@ -184,8 +184,11 @@ class ForkedProcess:
         self._status = status
         self._lock = threading.Lock()
         # The pidfd lives as long as this object: no thread ever uses a closed (or reused)
-        # descriptor number.
+        # descriptor number. Not at the interpreter's exit: the launcher's exit hook still
+        # polls and kills through them then, and finalizers would run first (the OS closes
+        # them after).
         self._finalizer = weakref.finalize(self, _close_quietly, pidfd, status)
+        self._finalizer.atexit = False
 
     def _exited(self, timeout_s: float | None) -> bool:
         try:
@@ -219,8 +222,8 @@ class ForkedProcess:
             if self.returncode is not None:
                 return
             code = None
-            self._status.settimeout(STATUS_WAIT_S)
             try:
+                self._status.settimeout(STATUS_WAIT_S)
                 while code is None:
                     data = self._status.recv(FORK_MESSAGE_BYTES_MAX)
                     if not data:

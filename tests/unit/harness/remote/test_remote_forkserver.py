@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -151,6 +152,37 @@ def test_instances_are_forked_children_of_the_template_and_crash_by_sigkill(tmp_
         assert parent == template.pid and session == inspector.pid
         pids = [template.pid, inspector.pid]
     assert _gone_within(pids)
+
+
+# A harness script that runs a scenario in process mode and exits without closing the
+# implementation: the launcher's exit hook ends what is left.
+LEFT_OPEN = '''
+import sys
+from harness.remote.launcher import ProcessImplementation
+from harness.runner import run_scenario
+from harness.scenarios import load
+implementation = ProcessImplementation([sys.executable, "-m", "reference_impl.remote"])
+run = run_scenario(implementation, load(sys.argv[1]), 0)
+assert run.error == "", run.error
+inspector = implementation._inspectors[None]
+assert inspector.forked and inspector.alive
+print(implementation._template.pid, inspector.pid, implementation._template.mark, flush=True)
+'''
+
+
+def test_an_exit_without_close_kills_the_forked_processes_quietly(tmp_path):
+    # The forked processes' descriptors must outlive the finalizers run at exit: the exit
+    # hook polls and kills through them (it printed an EBADF traceback and could not kill).
+    script = tmp_path / "left_open.py"
+    script.write_text(LEFT_OPEN)
+    done = subprocess.run([sys.executable, str(script), str(ROOT / "scenarios/l4/crash_after_result_saved.toml")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, \
+        done.stderr
+    template, inspector, mark = done.stdout.split()
+    assert _gone_within([int(template), int(inspector)])
+    assert _marked(mark) == []
 
 
 def test_a_forked_instance_starts_clean_own_session_own_pipes_own_mark(tmp_path):
