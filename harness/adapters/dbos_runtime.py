@@ -120,6 +120,12 @@ def _database_url(data_dir: str) -> str:
     return f"sqlite:///{Path(data_dir).resolve() / DATABASE}"
 
 
+POLLING_INTERVAL_S = 0.02
+"""How often DBOS polls its system database where it waits: a workflow's result in
+``recover`` (DBOS's default is 1 s, so every recovery waited up to a second for a workflow
+its launch had already re-enqueued) and its notification listener."""
+
+
 class DBOSRuntime:
     """One DBOS launch over one data dir (a :class:`harness.contract.Runtime`)."""
 
@@ -135,7 +141,11 @@ class DBOSRuntime:
         _active = self
         DBOS(config={"name": APP_NAME, "system_database_url": _database_url(data_dir),
                      "serializer": DBOSPortableJSON, "log_level": "WARNING",
-                     "application_version": "lifecycle-harness-adapter-1"})
+                     "application_version": "lifecycle-harness-adapter-1",
+                     # DBOS's default (1 s) is real time every close waits out (destroy
+                     # joins the listener thread between two polls); its docs suggest
+                     # lower values for tests. Nothing here waits on notifications.
+                     "notification_listener_polling_interval_sec": POLLING_INTERVAL_S})
         DBOS.launch()
 
     def open_session(self, config: SessionConfig) -> None:
@@ -182,7 +192,8 @@ class DBOSRuntime:
         with self.world.admitting():
             for status in sorted(DBOS.list_workflows(status=list(UNFINISHED)),
                                  key=lambda status: status.workflow_id):
-                DBOS.retrieve_workflow(status.workflow_id).get_result()
+                DBOS.retrieve_workflow(status.workflow_id).get_result(
+                    polling_interval_sec=POLLING_INTERVAL_S)
                 resumed.append(status.workflow_id.split("/turn/")[0])
         return RecoveryReport(turns_resumed=tuple(dict.fromkeys(resumed)))
 

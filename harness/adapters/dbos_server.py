@@ -15,7 +15,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return DBOSImplementation()
 
-    return serve_main("dbos_server", argv, {}, factory)
+    return serve_main("dbos_server", argv, {}, factory,
+                      preload=("harness.adapters.dbos_runtime",))
 
 
 if __name__ == "__main__":

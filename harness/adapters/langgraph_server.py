@@ -13,7 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     from harness.adapters.langgraph_runtime import DURABILITY_MODES, LangGraphImplementation
 
     return serve_main("langgraph_server", argv, {
-        "durability": (DURABILITY_MODES, "sync")}, LangGraphImplementation)
+        "durability": (DURABILITY_MODES, "sync")}, LangGraphImplementation,
+        preload=("langgraph.config", "langgraph.graph", "langgraph.types",
+                 "langgraph.checkpoint.sqlite"))
 
 
 if __name__ == "__main__":

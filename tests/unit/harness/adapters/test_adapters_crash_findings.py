@@ -41,11 +41,17 @@ def _run(name: str, scenario_id: str):
         traces.append(run.trace)
         return run
 
-    result = run_suite(resolve(spec), [SCENARIOS[scenario_id]], 0, runner=runner,
+    implementation = resolve(spec)
+    result = run_suite(implementation, [SCENARIOS[scenario_id]], 0, runner=runner,
                        impl_spec=spec)
     (trace,) = traces
     assert trace.meta.crash_mode == "process"
     assert [e.data["mode"] for e in trace.crashes()] == ["process"]
+    # every instance and inspector was forked from one template that imported the library
+    # once (harness.adapters.serve): not a new process importing it for seconds each time
+    assert implementation.fork_off is None
+    inspectors = list(implementation._inspectors.values())
+    assert inspectors and all(c.forked for c in inspectors)
     statuses = {c.id: c.status for c in result.criteria}
     return trace, statuses
 
