@@ -47,6 +47,7 @@ Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +122,11 @@ def _database_url(data_dir: str) -> str:
 
 
 POLLING_INTERVAL_S = 0.02
-"""How often DBOS polls its system database where it waits: a workflow's result in
-``recover`` (DBOS's default is 1 s, so every recovery waited up to a second for a workflow
-its launch had already re-enqueued) and its notification listener."""
+"""How often DBOS polls its system database where it waits (a workflow's result in
+``recover``: DBOS's default is 1 s, so every recovery waited up to a second for a workflow
+its launch had already re-enqueued; its notification listener), and how often ``recover``
+looks whether a workflow still runs here. Polling changes when a wait ends, never what
+the world sees: ``recover`` waits for the workflow's end, not its status."""
 
 
 class DBOSRuntime:
@@ -139,13 +142,14 @@ class DBOSRuntime:
         self.world = SerializedWorld(world)
         self.configs = session_configs.load_all(data_dir)
         _active = self
-        DBOS(config={"name": APP_NAME, "system_database_url": _database_url(data_dir),
-                     "serializer": DBOSPortableJSON, "log_level": "WARNING",
-                     "application_version": "lifecycle-harness-adapter-1",
-                     # DBOS's default (1 s) is real time every close waits out (destroy
-                     # joins the listener thread between two polls); its docs suggest
-                     # lower values for tests. Nothing here waits on notifications.
-                     "notification_listener_polling_interval_sec": POLLING_INTERVAL_S})
+        config = {"name": APP_NAME, "system_database_url": _database_url(data_dir),
+                  "serializer": DBOSPortableJSON, "log_level": "WARNING",
+                  "application_version": "lifecycle-harness-adapter-1",
+                  # DBOS's default (1 s) is real time every close waits out (destroy joins
+                  # the listener thread between two polls); its docs suggest lower values
+                  # for tests. Nothing here waits on notifications.
+                  "notification_listener_polling_interval_sec": POLLING_INTERVAL_S}
+        self.dbos = DBOS(config=config)
         DBOS.launch()
 
     def open_session(self, config: SessionConfig) -> None:
@@ -187,15 +191,30 @@ class DBOSRuntime:
                 DBOS.cancel_workflow(status.workflow_id)
 
     def recover(self) -> RecoveryReport:
-        """Wait for the workflows DBOS's launch re-enqueued (and any still pending)."""
+        """Wait for the workflows DBOS's launch re-enqueued (and any still pending) to end
+        here. DBOS runs them on its own threads, so their end is not their status: a workflow
+        ``cancel`` reached is ``CANCELLED`` at once, yet goes on to its next step boundary
+        (the model request it was making is still served by the world). Waiting for the
+        status alone let ``recover`` return before or after that request depending on
+        DBOS's polling; a cancelled turn ends ``cancelled`` and is no error of recovery."""
         resumed = []
         with self.world.admitting():
             for status in sorted(DBOS.list_workflows(status=list(UNFINISHED)),
                                  key=lambda status: status.workflow_id):
-                DBOS.retrieve_workflow(status.workflow_id).get_result(
-                    polling_interval_sec=POLLING_INTERVAL_S)
+                try:
+                    DBOS.retrieve_workflow(status.workflow_id).get_result(
+                        polling_interval_sec=POLLING_INTERVAL_S)
+                except DBOSAwaitedWorkflowCancelledError:
+                    pass
+                self._until_it_stops_here(status.workflow_id)
                 resumed.append(status.workflow_id.split("/turn/")[0])
         return RecoveryReport(turns_resumed=tuple(dict.fromkeys(resumed)))
+
+    def _until_it_stops_here(self, workflow_id: str) -> None:
+        """Until no execution of ``workflow_id`` runs in this process (DBOS's own count of
+        them; it has no event to wait on, so this polls like DBOS's own waits do)."""
+        while workflow_id in self.dbos._active_workflows_set.activeList():
+            time.sleep(POLLING_INTERVAL_S)
 
     def load_checkpoint(self, session_id: str, data: bytes) -> None:
         raise NotOffered("load_checkpoint: DBOS has no import of another runtime's "
