@@ -25,6 +25,10 @@ Guarantees (Linux only: :func:`supported` is False elsewhere, and the launcher s
   status comes from the template, which is the instance's parent and reaps it (its report
   on the reply socket). When the template is gone before reporting, ``returncode`` is
   :data:`EXIT_STATUS_UNKNOWN` and ``status_known`` False; every wait for it is bounded.
+* descriptors: a channel's socket is closed by :meth:`ForkChannel.close`, a forked process's
+  pidfd and status socket when it is collected; :func:`release_all` closes whatever is left
+  (the launcher's exit hook calls it once it has killed everything, so an exit without
+  ``close`` leaves nothing for the interpreter to warn about).
 """
 
 from __future__ import annotations
@@ -73,11 +77,25 @@ def _parent_and_session(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[3])
 
 
+_OPEN_CHANNELS: weakref.WeakSet[ForkChannel] = weakref.WeakSet()
+_FORKED: weakref.WeakSet[ForkedProcess] = weakref.WeakSet()
+
+
+def release_all() -> None:
+    """Close every channel and every forked process's descriptors still open (at the
+    interpreter's exit, after the processes were killed: nothing may use them after)."""
+    for channel in list(_OPEN_CHANNELS):
+        channel.close()
+    for process in list(_FORKED):
+        process.release()
+
+
 class ForkChannel:
     """The harness's end of one template's request socket; :attr:`theirs` is the end the
     template inherits (close it here once the template is started: :meth:`started`)."""
 
     def __init__(self) -> None:
+        _OPEN_CHANNELS.add(self)
         self._mine, self.theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.theirs.set_inheritable(True)
         self._closed = False
@@ -189,6 +207,11 @@ class ForkedProcess:
         # them after).
         self._finalizer = weakref.finalize(self, _close_quietly, pidfd, status)
         self._finalizer.atexit = False
+        _FORKED.add(self)
+
+    def release(self) -> None:
+        """Close its pidfd and status socket now; it is neither polled nor killed after."""
+        self._finalizer()
 
     def _exited(self, timeout_s: float | None) -> bool:
         try:

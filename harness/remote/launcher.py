@@ -778,6 +778,7 @@ def _strays_text(strays: list[tuple[int, str]]) -> str:
 @atexit.register
 def _kill_leftovers() -> None:
     end_all_children()
+    forkserver.release_all()
 
 
 # --------------------------------------------------------------------------- the proxies
