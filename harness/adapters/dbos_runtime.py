@@ -48,6 +48,7 @@ Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
 from __future__ import annotations
 
 import time
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -212,8 +213,15 @@ class DBOSRuntime:
 
     def _until_it_stops_here(self, workflow_id: str) -> None:
         """Until no execution of ``workflow_id`` runs in this process (DBOS's own count of
-        them; it has no event to wait on, so this polls like DBOS's own waits do)."""
-        while workflow_id in self.dbos._active_workflows_set.activeList():
+        them, a private attribute: no public API says it; there is no event to wait on, so
+        this polls like DBOS's own waits do)."""
+        running = getattr(self.dbos, "_active_workflows_set", None)
+        if running is None:
+            raise RuntimeError(
+                f"dbos {version('dbos')} has no DBOS._active_workflows_set: the adapter "
+                "cannot tell when a recovered workflow stopped running (tested with dbos "
+                "3.4); install that version or adapt DBOSRuntime._until_it_stops_here")
+        while workflow_id in running.activeList():
             time.sleep(POLLING_INTERVAL_S)
 
     def load_checkpoint(self, session_id: str, data: bytes) -> None:

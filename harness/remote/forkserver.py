@@ -202,9 +202,9 @@ class ForkedProcess:
         self._status = status
         self._lock = threading.Lock()
         # The pidfd lives as long as this object: no thread ever uses a closed (or reused)
-        # descriptor number. Not at the interpreter's exit: the launcher's exit hook still
-        # polls and kills through them then, and finalizers would run first (the OS closes
-        # them after).
+        # descriptor number. Not by the finalizer at the interpreter's exit, which would run
+        # before the launcher's exit hook polls and kills through them: that hook closes
+        # them after (release_all).
         self._finalizer = weakref.finalize(self, _close_quietly, pidfd, status)
         self._finalizer.atexit = False
         _FORKED.add(self)
