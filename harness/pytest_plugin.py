@@ -35,7 +35,10 @@ Inactive unless ``--lifecycle-impl SPEC`` is given. Then:
   feature fail the gate of a full run.
 
 Guarantees: importing this module costs nothing (the harness is imported lazily), so
-installing the package does not slow down or change unrelated pytest runs.
+installing the package does not slow down or change unrelated pytest runs. pytest does not
+rewrite the asserts of the harness's and the reference's modules (see
+:func:`_not_rewritten`): a run that uses the plugin imports them as Python does, from the
+bytecode the install wrote.
 """
 
 from __future__ import annotations
@@ -53,7 +56,30 @@ REPORT_ATTRIBUTE = "lifecycle_judgement"
 _STATE = pytest.StashKey["_Lifecycle"]()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+OWN_PACKAGES = ("harness", "reference_impl")
+"""The packages of this distribution (what pytest marks for assert rewriting)."""
+
+
+def _not_rewritten(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Unmark :data:`OWN_PACKAGES` for pytest's assert rewriting. pytest rewrites every
+    package of a plugin's distribution: in a wheel install, all of the harness and the
+    reference. Where it cannot cache the rewritten code (``PYTHONDONTWRITEBYTECODE``, a
+    read-only site-packages, as in many CI images) it compiles each of their modules from
+    source at every run that uses the plugin: about 5 s of CPU, measured in a wheel install.
+    Their asserts are the harness's own invariants, never a test's assertion, so nothing
+    is lost. The set of marked names is pytest's private state; where it is not there, the
+    modules are rewritten as before."""
+    hook = getattr(pluginmanager, "rewrite_hook", None)
+    marked = getattr(hook, "_must_rewrite", None)
+    if isinstance(marked, set):
+        marked.difference_update(OWN_PACKAGES)
+        answered = getattr(hook, "_marked_for_rewrite_cache", None)
+        if isinstance(answered, dict):
+            answered.clear()  # as pytest's own mark_rewrite does after a change
+
+
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    _not_rewritten(pluginmanager)  # the earliest hook: before any of them is imported
     group = parser.getgroup("lifecycle-harness", "agent-runtime lifecycle conformance")
     group.addoption("--lifecycle-impl", metavar="SPEC", default=None,
                     help="run the lifecycle conformance suite against SPEC "

@@ -158,10 +158,28 @@ def test_the_pytest_plugin_in_the_wheel_collects_the_bundled_suite(wheel_env):
     from harness.scenarios import DEFAULT_SCENARIO_DIR, discover
 
     total = len(discover([DEFAULT_SCENARIO_DIR]))
-    # One pytest process (each start in the wheel assertion-rewrites every harness module,
-    # the plugin's distribution): it collects the whole bundled suite, then runs two.
-    ran = _in_venv(wheel_env, "python", "-m", "pytest", "-p", "no:cacheprovider", "-rA",
+    # One pytest process, the plugin loaded from the wheel's entry point: it collects the
+    # whole bundled suite, then runs two; a probe lists the harness's modules pytest
+    # assert-rewrote (it marks every package of a plugin's distribution; the plugin unmarks
+    # its own, which otherwise were compiled from source at every run that used it).
+    ran = _in_venv(wheel_env, "python", "-c", PROBE, "-p", "no:cacheprovider", "-rA",
                    "--lifecycle-impl", "reference", "-k", "l1-old-checkpoints or m-eof-without-text")
     assert f"collected {total} items / {total - 2} deselected / 2 selected" in ran, ran
     assert re.search(rf"2 passed, {total - 2} deselected", ran), ran
     assert "lifecycle gate PASSED: partial run: 2 of" in ran
+    rewritten = json.loads(re.search(r"^REWRITTEN (.*)$", ran, re.M).group(1))
+    assert rewritten["imported"] > 50  # the run imported the harness and the reference
+    assert rewritten["rewritten"] == ["harness", "harness.pytest_plugin"], rewritten
+
+
+# pytest.main as `python -m pytest` runs it (entry points autoloaded), plus a probe
+PROBE = r"""
+import json, sys, pytest
+class Probe:
+    def pytest_sessionfinish(self):
+        own = sorted(n for n in sys.modules if n.split(".")[0] in ("harness", "reference_impl"))
+        rewritten = [n for n in own if type(getattr(sys.modules[n], "__loader__", None)).__name__
+                     == "AssertionRewritingHook"]
+        print("\nREWRITTEN " + json.dumps({"imported": len(own), "rewritten": rewritten}))
+sys.exit(pytest.main(sys.argv[1:], plugins=[Probe()]))
+"""

@@ -72,6 +72,31 @@ def test_the_plugin_stays_out_of_runs_that_do_not_ask_for_it(pytester):
     assert "lifecycle" not in result.stdout.str()
 
 
+class _Hook:
+    def __init__(self, marked: set[str]) -> None:
+        self._must_rewrite = marked
+        self._marked_for_rewrite_cache = {"harness.suite": True}
+
+
+class _Manager:
+    def __init__(self, hook: object) -> None:
+        self.rewrite_hook = hook
+
+
+def test_the_plugin_unmarks_only_its_own_packages_for_assert_rewriting():
+    from harness.pytest_plugin import _not_rewritten
+
+    hook = _Hook({"harness", "reference_impl", "faker", "my_plugin"})
+    _not_rewritten(_Manager(hook))
+    assert hook._must_rewrite == {"faker", "my_plugin"}
+    assert hook._marked_for_rewrite_cache == {}  # no earlier answer outlives the change
+    # (a real wheel install, with pytest's own hook: tests/conformance/test_wheel_install.py)
+    # pytest's private state absent or different: nothing to unmark, no error
+    _not_rewritten(_Manager(None))
+    _not_rewritten(_Manager(_Hook(frozenset({"harness"}))))  # type: ignore[arg-type]
+    _not_rewritten(object())  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("args, message", [
     (["--lifecycle-impl", "python:no_such_module_xyz:make"], "no_such_module_xyz"),
     (["--lifecycle-impl", "reference", "--lifecycle-expectations", "missing.toml"],
