@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import functools
 import typing
 from typing import Any
 
@@ -32,6 +33,7 @@ json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=
                            max_leaves=6)
 
 
+@functools.cache  # built once per type: every example of every test draws from the same one
 def values_of(kind: Any) -> st.SearchStrategy[Any]:
     """Contract values of ``kind`` (what an implementation or the harness would send)."""
     if kind is Any:
