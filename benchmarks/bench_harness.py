@@ -1,6 +1,6 @@
 """The harness's own speed, measured in one run: suite, process mode, chaos, selftest.
 
-    python benchmarks/bench_harness.py [--chaos-budget N] [--selftest] [--json FILE]
+    python benchmarks/bench_harness.py [--chaos-budget N] [--selftest] [--adapters] [--json FILE]
 
 Prints and writes (JSON, default ``benchmarks/results/harness.json``):
 
@@ -13,7 +13,11 @@ Prints and writes (JSON, default ``benchmarks/results/harness.json``):
   schedules' phase (wall clock, after the bases are learned), with ``--chaos-jobs``
   workers (default: the cores, as ``chaos --jobs``), and one schedule's own run + judging;
 * with ``--selftest``: the whole self-test (every mutant), wall and CPU seconds (target ≤ 20 s),
-  its CPU as a multiple of the suite's in-process CPU, and its scenario runs.
+  its CPU as a multiple of the suite's in-process CPU, and its scenario runs;
+* with ``--adapters``: for each installed adapter (``pip install -e '.[adapters]'``), the whole
+  suite through ``run --impl adapter:NAME`` (exit 1 is its findings, not a failed
+  measurement), its wall and CPU as a multiple of the reference's in-process suite, and what
+  one of its instances costs forked from its template vs spawned (the library's import).
 
 CPU seconds include child processes. Ratios measured in the same run are what compare
 across machines; absolute seconds say what this machine did while it ran (a busy machine
@@ -64,12 +68,15 @@ def _cli(*argv: str) -> int:
     return cli_main(list(argv), stdout=io.StringIO(), stderr=io.StringIO())
 
 
-def _suite(impl: str, report_root: str, time_limit_s: float | None = None) -> dict[str, float]:
-    report_dir = os.path.join(report_root, impl.split(":")[0])
+def _suite(impl: str, report_root: str, time_limit_s: float | None = None,
+           exit_codes: tuple[int, ...] = (0,)) -> dict[str, float]:
+    """``run`` of the bundled suite against ``impl``; ``exit_codes``: what the run may exit
+    with (an adapter's findings exit 1; an input error or a harness bug never counts)."""
+    report_dir = os.path.join(report_root, impl.replace(":", "-").replace(" ", "_"))
     limit = () if time_limit_s is None else ("--time-limit-s", f"{time_limit_s:g}")
     wall, cpu, code = _timed(lambda: _cli("run", "--impl", impl, "--report-dir", report_dir,
                                           *limit))
-    if code != 0:
+    if code not in exit_codes:
         raise SystemExit(f"bench: the suite against {impl} exited {code}; the figures would "
                          f"measure a failing run (see {report_dir})")
     scenarios = len(json.loads(Path(report_dir, "report.json").read_text())["scenarios"])
@@ -122,16 +129,16 @@ def _child_start(samples: int = 5) -> dict[str, float]:
             "bytecode_cache": not sys.flags.dont_write_bytecode}
 
 
-def _instance_start(samples: int = 10) -> dict[str, float]:
-    """CPU of one process-mode instance (open + close on an empty data dir), forked from the
-    template vs spawned, children included: each measured as N opens minus none, in one
-    launcher whose template and inspector are reaped at its close (a forked instance's CPU
-    reaches this process's rusage through its parent, the template)."""
+def _instance_start(samples: int = 10, spec: str = PROCESS_SPEC) -> dict[str, float]:
+    """CPU of one process-mode instance of ``spec`` (open + close on an empty data dir),
+    forked from the template vs spawned, children included: each measured as N opens minus
+    none, in one launcher whose template and inspector are reaped at its close (a forked
+    instance's CPU reaches this process's rusage through its parent, the template)."""
     import shlex
 
     from harness.remote.launcher import ProcessImplementation
 
-    argv = shlex.split(PROCESS_SPEC.split(":", 1)[1])
+    argv = shlex.split(spec.split(":", 1)[1])
 
     def cpu_of(fork: bool, opens: int) -> float:
         with tempfile.TemporaryDirectory(prefix="lh-bench-open-") as root:
@@ -141,7 +148,9 @@ def _instance_start(samples: int = 10) -> dict[str, float]:
                     implementation.spares = 0
                     implementation.info  # noqa: B018 - the load-time handshake
                     for index in range(opens):
-                        implementation.open(os.path.join(root, str(index)), None).close()
+                        data_dir = os.path.join(root, str(index))
+                        os.mkdir(data_dir)  # the harness gives an instance an existing dir
+                        implementation.open(data_dir, None).close()
             return _timed(run)[1]
 
     figures: dict[str, float] = {"samples": samples}
@@ -150,6 +159,28 @@ def _instance_start(samples: int = 10) -> dict[str, float]:
         figures[f"{name}_cpu_s"] = round(per_open, 4)
     figures["spawned_to_forked"] = round(figures["spawned_cpu_s"]
                                          / max(figures["forked_cpu_s"], 1e-6), 1)
+    return figures
+
+
+def _adapters(report_root: str, suite: dict[str, float], time_limit_s: float | None,
+              samples: int = 8) -> dict[str, dict[str, float]]:
+    """Per installed adapter: its whole suite (wall, CPU, both as a multiple of the reference's
+    in-process ``suite``) and one instance forked vs spawned (``_instance_start``; a forked
+    instance costs a few ms, within the noise of the template's start that is subtracted,
+    so it takes several samples)."""
+    from harness.adapters import available
+
+    figures: dict[str, dict[str, float]] = {}
+    for adapter in available():
+        if not adapter.installed:
+            continue
+        start = _instance_start(samples, adapter.impl_spec)
+        run = _suite(f"adapter:{adapter.name}", report_root, time_limit_s, exit_codes=(0, 1))
+        figures[adapter.name] = {
+            **run, "wall_ratio_to_reference": round(run["wall_s"] / suite["wall_s"], 2),
+            "cpu_ratio_to_reference": round(run["cpu_s"] / suite["cpu_s"], 2),
+            "instance_forked_cpu_s": start["forked_cpu_s"],
+            "instance_spawned_cpu_s": start["spawned_cpu_s"]}
     return figures
 
 
@@ -216,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--selftest-report-dir", default=None, metavar="DIR",
                         help="keep the self-test's reports in DIR (default: a temporary folder), "
                         "e.g. to compare two trees' kill matrices")
+    parser.add_argument("--adapters", action="store_true",
+                        help="also time every installed adapter's suite and instance start")
     parser.add_argument("--json", default="benchmarks/results/harness.json", metavar="FILE")
     args = parser.parse_args(argv)
     if args.selftest_only:
@@ -268,6 +301,17 @@ def main(argv: list[str] | None = None) -> int:
                   f"{selftest['mutant_scenario_runs']} mutant scenario runs for "
                   f"{selftest['mutants']} mutants, {selftest['caught']} caught; "
                   f"exit {selftest['exit_code']} (target ≤ 20 s)")
+        if args.adapters:
+            figures["adapters"] = adapters = _adapters(root, suite, args.time_limit_s)
+            if not adapters:
+                print("adapters: none installed (pip install -e '.[adapters]')")
+            for name, adapter in adapters.items():
+                print(f"adapter {name}: {adapter['scenarios']} scenarios in "
+                      f"{adapter['wall_s']:.1f} s wall ({adapter['wall_ratio_to_reference']:.1f}x "
+                      f"the reference in-process), {adapter['cpu_s']:.1f} s CPU "
+                      f"({adapter['cpu_ratio_to_reference']:.1f}x); one instance forked "
+                      f"{adapter['instance_forked_cpu_s'] * 1000:.0f} ms CPU, spawned "
+                      f"{adapter['instance_spawned_cpu_s'] * 1000:.0f} ms")
     figures["load_average_after"] = _load_average()
     print(f"load average after: {figures['load_average_after']} (wall seconds follow the load; "
           "CPU seconds and ratios are the figures)")
