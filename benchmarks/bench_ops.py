@@ -19,8 +19,8 @@ from inside tool calls, where the reference holds no transaction; their time is 
 the session's), the same three commits appending to a new log (``fresh``: what a new
 store's first commits pay; sampled around the session; no ratio uses it), how flat the curve
 is (median cost of an op in the last tenth of the session over the first tenth, from the
-world's clock of tool calls), transactions, writing transactions and *synced* commits (``synchronous=FULL``: an fsync)
-per op (counted on the reference's own connection), peak traced memory (``tracemalloc``);
+world's clock of tool calls), transactions, writing transactions and *synced* commits
+(``synchronous=FULL``: an fsync) per op (counted on the reference's own connection), peak traced memory (``tracemalloc``);
 both in a second run of the same session, because tracing statements and allocations slows
 the session down, and database bytes per op (the file after a WAL truncate, minus the
 empty store). A third run of the same session with every commit unflushed
@@ -233,10 +233,11 @@ class Row:
     """Of the timed run's time per op, the time inside the reference's SQL statements
     (commits and their flushes included): what fewer or cheaper statements could save."""
     statements_ratio_to_floor: float
-    transactions_only_per_op_us: float
+    transactions_only_per_op_us: float | None
     """The op's own sequence of writing commits (synced or ordered, in its order), each one
-    insert of the floor's row: what its transactions cost however little ran in them."""
-    transactions_only_ratio_to_floor: float
+    insert of the floor's row: what its transactions cost however little ran in them (None:
+    the session did no op)."""
+    transactions_only_ratio_to_floor: float | None
     """Against a floor sampled between the replay's chunks (not the session's floor)."""
 
 
@@ -435,11 +436,12 @@ class _Floor:
         self._connection.close()
 
 
-def _transactions_only(directory: str, pattern: list[bool], ops: int) -> tuple[float, float]:
+def _transactions_only(directory: str, pattern: list[bool],
+                       ops: int) -> tuple[float, float] | None:
     """The session's own writing commits (``pattern``, from the counted run), each one row,
     in a database like the floor's: what the op's count of transactions and flushes costs
     by itself, whatever runs inside them; returns (µs per op, µs of the floor sampled
-    alongside). At most ``PATTERN_COMMITS_MAX`` commits are played (from the session's
+    alongside), None when the session wrote nothing or did no op (stopped at once). At most ``PATTERN_COMMITS_MAX`` commits are played (from the session's
     start, so a session's first turn is in it) and scaled to the whole, after an untimed
     first play of up to ``PATTERN_WARM_UP_COMMITS`` of them, so that none of the timed ones
     is its connection's first of a kind. The disk's flush time moves from minute to minute,
@@ -447,7 +449,7 @@ def _transactions_only(directory: str, pattern: list[bool], ops: int) -> tuple[f
     ``PATTERN_CHUNK_COMMITS`` commits, not taken from the session's."""
     played = pattern[:PATTERN_COMMITS_MAX]
     if not played or ops < 1:
-        return 0.0, 0.0
+        return None
     replay = _Floor(directory, name="pattern")
     floor = _Floor(directory, name="pattern-floor")
     try:
@@ -508,8 +510,7 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
                        traced=memory and not timed["stopped"])
     shutil.rmtree(data_dir)
     peak = counted["peak"]
-    transactions_only_us, transactions_only_floor_us = _transactions_only(
-        directory, counted["pattern"], counted["ops"])
+    transactions_only = _transactions_only(directory, counted["pattern"], counted["ops"])
     # A third run, every commit unflushed: the op's cost besides its flushes.
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-unflushed-", dir=directory)
     with _Unflushed():
@@ -538,14 +539,20 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
         unflushed_ratio_to_floor=round(unflushed_per_op_us / floor_us, 2),
         statements_per_op_us=round(statements_per_op_us, 1),
         statements_ratio_to_floor=round(statements_per_op_us / floor_us, 2),
-        transactions_only_per_op_us=round(transactions_only_us, 1),
-        transactions_only_ratio_to_floor=round(
-            transactions_only_us / transactions_only_floor_us, 2),
+        transactions_only_per_op_us=(None if transactions_only is None
+                                     else round(transactions_only[0], 1)),
+        transactions_only_ratio_to_floor=(None if transactions_only is None else round(
+            transactions_only[0] / transactions_only[1], 2)),
     )
 
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+def _cell(value: float | None, scale: float = 1.0, unit: str = "") -> str:
+    """A printed figure with two decimals, "-" where there is none."""
+    return "-" if value is None else f"{value * scale:.2f}{unit}"
 
 
 def _print(rows: list[Row]) -> None:
@@ -557,9 +564,10 @@ def _print(rows: list[Row]) -> None:
     print("-" * len(header))
     for row in rows:
         ops = f"{row.ops_done}" + ("!" if row.stopped else "")
-        flat = "-" if row.last_over_first_tenth is None else f"{row.last_over_first_tenth:.2f}"
-        unflushed_flat = ("-" if row.unflushed_last_over_first_tenth is None
-                          else f"{row.unflushed_last_over_first_tenth:.2f}")
+        flat = _cell(row.last_over_first_tenth)
+        unflushed_flat = _cell(row.unflushed_last_over_first_tenth)
+        tx_only = _cell(row.transactions_only_per_op_us, scale=1e-3, unit="ms")
+        tx_only_ratio = _cell(row.transactions_only_ratio_to_floor)
         peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
         print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms "
               f"{row.cpu_per_op_us / 1000:>6.2f}ms {row.floor_us:>6.0f}us "
@@ -569,8 +577,7 @@ def _print(rows: list[Row]) -> None:
               f"{row.database_bytes_per_op:>8.0f} {row.unflushed_per_op_us / 1000:>7.2f}ms "
               f"{row.unflushed_ratio_to_floor:>7.2f} {row.statements_per_op_us / 1000:>6.2f}ms "
               f"{row.statements_ratio_to_floor:>7.2f} "
-              f"{row.transactions_only_per_op_us / 1000:>6.2f}ms "
-              f"{row.transactions_only_ratio_to_floor:>7.2f} {unflushed_flat:>6}")
+              f"{tx_only:>8} {tx_only_ratio:>7} {unflushed_flat:>6}")
     if any(row.stopped for row in rows):
         print("! stopped at the time budget (--budget-s): the figures cover the ops done")
 

@@ -106,6 +106,7 @@ class ForkChannel:
 
     def close(self) -> None:
         self._closed = True
+        _OPEN_CHANNELS.discard(self)
         self._mine.close()
         self.theirs.close()
 

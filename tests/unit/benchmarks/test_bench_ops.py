@@ -119,3 +119,10 @@ def test_the_counted_run_keeps_the_session_s_commits_in_order(tmp_path: Path) ->
     assert pattern[-1]  # a turn's end is flushed before run_turn returns it
     per_op_us, floor_us = bench_ops._transactions_only(str(tmp_path), pattern, counted["ops"])
     assert per_op_us > 0 and floor_us > 0
+
+
+def test_a_session_that_did_no_op_has_no_transactions_only_figure(tmp_path: Path) -> None:
+    # a session stopped at its budget before its first tool call: nothing to divide by
+    assert bench_ops._transactions_only(str(tmp_path), [True, False], ops=0) is None
+    assert bench_ops._transactions_only(str(tmp_path), [], ops=3) is None
+    assert bench_ops._cell(None) == "-" and bench_ops._cell(1234.5, 1e-3, "ms") == "1.23ms"

@@ -4,6 +4,8 @@ count of running executions. Skipped with the reason when DBOS is not installed.
 
 from __future__ import annotations
 
+import types
+
 import pytest
 
 from harness.adapters import find
@@ -40,16 +42,30 @@ def _bare(runtime_class, dbos: object):
     return runtime
 
 
-def test_the_wait_ends_only_once_the_workflow_runs_no_more():
+@pytest.fixture
+def sleeps(monkeypatch) -> list[float]:
+    """The wait's sleeps, recorded instead of slept."""
+    _runtime_class()  # skips without DBOS, before importing the module that needs it
+    import harness.adapters.dbos_runtime as dbos_runtime
+
+    slept: list[float] = []
+    monkeypatch.setattr(dbos_runtime, "time", types.SimpleNamespace(sleep=slept.append))
+    return slept
+
+
+def test_the_wait_ends_only_once_the_workflow_runs_no_more(sleeps):
     running = _Running("s1/turn/000001", polls=3)
     _bare(_runtime_class(), _DBOS(running))._until_it_stops_here("s1/turn/000001")
     assert running.looks == 4  # three looks while it ran, the fourth saw it stopped
+    from harness.adapters.dbos_runtime import POLLING_INTERVAL_S
+
+    assert sleeps == [POLLING_INTERVAL_S] * 3
 
 
-def test_another_workflow_running_does_not_hold_the_wait():
+def test_another_workflow_running_does_not_hold_the_wait(sleeps):
     running = _Running("s2/turn/000001", polls=5)
     _bare(_runtime_class(), _DBOS(running))._until_it_stops_here("s1/turn/000001")
-    assert running.looks == 1
+    assert running.looks == 1 and sleeps == []
 
 
 def test_a_dbos_without_the_count_is_a_clear_error_not_a_silent_race():
