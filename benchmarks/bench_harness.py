@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.cli import main as cli_main
+from harness.cli.app import main as cli_main
 
 PROCESS_SPEC = "process:python -m reference_impl.remote"
 
@@ -86,11 +86,11 @@ def _suite(impl: str, report_root: str, time_limit_s: float | None = None,
 
 def _split() -> dict[str, float]:
     """Running scenarios vs judging criteria, in-process, without the reports (CPU s)."""
-    from harness.cli_options import Context, Deps, discover_scenarios
-    from harness.implementations import resolve
-    from harness.runner import run_scenario
-    from harness.suite import default_criteria, evaluate
-    from harness.trace import Kind
+    from harness.cli.options import Context, Deps, discover_scenarios
+    from harness.implementations.specs import resolve
+    from harness.running.runner import run_scenario
+    from harness.running.suite import default_criteria, evaluate
+    from harness.trace.record import Kind
 
     ctx = Context(Deps(), io.StringIO(), io.StringIO(), ())
     scenarios = discover_scenarios(ctx, None)
@@ -188,9 +188,9 @@ def _chaos(budget: int, jobs: int) -> dict[str, float]:
     """A seeded campaign over the bundled bases: the schedules' phase in wall seconds (after
     the bases are learned: what a campaign's budget costs), and one schedule's own run and
     judging (its wall clock where it ran: in-process with one job, in a worker with more)."""
-    from harness.chaos import LearnedBase, SkippedBase, default_bases, run_campaign
-    from harness.cli_options import Context, Deps
-    from harness.implementations import resolve
+    from harness.campaigns.chaos import LearnedBase, SkippedBase, default_bases, run_campaign
+    from harness.cli.options import Context, Deps
+    from harness.implementations.specs import resolve
 
     ctx = Context(Deps(), io.StringIO(), io.StringIO(), ())
     bases = default_bases(ctx)

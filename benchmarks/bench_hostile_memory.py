@@ -4,7 +4,7 @@
 
 Each case runs ``lifecycle-harness run`` (in a fresh interpreter, so the peak is the case's
 own) on one scenario against ``tests/hostile/hostile_server.py`` in a misbehaving mode, with
-the default limits (``harness.limits``), and prints one row: case, exit code, wall time, and
+the default limits (``harness.contract.limits``), and prints one row: case, exit code, wall time, and
 the harness process's peak resident memory (``ru_maxrss``; children not included). The
 baseline row is the same scenario against the well-behaved reference server (its exit 1
 only says that one scenario leaves most criteria not exercised). Numbers, not
@@ -39,7 +39,7 @@ def _one(mode: str, line_mb: int) -> dict:
     """Run the CLI in this interpreter (the child of the benchmark) and report its peak."""
     import resource
 
-    from harness.cli import main
+    from harness.cli.app import main
 
     os.environ["LH_HOSTILE_BYTES"] = str(line_mb * 1_000_000)
     with tempfile.TemporaryDirectory(prefix="lh-bench-") as folder:

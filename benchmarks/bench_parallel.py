@@ -18,12 +18,12 @@ import os
 import time
 from pathlib import Path
 
-from harness.implementations import resolve
-from harness.parallel import run_cases
-from harness.runner import run_scenario
-from harness.scenarios import DEFAULT_SCENARIO_DIR, discover
-from harness.suite import run_suite
-from harness.sweep import plan_cases
+from harness.implementations.specs import resolve
+from harness.running.parallel import run_cases
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import DEFAULT_SCENARIO_DIR, discover
+from harness.running.suite import run_suite
+from harness.campaigns.sweep import plan_cases
 
 
 def _stable(result):

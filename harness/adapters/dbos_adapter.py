@@ -14,10 +14,8 @@ from typing import Any
 
 from harness.adapters import session_configs
 from harness.adapters.conversation import observation
-from harness.adapters.dbos_store import read_sessions
+from harness.adapters.dbos_store import DATABASE, read_sessions
 from harness.contract import ImplementationInfo, Observation, World
-
-DATABASE = "dbos.sqlite"
 
 
 class DBOSImplementation:

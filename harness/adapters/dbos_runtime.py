@@ -56,7 +56,7 @@ from dbos import DBOS, SetWorkflowID
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from harness.adapters import session_configs
-from harness.adapters.dbos_adapter import DATABASE
+from harness.adapters.dbos_store import DATABASE
 from harness.adapters.conversation import (
     NotOffered,
     call_model,

@@ -18,6 +18,10 @@ from harness.adapters import conversation
 from harness.adapters.conversation import SessionStore, user_message
 from harness.contract import SessionConfig
 
+DATABASE = "dbos.sqlite"
+"""The DBOS system database's file name inside the data dir (the runtime writes it, the
+adapter's inspect reads it)."""
+
 STEP_FUNCTIONS = ("model_step", "tool_step")
 UNFINISHED = ("PENDING", "ENQUEUED")
 

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.contract import canonical_json
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 from harness.contract import WaitStatus
 from harness.criteria.trace_readings import driver_spans
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 EXPLICIT_METHODS = ("answer_approval", "answer")
 NEW_MESSAGE_METHODS = ("run_turn", "concurrent_turn")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 from harness.contract import Feature
-from harness.identity_memo import by_identity
-from harness.trace import Trace
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Trace
 
 
 class CriteriaError(Exception):

@@ -4,7 +4,7 @@ Guarantees: ``CRITERIA`` lists stages X, L1, L2, L3, L4, L5 and M in that order,
 stage's criteria in the order its module defines them; ids are unique (checked at import,
 a duplicate raises :class:`~harness.criteria.base.CriteriaError`); :func:`by_id` finds one
 criterion or raises ``CriteriaError`` naming the valid ids; each criterion's
-``required_features`` are those of the optional-feature table of :mod:`harness.conformance`
+``required_features`` are those of the optional-feature table of :mod:`harness.contract.conformance`
 (empty for the core, which no declaration can make n/a). A criterion that relies on
 failpoints also fails when one of them is misplaced on some hit
 (:func:`harness.criteria.failpoint_preconditions.guard`).
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from harness.conformance import gate_criteria
+from harness.contract.conformance import gate_criteria
 from harness.criteria import l1, l2, l3, l4, l5, m, x
 from harness.criteria.base import CriteriaError, Criterion
 from harness.criteria.failpoint_preconditions import guard
@@ -34,7 +34,7 @@ STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("m", m.CRITERIA),
 )
 # Each criterion as the suite judges it: failing also on a misplaced failpoint it relies on
-# (guard), and n/a only for the optional features of harness.conformance's table, not each
+# (guard), and n/a only for the optional features of harness.contract.conformance's table, not each
 # stage module's own list (gate_criteria); STAGES and CRITERIA hold the same objects.
 STAGES = tuple((stage, gate_criteria(tuple(guard(c) for c in criteria)))
                for stage, criteria in STAGES)

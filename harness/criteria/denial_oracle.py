@@ -43,7 +43,7 @@ from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_f
 from harness.criteria import approval_answers
 from harness.criteria import trace_readings as s
 from harness.criteria.base import per_trace
-from harness.trace import Kind, ObservationPoint, Trace
+from harness.trace.record import Kind, ObservationPoint, Trace
 
 # --------------------------------------------------------------------------- counter replay
 

@@ -39,8 +39,8 @@ from harness.contract import (
     canonical_json,
 )
 from harness.criteria import approval_answers
-from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
 
 OpKey = tuple[str, str]
 """``(session_id, tool_call_id)``."""

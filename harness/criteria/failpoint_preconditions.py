@@ -72,7 +72,7 @@ from harness.contract import (
 )
 from harness.criteria import approval_answers
 from harness.criteria.base import Criterion, Evidence, Status, Verdict, per_trace
-from harness.trace import Kind, Source, Trace, TraceEvent
+from harness.trace.record import Kind, Source, Trace, TraceEvent
 
 OpKey = tuple[str, str]
 """``(session_id, tool_call_id)``."""

@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.contract import FAILURE_TABLE_CAPACITY, DecisionSource, Outcome, Permission
 from harness.criteria import facts as F
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.record import Kind, Trace, TraceEvent
 
 STRICT_FAILURE_KINDS = ("failed", "param_error")
 """Executed failures that certainly count toward the repeat limit."""

@@ -23,8 +23,8 @@ from harness.criteria import approval_answers
 from harness.criteria import facts as F
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 STAGE = "l1"
 

@@ -20,7 +20,7 @@ from harness.contract import (
 )
 from harness.criteria import facts as F
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.record import Kind, Trace, TraceEvent
 
 STAGE = "l2"
 

@@ -42,7 +42,7 @@ from harness.criteria.denial_oracle import (
     fallback_findings,
     fallback_moments_judged,
 )
-from harness.trace import Kind, Trace
+from harness.trace.record import Kind, Trace
 
 # --------------------------------------------------------------------------- L3.5-L3.8 (shared)
 

@@ -33,8 +33,8 @@ from harness.contract import (
 from harness.criteria import trace_readings as s
 from harness.criteria import prepared_calls, races, recovery_reports, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
 
 # --------------------------------------------------------------------------- shared
 

@@ -26,7 +26,7 @@ from harness.criteria import trace_readings as s
 from harness.criteria import projection_oracle as O
 from harness.criteria.approval_answers import first_answers
 from harness.criteria.base import Criterion, Verdict, judge
-from harness.trace import Kind, Trace
+from harness.trace.record import Kind, Trace
 
 # --------------------------------------------------------------------------- L5.1
 

@@ -13,7 +13,7 @@ from harness.criteria import answer_provenance as P
 from harness.criteria import trace_readings as s
 from harness.criteria import user_messages
 from harness.criteria.base import Criterion, Verdict, judge
-from harness.trace import Trace, TraceEvent
+from harness.trace.record import Trace, TraceEvent
 
 END_STATUS = {
     "end": ModelRequestStatus.COMPLETED,

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from harness.contract import Delivery, Observation, OperationView, Outcome, TurnStatus, WaitStatus
 from harness.criteria import trace_readings as s
 from harness.criteria.base import Evidence
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
 
 BEFORE_DECIDING = ("after_prepare", "during_classifier_review")
 """Failpoints at which an instance that dies has prepared a call and not decided it."""

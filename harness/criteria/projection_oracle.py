@@ -2,7 +2,7 @@
 
 Guarantees:
 
-* every function here is pure over a :class:`~harness.trace.Trace`; nothing reads a clock,
+* every function here is pure over a :class:`~harness.trace.record.Trace`; nothing reads a clock,
   a file or the environment;
 * an operation's *result* at a moment (:func:`world_result`) comes from the world alone:
   its ledger rows (``TOOL_EXECUTED``), the world's refusals to start it
@@ -43,8 +43,8 @@ from harness.contract import (
 )
 from harness.criteria import facts as F
 from harness.criteria.approval_answers import first_answers
-from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
 
 SETTLED_STATUSES = frozenset({
     "succeeded", "failed", "reconciliation_required", "denied", "cancelled", "not_executed",
@@ -391,7 +391,7 @@ def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | 
 def _readings_by_label(trace: Trace) -> dict[str, tuple[list[int], list[ObservationPoint]]] | None:
     """Per label its points' indexes and points in recording order, when those indexes never
     decrease along it (then the first point past an index is found by bisection); None
-    otherwise. The events' side is :func:`harness.trace.positions_by_kind`."""
+    otherwise. The events' side is :func:`harness.trace.record.positions_by_kind`."""
     labels: dict[str, tuple[list[int], list[ObservationPoint]]] = {}
     for point in trace.observations:
         point_indexes, points = labels.setdefault(point.label, ([], []))

@@ -1,7 +1,7 @@
 """Concurrent duplicate deliveries: when did two instances really race for one operation?
 
 A ``concurrent_turn`` is recorded as two driver calls (role A, role B; see
-``harness/trace.py``). It only tests anything when the race really happened:
+``harness/trace/record.py``). It only tests anything when the race really happened:
 
 * the hold engaged: instance A hit a failpoint the world answered with action ``hold``
   inside A's call, before B's call began, and B's call records ``held: true``;
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from harness.contract import Delivery
 from harness.criteria import trace_readings as s
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.record import Kind, Trace, TraceEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.criteria.trace_readings import driver_spans
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace
 
 
 @dataclass(frozen=True, slots=True)

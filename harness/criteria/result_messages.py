@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from harness.criteria import answer_provenance as P
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 DUPLICATE = "answered twice"
 ORPHAN = "answers no call before it"

@@ -5,9 +5,9 @@ requests and streams served, classifier requests answered, prompts, publications
 hits, crashes, driver calls) and reads the durable store (``trace.observations``) only where
 the criterion is about what the store says. No function performs I/O, keeps state between
 calls or looks at a clock. The readings many checks share are remembered per trace (by
-identity, see :mod:`harness.identity_memo`), which keeps them pure.
+identity, see :mod:`harness.trace.identity_memo`), which keeps them pure.
 
-Conventions relied on (documented in ``harness/trace.py``):
+Conventions relied on (documented in ``harness/trace/record.py``):
 
 * an operation is keyed by ``(session_id, tool_call_id)``; its execution id is
   :func:`harness.contract.execution_id_for` of that pair;
@@ -40,8 +40,8 @@ from harness.contract import (
     from_json,
 )
 from harness.criteria.base import Evidence
-from harness.identity_memo import by_identity
-from harness.trace import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
 
 OpKey = tuple[str, str]
 """(session_id, tool_call_id): the identity of one operation across instances."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from harness.contract import args_digest, canonical_json
 from harness.criteria import trace_readings as s
 from harness.criteria.approval_answers import first_answers
-from harness.trace import Kind, Trace
+from harness.trace.record import Kind, Trace
 
 
 def trusted_denial(trace: Trace, key: s.OpKey, before: int) -> int | None:

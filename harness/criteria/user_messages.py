@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from harness.criteria.trace_readings import driver_spans
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 TURN_METHODS = ("run_turn", "concurrent_turn")
 

@@ -28,8 +28,8 @@ from harness.criteria import projection_oracle as O
 from harness.criteria import recovery_reports
 from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
-from harness.identity_memo import by_identity
-from harness.trace import Kind, Trace, TraceEvent
+from harness.trace.identity_memo import by_identity
+from harness.trace.record import Kind, Trace, TraceEvent
 
 STAGE = "x"
 

@@ -2,7 +2,7 @@
 
 Guarantees: :data:`PROFILES` names every profile once; :func:`load` returns a fresh
 :class:`~harness.profiles.profile.ProfileImplementation` for a known name or raises
-:class:`~harness.errors.ImplementationLoadError` listing the known ones;
+:class:`~harness.contract.errors.ImplementationLoadError` listing the known ones;
 :func:`expectations_of` gives the divergence table of a profile implementation (None for
 any other implementation), which the ``run`` command uses as its expectations.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import ImplementationLoadError
+from harness.contract.errors import ImplementationLoadError
 from harness.profiles.claude_code import CLAUDE_CODE, CLAUDE_CODE_PRINT
 from harness.profiles.codex import CODEX
 from harness.profiles.opencode import OPENCODE
@@ -43,7 +43,7 @@ def disagreements(result: Any, profile: Profile) -> tuple[tuple[str, ...], tuple
     """(criteria the harness did not pass that the table does not explain, criteria the
     table explains that the harness passed), from a RunResult of ``profile``. Not passing:
     failed, error, not exercised, or expected_fail (a failure the table expected)."""
-    from harness.result import CriterionStatus
+    from harness.report.result import CriterionStatus
 
     not_passing = {CriterionStatus.FAILED, CriterionStatus.ERROR, CriterionStatus.NOT_EXERCISED,
                    CriterionStatus.EXPECTED_FAIL}

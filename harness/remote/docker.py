@@ -25,7 +25,7 @@ container's stdin/stdout. Guarantees:
   the OOM killer ended it: the error message then reads "killed by the OOM killer (memory
   limit N)" beside the exit status;
 * with no reachable engine — no ``docker`` on PATH, or ``docker info`` failing — resolving
-  and opening raise :class:`~harness.errors.ImplementationLoadError` saying so and how to
+  and opening raise :class:`~harness.contract.errors.ImplementationLoadError` saying so and how to
   fix it (start the daemon, or use ``process:COMMAND``). Nothing else is attempted then.
 
 Why two ways of talking to the engine: the protocol needs the container's stdin/stdout as
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from harness.contract import ImplementationInfo
-from harness.errors import ImplementationLoadError
+from harness.contract.errors import ImplementationLoadError
 from harness.remote import container_engine
 from harness.remote.container_engine import LABEL, Engine
 from harness.remote.launcher import (

@@ -15,7 +15,7 @@
   then spawns a fresh process on the same data dir;
 * a child that exits, writes a line that is not a protocol message, stays silent longer
   than ``reply_timeout_s`` while a response is due (or leaves its stdin unread that long),
-  goes past one of the :class:`~harness.limits.Limits` (line length, inspect answer size,
+  goes past one of the :class:`~harness.contract.limits.Limits` (line length, inspect answer size,
   JSON depth, messages read ahead), or rejects a request becomes a
   :class:`~harness.remote.errors.RemoteError` naming the command, the pid, the exit status
   and the tail of its stderr (a silent or babbling child is killed first). The
@@ -97,8 +97,8 @@ from harness.contract import (
     TurnResult,
     World,
 )
-from harness.errors import ImplementationLoadError
-from harness.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
+from harness.contract.errors import ImplementationLoadError
+from harness.contract.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
 from harness.remote import forkserver
 from harness.remote.errors import RemoteError
 from harness.remote.forkserver import ForkChannel, ForkRefused

@@ -490,7 +490,7 @@ def _is_id(value: Any) -> bool:
 
 
 DEFAULT_MAX_DEPTH = 200
-"""Nesting depth of arrays and objects a message may have (``harness.limits.Limits``)."""
+"""Nesting depth of arrays and objects a message may have (``harness.contract.limits.Limits``)."""
 
 
 def json_depth_over(data: Any, limit: int) -> int:

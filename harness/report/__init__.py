@@ -1,4 +1,4 @@
-"""Report writers: each consumes only a :class:`harness.result.RunResult` (or report.json).
+"""Report writers: each consumes only a :class:`harness.report.result.RunResult` (or report.json).
 
 Guarantees of :func:`write_reports`: the report directory is created if needed and the
 formats are written as one set (:mod:`harness.report.report_set`): never through a symbolic
@@ -15,7 +15,7 @@ from typing import Callable
 
 from harness.report import html, json_report, junit, markdown
 from harness.report.report_set import ReportDirError, check_report_dir, write_set
-from harness.result import RunResult
+from harness.report.result import RunResult
 
 __all__ = ["RENDERERS", "WRITERS", "ReportDirError", "check_report_dir", "write_reports"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.contract import to_json
-from harness.report._text import (
+from harness.report.text import (
     PROBLEM_STATUSES,
     SOURCE_LABEL,
     criteria_with,
@@ -38,7 +38,7 @@ from harness.report._text import (
     xml_safe,
 )
 from harness.report.atomic import write_text
-from harness.result import (
+from harness.report.result import (
     CriterionResult,
     CriterionStatus,
     RunResult,

@@ -19,7 +19,7 @@ from typing import Any
 from harness.contract import ContractError, from_json, to_json
 from harness.report.atomic import write_text
 from harness.report.indented_json import dumps_indented
-from harness.result import RunResult
+from harness.report.result import RunResult
 
 FILENAME = "report.json"
 DERIVED_KEYS = ("gate_passed", "conformance")

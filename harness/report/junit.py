@@ -21,9 +21,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from harness.contract import to_json
-from harness.report._text import SOURCE_LABEL, evidence_line, level_line, violation_text, xml_safe
+from harness.report.text import SOURCE_LABEL, evidence_line, level_line, violation_text, xml_safe
 from harness.report.atomic import write_bytes
-from harness.result import CriterionResult, CriterionStatus, RunResult, ScenarioResult, ScenarioStatus
+from harness.report.result import CriterionResult, CriterionStatus, RunResult, ScenarioResult, ScenarioStatus
 
 FILENAME = "junit.xml"
 

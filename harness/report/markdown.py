@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 
-from harness.report._text import (
+from harness.report.text import (
     PROBLEM_STATUSES,
     SOURCE_LABEL,
     criteria_with,
@@ -28,7 +28,7 @@ from harness.report._text import (
     status_label,
 )
 from harness.report.atomic import write_text
-from harness.result import CriterionStatus, RunResult, ScenarioStatus
+from harness.report.result import CriterionStatus, RunResult, ScenarioStatus
 
 FILENAME = "report.md"
 MAX_CHARS = 60_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 
 from harness.contract import ApprovalPrompt, to_json
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.log import Channel
 
 

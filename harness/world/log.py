@@ -5,8 +5,8 @@ so concurrent instances interleave in a total order); once an instance is declar
 crashed, or the run gave up on it), nothing it does reaches the log any more, so a
 "killed" in-process instance cannot leave ground truth behind, exactly as a killed process
 could not. The implementation can make the world record at most
-``Limits.events_per_scenario`` events (:mod:`harness.limits`); past that a guarded append
-raises :class:`~harness.limits.LimitExceeded` into the implementation (a ``BaseException``,
+``Limits.events_per_scenario`` events (:mod:`harness.contract.limits`); past that a guarded append
+raises :class:`~harness.contract.limits.LimitExceeded` into the implementation (a ``BaseException``,
 so it ends the driver call and the run reports it) and records nothing more.
 """
 
@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.limits import LimitExceeded, current_limits
-from harness.trace import TraceEvent
+from harness.contract.limits import LimitExceeded, current_limits
+from harness.trace.record import TraceEvent
 
 
 class EventLog:

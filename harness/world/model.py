@@ -31,7 +31,7 @@ from harness.contract import (
     ToolCall,
     to_json,
 )
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.log import Channel
 
 DEFAULT_ANSWER = "done."

@@ -41,7 +41,7 @@ from harness.contract import (
     canonical_json,
     to_json,
 )
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.clock import VirtualClock
 from harness.world.log import Channel
 from harness.world.templates import file_sha256

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from harness.contract import Projection, to_json
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.log import Channel
 
 

@@ -8,7 +8,7 @@ the single ordered event log.
 Guarantees:
 
 * everything an IUT does through a port is recorded, in order, as one
-  :class:`~harness.trace.TraceEvent` tagged with the calling instance; ``emit`` becomes a
+  :class:`~harness.trace.record.TraceEvent` tagged with the calling instance; ``emit`` becomes a
   ``LIFECYCLE_EVENT``;
 * ``failpoint(name, ctx)`` counts the hit (1-based, per name, over the run), consults the
   fault plan, records a ``FAILPOINT`` event (name, context, hit, action, params), lets the
@@ -26,7 +26,7 @@ Guarantees:
   :class:`ForeignThreadCall` into that thread, and is reported once per port and thread by
   :meth:`SimWorld.take_foreign_calls` (the runner fails the scenario with it);
 * a port argument that is not of the contract's types all the way down (a ``set`` in an
-  event's data, a list where a tuple belongs...: :mod:`harness.contract_check`) is refused
+  event's data, a list where a tuple belongs...: :mod:`harness.contract.value_checks`) is refused
   likewise: nothing recorded, :class:`~harness.contract.ContractError` raised into the
   implementation, one message for the runner naming the port and the field;
 * nothing here reads the wall clock or global randomness: one ``random.Random`` seeds the
@@ -67,9 +67,9 @@ from harness.contract import (
     ToolSpec,
     to_json,
 )
-from harness.contract_check import read_only_sequence, value_problem
-from harness.faults import Action, Fault, FaultPlan
-from harness.trace import Kind, Source, TraceEvent
+from harness.contract.value_checks import read_only_sequence, value_problem
+from harness.faults.plan import Action, Fault, FaultPlan
+from harness.trace.record import Kind, Source, TraceEvent
 from harness.world.approver import ScriptedApprover
 from harness.world.classifier import ClassifierConfig, ScriptedClassifier
 from harness.world.clock import VirtualClock

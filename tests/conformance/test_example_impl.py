@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import app as cli
 from harness.remote import forkserver
 from harness.remote.forkserver import ForkedProcess
 from harness.remote.launcher import ProcessImplementation
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 
 from remote_recording import Recording  # tests/remote_recording.py
 

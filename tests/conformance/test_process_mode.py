@@ -17,10 +17,10 @@ import pytest
 
 import reference_impl
 from harness.remote.launcher import ProcessImplementation
-from harness.runner import run_scenario
-from harness.scenarios import discover
-from harness.suite import run_suite
-from harness.trace import Kind, trace_to_json
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import discover
+from harness.running.suite import run_suite
+from harness.trace.record import Kind, trace_to_json
 
 pytestmark = pytest.mark.process
 

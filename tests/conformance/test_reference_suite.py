@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from harness import cli
+from harness.cli import app as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "fixtures" / "report.schema.json").read_text(encoding="utf-8"))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import app as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESS = "process:" + shlex.join([sys.executable, "-m", "reference_impl.remote"])

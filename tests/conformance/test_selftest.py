@@ -2,8 +2,8 @@
 and every acceptance criterion catches at least one mutant. A change that makes a
 criterion blind (or a scenario stop staging its defect) fails here."""
 
-from harness.fault_coverage import FAULT_FIRED
-from harness.selftest.mutants import MUTANTS, SEED_DEFECTS
+from harness.criteria.fault_coverage import FAULT_FIRED
+from harness.mutants.catalogue import MUTANTS, SEED_DEFECTS
 
 from .test_reference_suite import ACCEPTANCE_IDS
 

@@ -109,7 +109,7 @@ def _in_venv(wheel_env, *argv, expect=0):
 def test_the_venv_imports_the_installed_wheel_and_its_bundled_suite(wheel_env):
     venv, _ = wheel_env
     out = _in_venv(wheel_env, "python", "-c",
-                   "import harness, reference_impl, harness.scenarios as s; "
+                   "import harness, reference_impl, harness.scenarios.loader as s; "
                    "print(harness.__file__); print(reference_impl.__file__); print(s.bundled_suite_dir())")
     for line in out.splitlines():
         assert Path(line).resolve().is_relative_to(venv.resolve()), line
@@ -148,14 +148,14 @@ def test_replay_and_list_of_the_bundled_suite_in_the_wheel(wheel_env):
     listed = _in_venv(wheel_env, "lifecycle-harness", "list", "scenarios")
     assert "l1-old-checkpoints" in listed and "l4-crash-after-result-saved" in listed
     bundled = _in_venv(wheel_env, "python", "-c",
-                       "import harness.scenarios as s; print(s.bundled_suite_dir())").strip()
+                       "import harness.scenarios.loader as s; print(s.bundled_suite_dir())").strip()
     replayed = _in_venv(wheel_env, "lifecycle-harness", "replay",
                         str(Path(bundled) / "l1" / "old_checkpoints.toml"), "--seed", "0")
     assert "L1.6" in replayed
 
 
 def test_the_pytest_plugin_in_the_wheel_collects_the_bundled_suite(wheel_env):
-    from harness.scenarios import DEFAULT_SCENARIO_DIR, discover
+    from harness.scenarios.loader import DEFAULT_SCENARIO_DIR, discover
 
     total = len(discover([DEFAULT_SCENARIO_DIR]))
     # One pytest process, the plugin loaded from the wheel's entry point: it collects the

@@ -21,16 +21,16 @@ from pathlib import Path
 import pytest
 
 import reference_impl
-from harness import cli
+from harness.cli import app as cli
 from harness.contract import CHECKPOINT_FIXTURE_BYTES_MAX, ImplementationInfo
 from harness.criteria.base import Status
 from harness.criteria.l1 import check_l1_6
 from harness.remote.launcher import ProcessImplementation
 from harness.report import ReportDirError
 from harness.report.report_set import write_set
-from harness.runner import run_scenario
-from harness.scenarios import load
-from harness.trace import Kind
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
+from harness.trace.record import Kind
 
 REPO = Path(__file__).resolve().parents[2]
 OLD_CHECKPOINTS = load(REPO / "scenarios" / "l1" / "old_checkpoints.toml")

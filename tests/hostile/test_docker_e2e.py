@@ -20,8 +20,8 @@ import pytest
 from harness.remote import container_engine
 from harness.remote.container_engine import LABEL
 from harness.remote.docker import ContainerLimits, DockerImplementation, _Container
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = os.environ.get("LH_DOCKER_TEST_IMAGE", "lifecycle-harness/reference:test")
@@ -152,7 +152,7 @@ def test_the_whole_suite_passes_in_containers_and_leaves_none(tmp_path):
     before = _labelled()
     report_dir = tmp_path / "report"
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--impl", f"docker:{IMAGE}",
+        [sys.executable, "-m", "harness.cli.app", "run", "--impl", f"docker:{IMAGE}",
          "--report-dir", str(report_dir)],
         capture_output=True, text=True, timeout=1800, check=False, cwd=ROOT)
     tail = done.stdout[-3000:] + done.stderr[-3000:]

@@ -1,7 +1,7 @@
 """`lifecycle-harness run --scenarios BADFILE`: each hostile file is exit 2 with one line.
 
 Each case was a harness traceback (exit 3), a memory blow-up or a false verdict before the
-limits of ``harness/scenario_limits.py``: deep nesting, huge counts and hit numbers, Faker
+limits of ``harness/contract/scenario_limits.py``: deep nesting, huge counts and hit numbers, Faker
 providers that fail when expanded, nan/inf in tool-call arguments."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.errors import EXIT_USAGE_OR_INPUT_ERROR
+from harness.cli.app import main
+from harness.contract.errors import EXIT_USAGE_OR_INPUT_ERROR
 
 BASE = """
 id = "hostile"
@@ -121,7 +121,7 @@ def test_a_device_is_refused_without_reading_it(tmp_path):
     code = main(["run", "--scenarios", "/dev/zero"], stdout=io.StringIO(), stderr=err)
     assert code == EXIT_USAGE_OR_INPUT_ERROR
     assert "/dev/zero: not a regular file" in err.getvalue()
-    from harness.errors import ScenarioError
-    from harness.scenarios import load
+    from harness.contract.errors import ScenarioError
+    from harness.scenarios.loader import load
     with pytest.raises(ScenarioError, match="not a regular file"):
         load("/dev/zero")

@@ -27,12 +27,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.chaos import ChaosError, dumps_toml
+from harness.campaigns.chaos import ChaosError, dumps_toml
 from harness.contract import canonical_json
-from harness.errors import ScenarioError
-from harness.faults import FaultPlan, render
-from harness.scenario_limits import LIMITS
-from harness.scenarios import DEFAULT_SCENARIO_DIR, TOP_KEYS, Scenario, loads_all, parse_all
+from harness.contract.errors import ScenarioError
+from harness.faults.plan import FaultPlan, render
+from harness.contract.scenario_limits import LIMITS
+from harness.scenarios.loader import DEFAULT_SCENARIO_DIR, TOP_KEYS, Scenario, loads_all, parse_all
 from harness.world.templates import Templates
 
 BUNDLED = tuple(sorted(DEFAULT_SCENARIO_DIR.rglob("*.toml")))

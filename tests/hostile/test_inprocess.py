@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import reference_impl
-from harness import cli
+from harness.cli import app as cli
 from harness.contract import EventType, LifecycleEvent, TurnResult
 
 HERE = __name__
@@ -284,19 +284,19 @@ def test_the_honest_wrapper_passes_the_scenarios_used_below(tmp_path):
 
 @pytest.mark.parametrize("factory, scenario, message", [
     ("open_returns_none", TURN,
-     "open returned None, expected a Runtime (harness/contract.py: an object with open_session,"),
+     "open returned None, expected a Runtime (harness/contract/vocabulary.py: an object with open_session,"),
     ("run_turn_returns_none", TURN,
-     "run_turn returned None, expected TurnResult (harness/contract.py) (instance 0)"),
+     "run_turn returned None, expected TurnResult (harness/contract/vocabulary.py) (instance 0)"),
     ("run_turn_returns_str", TURN,
-     "run_turn returned str, expected TurnResult (harness/contract.py)"),
+     "run_turn returned str, expected TurnResult (harness/contract/vocabulary.py)"),
     ("run_turn_returns_bad_status", TURN,
      "run_turn returned a TurnResult whose status is 'finished', expected TurnStatus"),
     ("recover_returns_turn_result", CRASH,
-     "recover returned TurnResult, expected RecoveryReport (harness/contract.py)"),
+     "recover returned TurnResult, expected RecoveryReport (harness/contract/vocabulary.py)"),
     ("observation_holds_a_set", TURN,
      "inspect returned an Observation whose sessions is set, expected tuple[SessionView, ...]"),
     ("inspect_returns_garbage", TURN,
-     "inspect returned dict, expected Observation (harness/contract.py)"),
+     "inspect returned dict, expected Observation (harness/contract/vocabulary.py)"),
     ("emits_a_set", TURN,
      "world port emit was called with a LifecycleEvent whose data['ids'] is set, expected "
      "JSON data"),

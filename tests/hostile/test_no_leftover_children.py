@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import app as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "l4" / "crash_after_result_saved.toml"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import reference_impl
-from harness.limits import LIMITS_ENV, Limits
+from harness.contract.limits import LIMITS_ENV, Limits
 from harness.remote.launcher import ProcessImplementation
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 
 pytestmark = pytest.mark.process
 
@@ -167,7 +167,7 @@ def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
 
 
 def _cli(hostile, mode, *options, env=None, **popen):
-    argv = [sys.executable, "-m", "harness.cli", "run", "--impl",
+    argv = [sys.executable, "-m", "harness.cli.app", "run", "--impl",
             "process:" + " ".join(_argv(hostile, mode)), "--scenarios", str(SCENARIO_PATH),
             "--report-dir", str(hostile[0].parent / "reports"), *options]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT,
@@ -198,7 +198,7 @@ def test_a_bad_limits_setting_is_a_usage_error(hostile):
 def test_a_signal_ends_every_child_and_data_dir(hostile, tmp_path, signum, code):
     data_root = tmp_path / "data"
     data_root.mkdir()
-    argv = [sys.executable, "-m", "harness.cli", "run", "--impl",
+    argv = [sys.executable, "-m", "harness.cli.app", "run", "--impl",
             "process:" + " ".join(_argv(hostile, "group-then-hang")), "--scenarios",
             str(SCENARIO_PATH), "--report-dir", str(tmp_path / "reports"),
             "--time-limit-s", "60"]

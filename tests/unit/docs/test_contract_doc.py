@@ -1,6 +1,6 @@
 """docs/contract.md stays true: each documented example is recomputed with the harness's own
 functions, each vocabulary equals the harness's constant, and the feature and event tables
-equal what ``harness.conformance`` and the criteria use. A page that drifts fails here."""
+equal what ``harness.contract.conformance`` and the criteria use. A page that drifts fails here."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ import pytest
 
 import reference_impl
 from harness import contract as c
-from harness.conformance import OPTIONAL, scenario_requirements
-from harness.faults import describe, make_fault
-from harness.runner import run_scenario
-from harness.scenarios import DEFAULT_SCENARIO_DIR, discover, load
-from harness.trace import Kind
+from harness.contract.conformance import OPTIONAL, scenario_requirements
+from harness.faults.plan import describe, make_fault
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import DEFAULT_SCENARIO_DIR, discover, load
+from harness.trace.record import Kind
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "contract.md"

@@ -1,6 +1,6 @@
 """Fakes for the suite and CLI tests: scenarios, a runner, criteria and implementations.
 
-They stand in for harness.scenarios / harness.runner / the criteria catalogue, so these
+They stand in for harness.scenarios.loader / harness.running.runner / the criteria catalogue, so these
 tests depend only on the shared vocabulary (contract, trace, criteria.base, result).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from harness.contract import Feature, ImplementationInfo, Thresholds
 from harness.criteria.base import Criterion, Evidence, Status, Verdict, failed, judge, passed
-from harness.trace import Trace, TraceEvent, TraceMeta
+from harness.trace.record import Trace, TraceEvent, TraceMeta
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract import Outcome, TurnStatus, WaitStatus
-from harness.selftest.source_patch import edit, edits
+from harness.mutants.source_patch import edit, edits
 from ref_fakes import FakeWorld, Reply, allow, ask, call, config
 from reference_impl import continuation, store as store_module
 from reference_impl.store import STORE_FILE_NAME, Store

@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 
 import harness.adapters as adapters
-from harness.errors import ImplementationLoadError
-from harness.implementations import resolve
+from harness.contract.errors import ImplementationLoadError
+from harness.implementations.specs import resolve
 
 NAMES = ("langgraph-sync", "langgraph-async", "langgraph-exit", "dbos")
 

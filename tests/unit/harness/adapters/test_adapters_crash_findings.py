@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from harness.adapters import find
-from harness.implementations import resolve
-from harness.runner import run_scenario
-from harness.scenarios import discover
-from harness.suite import run_suite
-from harness.trace import Kind
+from harness.implementations.specs import resolve
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import discover
+from harness.running.suite import run_suite
+from harness.trace.record import Kind
 
 pytestmark = pytest.mark.process
 

@@ -1,7 +1,7 @@
 """A minimal hand-built Trace builder for the L3, L4, L5 and M criteria tests.
 
 Each method appends one event (world, implementation or harness) with the ``data`` layout
-documented in ``harness/trace.py`` and returns its index; ``observe`` adds a snapshot of the
+documented in ``harness/trace/record.py`` and returns its index; ``observe`` adds a snapshot of the
 store read at (just after) the last event. Value helpers build store views with defaults.
 """
 
@@ -44,7 +44,7 @@ from harness.contract import (
     result_digest,
     to_json,
 )
-from harness.trace import FaultSpec, Kind, ObservationPoint, Source, Trace, TraceEvent, TraceMeta
+from harness.trace.record import FaultSpec, Kind, ObservationPoint, Source, Trace, TraceEvent, TraceMeta
 
 ALL_FEATURES = tuple(Feature)
 

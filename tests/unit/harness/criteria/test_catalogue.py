@@ -38,7 +38,7 @@ def test_duplicate_ids_are_refused():
 
 def test_per_trace_computes_once_per_trace_and_never_across_traces():
     from harness.criteria.base import per_trace
-    from harness.trace import Trace
+    from harness.trace.record import Trace
 
     calls = []
 

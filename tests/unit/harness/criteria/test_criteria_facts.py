@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.contract import DecisionSource, Permission, canonical_json
 from harness.criteria import facts as F
-from harness.trace import FaultSpec
+from harness.trace.record import FaultSpec
 
 from tracebuilder import TraceBuilder, call, op_view, rule, session
 
@@ -98,7 +98,7 @@ def test_events_between_is_the_scan_of_its_definition():
     import itertools
 
     from harness.criteria import facts
-    from harness.trace import Kind
+    from harness.trace.record import Kind
 
     b = TraceBuilder("s1")
     b.model("s1", [call("c1", "write_file", {"path": "/a"})])

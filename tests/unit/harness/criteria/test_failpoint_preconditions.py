@@ -25,7 +25,7 @@ from harness.contract import (
 from harness.criteria import catalogue
 from harness.criteria import failpoint_preconditions as fp
 from harness.criteria.base import Criterion, Status, Verdict, passed
-from harness.trace import Trace
+from harness.trace.record import Trace
 
 S, C, TOOL = "s1", "c1", "write_file"
 ARGS = {"path": "/repo/a.txt", "content": "x"}

@@ -213,9 +213,9 @@ def test_world_result_remembered_by_attempts_and_crashes_before_equals_the_compu
 
     from harness.criteria import facts as F
     from harness.criteria import projection_oracle as PO
-    from harness.implementations import resolve
-    from harness.runner import run_scenario
-    from harness.scenarios import load
+    from harness.implementations.specs import resolve
+    from harness.running.runner import run_scenario
+    from harness.scenarios.loader import load
 
     root = Path(__file__).resolve().parents[4] / "scenarios" / "l4"
     asked = 0
@@ -244,7 +244,7 @@ def _probe_at_by_scan(trace, event, label):
 def test_probe_at_finds_the_reading_of_each_event_as_a_scan_would():
     import dataclasses
 
-    from harness.trace import Kind
+    from harness.trace.record import Kind
 
     b = TraceBuilder("s1")
     shown = Projection("s1", execution_id_for("s1", "c1"), "c1", Permission.ALLOW,

@@ -7,7 +7,7 @@ import json
 from harness.contract import Outcome, Permission, Projection, RecoveryAction, execution_id_for
 from harness.criteria import x
 from harness.criteria.base import Status
-from harness.trace import trace_from_json, trace_to_json
+from harness.trace.record import trace_from_json, trace_to_json
 
 from tracebuilder import (
     TraceBuilder,

@@ -1,4 +1,4 @@
-"""Build :class:`harness.trace.Trace` values by hand, for unit tests of pure criteria.
+"""Build :class:`harness.trace.record.Trace` values by hand, for unit tests of pure criteria.
 
 Shared by the criteria tests of every stage. Usage::
 
@@ -21,7 +21,7 @@ Rules of the builder:
 * ``observe(...)`` appends an OBSERVED event and an observation point; the point's index is
   the OBSERVED event's own index unless ``at=`` names an earlier event (probes: a probe is
   read while the world handles the event it names, so ``at`` is that event's index);
-* data layouts are those documented in :mod:`harness.trace`; keyword arguments not named
+* data layouts are those documented in :mod:`harness.trace.record`; keyword arguments not named
   by a helper are copied into the event's ``data`` unchanged (``**extra``), so a test can
   add or omit any key;
 * nothing here checks anything: a builder can make inconsistent traces on purpose.
@@ -63,7 +63,7 @@ from harness.contract import (
     execution_id_for,
     to_json,
 )
-from harness.trace import (
+from harness.trace.record import (
     FaultSpec,
     Kind,
     ObservationPoint,

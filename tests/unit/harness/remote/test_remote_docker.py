@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import reference_impl
-from harness.errors import ImplementationLoadError
-from harness.implementations import resolve
+from harness.contract.errors import ImplementationLoadError
+from harness.implementations.specs import resolve
 from harness.remote import docker as docker_module
 from harness.remote import container_engine
 from harness.remote.container_engine import LABEL
@@ -24,8 +24,8 @@ from harness.remote.docker import (
     _Container,
     remove_all_containers,
 )
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 
 ROOT = Path(__file__).resolve().parents[4]
 CRASH = load(ROOT / "scenarios/l4/crash_after_result_saved.toml")

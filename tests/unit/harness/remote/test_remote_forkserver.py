@@ -25,8 +25,8 @@ from harness.remote.protocol import (
     fork_datagram,
     read_fork_datagram,
 )
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 from remote_recording import Recording
 
 pytestmark = [pytest.mark.process,
@@ -159,8 +159,8 @@ def test_instances_are_forked_children_of_the_template_and_crash_by_sigkill(tmp_
 LEFT_OPEN = '''
 import sys
 from harness.remote.launcher import ProcessImplementation
-from harness.runner import run_scenario
-from harness.scenarios import load
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
 implementation = ProcessImplementation([sys.executable, "-m", "reference_impl.remote"])
 run = run_scenario(implementation, load(sys.argv[1]), 0)
 assert run.error == "", run.error

@@ -16,15 +16,15 @@ import jsonschema
 import pytest
 
 import reference_impl
-from harness.errors import ImplementationLoadError
-from harness.implementations import resolve
+from harness.contract.errors import ImplementationLoadError
+from harness.implementations.specs import resolve
 from harness.remote import launcher
 from harness.remote.launcher import ProcessImplementation
 from harness.remote.protocol import RemoteException
-from harness.runner import run_scenario
-from harness.scenarios import load
-from harness.suite import run_suite
-from harness.trace import Kind, trace_to_json
+from harness.running.runner import run_scenario
+from harness.scenarios.loader import load
+from harness.running.suite import run_suite
+from harness.trace.record import Kind, trace_to_json
 from remote_recording import Recording
 
 pytestmark = pytest.mark.process

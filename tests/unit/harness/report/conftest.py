@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract import Feature, ImplementationInfo, Thresholds
-from harness.result import (
+from harness.report.result import (
     REPORT_SCHEMA_VERSION,
     CriterionResult,
     CriterionStatus,

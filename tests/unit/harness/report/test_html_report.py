@@ -10,8 +10,8 @@ import re
 from html.parser import HTMLParser
 
 from harness.report import html
-from harness.report._text import SOURCE_LABEL
-from harness.result import CriterionStatus
+from harness.report.text import SOURCE_LABEL
+from harness.report.result import CriterionStatus
 
 
 class _Collect(HTMLParser):

@@ -11,9 +11,9 @@ import jsonschema
 import pytest
 
 from harness.report import html, json_report, junit, markdown
-from harness.report._text import gate_line, level_line
-from harness.result import CriterionStatus, ScenarioStatus
-from harness.selection import restrict
+from harness.report.text import gate_line, level_line
+from harness.report.result import CriterionStatus, ScenarioStatus
+from harness.running.selection import restrict
 
 
 @pytest.fixture

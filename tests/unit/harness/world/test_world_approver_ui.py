@@ -1,7 +1,7 @@
 """Prompts are recorded and answered oldest first; projections are recorded in order."""
 
 from harness import contract as c
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.approver import ScriptedApprover
 from harness.world.log import Channel, EventLog
 from harness.world.ui import FakeUI

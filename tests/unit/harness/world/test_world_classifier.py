@@ -3,7 +3,7 @@
 import json
 
 from harness import contract as c
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.classifier import ClassifierConfig, ReviewOverride, ScriptedClassifier
 from harness.world.clock import VirtualClock
 from harness.world.log import Channel, EventLog

@@ -1,6 +1,6 @@
 """The event log numbers events in order and silences dead instances."""
 
-from harness.trace import Kind, Source
+from harness.trace.record import Kind, Source
 from harness.world.log import EventLog
 
 

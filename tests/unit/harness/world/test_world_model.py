@@ -3,7 +3,7 @@
 import pytest
 
 from harness import contract as c
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.log import Channel, EventLog
 from harness.world.model import ScriptedModel, ScriptedResponse, StreamEnd
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from harness import contract as c
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world import SimWorld
 from harness.world import world as world_module
 from harness.world.model import ScriptedResponse

@@ -6,8 +6,8 @@ import random
 import pytest
 
 from harness import contract as c
-from harness.faults import make_fault
-from harness.trace import Kind, Source
+from harness.faults.plan import make_fault
+from harness.trace.record import Kind, Source
 from harness.world import SimWorld
 from harness.world.clock import EPOCH
 from harness.world.model import ScriptedResponse

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from harness import contract as c
-from harness.trace import Kind
+from harness.trace.record import Kind
 from harness.world.clock import VirtualClock
 from harness.world.log import Channel, EventLog
 from harness.world.templates import file_sha256
