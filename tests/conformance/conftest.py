@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import pytest
 
-from harness import cli
+from harness.cli.app import app as cli
 
 T = TypeVar("T")
 

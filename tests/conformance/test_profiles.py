@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli.app import app as cli
 from harness.profiles import PROFILES, load
 
 pytest.importorskip("pandas")
 
-from harness.matrix import DOC as MATRIX_DOC  # noqa: E402
-from harness.matrix import readme_block, readme_block_of  # noqa: E402
+from harness.campaigns.matrix import DOC as MATRIX_DOC  # noqa: E402
+from harness.campaigns.matrix import readme_block, readme_block_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}

@@ -1,6 +1,6 @@
 """The reference survives chaos campaigns over the whole suite.
 
-A campaign (``harness.chaos.run_campaign``) lays 1–3 random extra faults over each bundled
+A campaign (``harness.campaigns.chaos.run_campaign``) lays 1–3 random extra faults over each bundled
 scenario (regression files aside) and requires every run to complete with no criterion
 failing. Every campaign here has a fixed seed and budget, so it tries the same schedules
 on every run (Hypothesis is seeded, its example database is off):
@@ -24,10 +24,10 @@ from pathlib import Path
 import pytest
 
 import reference_impl
-from harness.chaos import CampaignResult, run_campaign
-from harness.faults import render
+from harness.campaigns.chaos import CampaignResult, run_campaign
+from harness.faults.plan import render
 from harness.remote.launcher import ProcessImplementation
-from harness.scenarios import discover
+from harness.scenarios.loader import discover
 
 pytest.importorskip("hypothesis")
 
