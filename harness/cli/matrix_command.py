@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaigns.matrix import (
-    ADAPTERS_BEGIN, ADAPTERS_END, DEFAULT_REPORT_DIR, readme_block, replace_block, targets,
+    ADAPTERS_BEGIN, ADAPTERS_END, DOC, DEFAULT_REPORT_DIR, readme_block, replace_block, targets,
     verdict_of_target, write_target_reports, write_text,
 )
 from harness.contract.errors import EXIT_CONFORMANCE_FAILURE, EXIT_OK, UsageError
@@ -33,7 +33,8 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--report-dir", default=DEFAULT_REPORT_DIR, metavar="DIR",
                         help=f"where the report sets and the matrix go (default: {DEFAULT_REPORT_DIR})")
     parser.add_argument("--update-readme", metavar="FILE",
-                        help="rewrite the matrix block of FILE (between the matrix markers)")
+                        help="rewrite the matrix blocks of FILE (between the matrix markers; "
+                        f"in this repository {DOC})")
     parser.set_defaults(handler=cmd_matrix)
 
 

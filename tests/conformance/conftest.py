@@ -20,7 +20,7 @@ in collection order, would go to both workers at once. So the first test asking 
 result (a fixture built through ``run_once``, per parametrization: one per profile) moves
 to the front of the run, in collection order, and its readers stay where they are, so they
 reach a worker after the result had a head start. A test that reads the results of every
-parametrization (the README matrix of all the profiles) is a reader, not a starter.
+parametrization (the docs/matrix.md matrix of all the profiles) is a reader, not a starter.
 """
 
 from __future__ import annotations

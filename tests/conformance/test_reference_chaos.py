@@ -8,7 +8,7 @@ on every run (Hypothesis is seeded, its example database is off):
 * the default run has one short campaign in-process over every bundled scenario, sized to
   take well under a minute on a busy 2-core machine, and one short campaign in process mode
   (the reference as a child process, crashes as real SIGKILLs) over the crash scenarios;
-* ``-m slow`` runs the long campaigns, the ones the README's chaos section reports.
+* ``-m slow`` runs the long campaigns, the ones docs/campaigns.md ("Chaos campaigns") reports.
 
 A failure names the shrunk schedule, the failing criteria and the regression file written
 to a temporary folder: decide which side is wrong (the reference or the criterion), fix
