@@ -282,6 +282,17 @@ def _add_selftest(sub: Any) -> None:
         help="write the table of what caught each mutant in this run to FILE (entries of "
         "mutants not run here are kept from FILE if it exists)",
     )
+    parser.add_argument(
+        "--generate", action="store_true",
+        help="self-test by generation alone: no bundled scenario; each mutant meets the "
+        "generated cases of the seed (`lifecycle-harness generate`) in order until one fails "
+        "on it and passes on the reference; prints and writes (generation.md, generation.json) "
+        "the cases it took to catch each mutant",
+    )
+    parser.add_argument(
+        "--budget", type=positive_int, default=None, metavar="N",
+        help="with --generate: at most N generated cases per mutant (default: 2000)",
+    )
     add_parallel_options(parser)
     parser.set_defaults(handler=cmd_selftest)
 
@@ -297,6 +308,15 @@ def _add_chaos(sub: Any) -> None:
 
 
 SUBCOMMANDS.append(_add_chaos)
+
+
+def _add_generate(sub: Any) -> None:
+    from harness.cli import generate_command
+
+    generate_command.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_generate)
 
 
 def _add_compare_and_matrix(sub: Any) -> None:
@@ -856,6 +876,11 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
         mutants = tuple(select(all_mutants, names, args.shard, load_durations(args.durations)))
         shard_files[SHARD_FILE] = shard_bytes("selftest", args.shard, names,
                                               [m.name for m in mutants])
+    if args.generate:
+        return _selftest_by_generation(args, ctx, mutants)
+    if args.budget is not None:
+        raise UsageError("--budget applies only with --generate (the bundled scenarios' "
+                         "self-test runs every scenario it needs)")
     table = _witness_table(args)
     reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
     scenarios = discover_scenarios(ctx, args.scenarios)
@@ -907,6 +932,50 @@ def cmd_selftest(args: argparse.Namespace, ctx: Context) -> int:
     written = _write_reports(result, args.report_dir, shard_files)
     ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
     return EXIT_OK if selftest.passed else EXIT_CONFORMANCE_FAILURE
+
+
+GENERATION_BUDGET = 2000
+
+
+def _selftest_by_generation(args: argparse.Namespace, ctx: Context, mutants: Sequence[Any]) -> int:
+    """``selftest --generate``: the cases-to-catch table (see
+    :func:`harness.campaigns.generate.catch_mutants`)."""
+    import json
+
+    from harness.campaigns.chaos import require_hypothesis
+    from harness.campaigns.generate import catch_lines, catch_mutants
+    from harness.report.report_set import write_set
+
+    require_hypothesis()
+    if args.scenarios or args.full or args.witnesses or args.no_witnesses or args.write_witnesses:
+        raise UsageError("--generate runs generated cases only: drop --scenarios, --full and "
+                         "the witness options")
+    budget = args.budget or GENERATION_BUDGET
+    jobs = args.jobs or 1
+    reference = ctx.deps.resolve_impl(DEFAULT_IMPL_SPEC)
+    ctx.err(f"selftest --generate: {len(mutants)} mutants, seed {args.seed}, at most {budget} "
+            f"generated cases each, {jobs} job(s)")
+
+    def show(item: Any) -> None:
+        number, total, catch = item
+        found = (f"caught after {catch.cases} case(s) by {', '.join(catch.failing) or 'a run error'}"
+                 if catch.cases is not None else f"MISSED in {budget} cases")
+        ctx.err(f"[{number}/{total}] {catch.mutant}: {found}")
+
+    catches = catch_mutants(mutants, ctx.deps.resolve_impl, reference=reference, seed=args.seed,
+                            budget=budget, criteria=ctx.deps.criteria(), runner=ctx.deps.runner(),
+                            time_limit_s=args.time_limit_s, jobs=jobs, progress=show)
+    lines = catch_lines(catches, budget)
+    for line in lines:
+        ctx.out(line)
+    data = {"seed": args.seed, "budget": budget, "mutants": [dataclasses.asdict(c) for c in catches]}
+    files = {"generation.md": ("# Self-test by generation\n\n" + "\n".join(lines) + "\n").encode(),
+             "generation.json": (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()}
+    check_report_dir_option(args.report_dir)
+    written = write_set(args.report_dir, files)
+    ctx.out("reports: " + ", ".join(display_path(p) for p in written.values()))
+    missed = [c for c in catches if c.cases is None]
+    return EXIT_OK if not missed else EXIT_CONFORMANCE_FAILURE
 
 
 # --------------------------------------------------------------------------- entry point

@@ -532,12 +532,28 @@ class Op:
     first_seen: int = field(init=False, repr=False)
     """The trace index of its first sighting (-1: none); computed once, since the repeat
     checks compare it for every pair of operations."""
+    first_stored: int = field(init=False, repr=False)
+    """The trace index of the first reading of the store that held it (-1: none)."""
 
     def __post_init__(self) -> None:
         candidates = [s.end_index for s in self.served]
         candidates += [r.index for r in self.rows] + [u.index for u in self.unavailable]
         candidates += [point.index for point, _ in self.views]
         object.__setattr__(self, "first_seen", min(candidates) if candidates else -1)
+        object.__setattr__(self, "first_stored",
+                           min((point.index for point, _ in self.views), default=-1))
+
+    def precedes(self, other: "Op") -> bool:
+        """Was this operation handled before ``other``? Calls of one response are seen at
+        the same moment (their stream's end) and the contract leaves free the order in which
+        an implementation takes them up, so between those the one the store held first came
+        first (found by generation: two equal calls in one response, the second refused by
+        the repeat guard on the first's denial, were both counted as first)."""
+        if self.first_seen != other.first_seen:
+            return self.first_seen < other.first_seen
+        mine = self.first_stored if self.first_stored >= 0 else float("inf")
+        theirs = other.first_stored if other.first_stored >= 0 else float("inf")
+        return mine < theirs
 
     @property
     def key(self) -> OpKey:

@@ -180,7 +180,25 @@ class _Index:
             key = _context_key(event)
             if key is not None:
                 self.op_hits.setdefault(key, []).append(event)
+        self.decision_spans: list[tuple[int, int, int, OpKey]] = []
+        """(instance, after_prepare index, index of the operation's next hit on that instance
+        or the trace's end, operation): where the operation is being decided. A review of
+        identical bytes inside one operation's span is that operation's review, whatever other
+        call asks for the same operation (found by generation: two calls with the same
+        arguments in one response)."""
+        for key, hits in self.op_hits.items():
+            for position, hit in enumerate(hits):
+                if hit.data.get("name") != Failpoint.AFTER_PREPARE.value:
+                    continue
+                end = next((h.index for h in hits[position + 1:] if h.instance == hit.instance),
+                           len(trace.events))
+                self.decision_spans.append((hit.instance, hit.index, end, key))
         self._model_request_readings: tuple[Any, Any, Any] | None = None
+
+    def reviewed_for_another(self, review: TraceEvent, key: OpKey) -> bool:
+        """Is ``review`` inside the decision span of an operation other than ``key``?"""
+        return any(instance == review.instance and start < review.index < end and owner != key
+                   for instance, start, end, owner in self.decision_spans)
 
     def model_request_readings(self) -> tuple[dict[tuple[int, str], int],
                                               dict[tuple[int, str, str], list[int]],
@@ -390,7 +408,8 @@ def _reviews_since(hit: _Hit, after: int, args: dict[str, Any] | None) -> list[T
     if hit.key is None:
         return []
     return [e for e in hit.index.reviews
-            if after < e.index < hit.at and _review_matches(hit, e, args)]
+            if after < e.index < hit.at and _review_matches(hit, e, args)
+            and not hit.index.reviewed_for_another(e, hit.key)]
 
 
 def _served_at(hit: _Hit) -> int:

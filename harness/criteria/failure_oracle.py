@@ -133,13 +133,19 @@ def _denied_at(trace: Trace, op: F.Op, revs) -> int | None:
     if not op.served:
         return None
     served_at = op.served[0].end_index
+    # Dated where the store first shows the denial, not where the call was served: calls of
+    # one response are served together and decided one after another (found by generation:
+    # sixteen denials dated before the executed failure that came first seemed never to
+    # have evicted it).
+    shown = next((point.index for point, view in op.views
+                  if F.value(view.permission) == Permission.DENY.value), served_at)
     if F.pre_call_denied(op) and F.value(op.latest.decided_by) != DecisionSource.CANCELLATION.value:
-        return served_at
+        return shown
     for review in F.reviews_of(revs, op.key):
         if F.effective_outcome(trace, review) == "risk_deny":
             return review.event.index
     if F.decision_at(trace, op, served_at).permission is Permission.DENY:
-        return served_at
+        return shown
     return None
 
 
@@ -238,7 +244,7 @@ def counted_failures(trace: Trace, prior: list[F.Op], op: F.Op) -> list[F.Op]:
     version = op.latest.identity.permission_version
     counted: list[F.Op] = []
     for p in prior:
-        if (p.session_id != op.session_id or p.tool != op.tool or p.first_seen >= op.first_seen
+        if (p.session_id != op.session_id or p.tool != op.tool or not p.precedes(op)
                 or p.latest is None or dedup_key(trace, p.session_id, p.tool, p.args) != my_key):
             continue
         if succeeded(p):

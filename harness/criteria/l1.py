@@ -135,7 +135,10 @@ def _cross_check_table(trace: Trace, ops, model: O.TableModel, point, session_id
     last_certain = [e for e in before if e.certain]
     if last_certain and not unresolved:
         newest = last_certain[-1]
-        if newest.key not in mapped.values():
+        # Denials and refusals to start may enter the table too (found by generation: 16
+        # denials after the one executed failure evicted it, as a 16-entry table must).
+        newer = {e.key for e in before if e.index > newest.index and e.key != newest.key}
+        if newest.key not in mapped.values() and len(newer) < O.FAILURE_TABLE_CAPACITY:
             found.append(_ev(
                 f"session {session_id}: the most recent failure ({newest.tool_call_id}, "
                 f"{newest.tool}) is missing from the failure table at '{point.label}': the table "
@@ -321,10 +324,10 @@ def check_l1_2(trace: Trace) -> Verdict:
             violations += _across(trace, pts, eviction.session_id, a, b, 1)
     if model.evictions:
         listed = list(ops.values())
-        for position, op in enumerate(listed):
+        for op in listed:
             if op.latest is None or not op.served:
                 continue
-            counted = O.must_refuse(trace, listed[:position], op)
+            counted = O.must_refuse(trace, listed, op)
             if not counted:
                 continue
             key = O.dedup_key(trace, op.session_id, op.tool, op.args)
@@ -458,14 +461,14 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
 
     # 2. behaviour of the repeat guard
     listed = list(ops.values())
-    for position, op in enumerate(listed):
+    for op in listed:
         view = op.latest
         if view is None or not op.served:
             continue
         bash = F.is_bash(trace, op.tool, op.session_id)
         prior = [
-            p for p in listed[:position]
-            if p.session_id == op.session_id and p.tool == op.tool and p.first_seen < op.first_seen
+            p for p in listed
+            if p is not op and p.session_id == op.session_id and p.tool == op.tool and p.precedes(op)
         ]
         my_key = expected(op)
         same_key_any = [p for p in prior if expected(p) == my_key and _failure_any(p)]

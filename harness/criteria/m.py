@@ -261,6 +261,9 @@ def check_m5(trace: Trace) -> Verdict:
     ends = _events_by_request(trace, "model_request_ended")
     final, views = _views(trace)
     exercised, violations = 0, []
+    found = P.provenance(trace)
+    unsourced_at = {(item.request.index, item.position) for item in found.unsourced}
+    explained: set[tuple[int, int]] = set()
     for stream in s.stream_ends(trace):
         how = str(stream.data.get("how", ""))
         if how not in NOT_ANSWERED:
@@ -300,15 +303,21 @@ def check_m5(trace: Trace) -> Verdict:
                                        stream.index, span.end_index or span.index))
         if text:
             for request in following:
-                taken = [m for m in request.data.get("messages", []) if m.get("role") == "assistant"
-                         and m.get("content") == text and not m.get("incomplete")]
+                # A complete message with the same text may be another request's own
+                # complete answer (the model said the same words twice): only a message no
+                # completed answer accounts for is this partial text taken as an answer.
+                taken = [position for position, m in enumerate(request.data.get("messages", []))
+                         if m.get("role") == "assistant" and m.get("content") == text
+                         and not m.get("incomplete") and (request.index, position) in unsourced_at]
                 if taken:
                     violations.append(s.ev(f"the partial text of request {rid} was later sent as a complete answer",
                                            stream.index, request.index))
+                    explained.update((request.index, position) for position in taken)
                     break
-    found = P.provenance(trace)
     exercised += len(found.moved_on)
     for item in found.unsourced:
+        if (item.request.index, item.position) in explained:
+            continue
         violations.append(s.ev(P.describe(item), *(a.end.index for a in item.served_elsewhere[:1]),
                                item.request.index))
     users = user_messages.read(trace)

@@ -353,6 +353,32 @@ def test_prepare_after_the_review_and_decision_without_classifier_outcome():
     assert names(b2.build()) == ["after_permission_decision"]
 
 
+def test_a_review_belongs_to_the_call_being_decided_not_to_another_with_the_same_bytes():
+    """Two calls with the same arguments in one response (found by generation): the review of
+    the first, inside its own decision, is no review of the second before its prepare; a
+    review of the second made before its prepare still is."""
+    c2 = "c2"
+    ctx2 = {"session_id": S, "tool_call_id": c2, "execution_id": execution_id_for(S, c2)}
+    view2 = op_view(S, c2, TOOL, ARGS, **PREPARED)
+
+    def build(review_second_early: bool) -> Trace:
+        b = TraceBuilder(S)
+        b.turn(S)
+        b.model(S, [call(C, TOOL, ARGS), call(c2, TOOL, ARGS)])
+        hit(b, "after_prepare", PREPARED)
+        b.classifier(S, TOOL, ARGS)  # the first call's review
+        hit(b, "after_permission_decision", {**DECIDED, "classifier_outcome": "allow"})
+        if review_second_early:
+            b.classifier(S, TOOL, ARGS)  # the second call reviewed before it was prepared
+        index = b.failpoint("after_prepare", context=ctx2)
+        b.probe("failpoint:after_prepare", view(**{**DECIDED, "classifier_outcome": "allow"}),
+                view2, at=index)
+        return b.build()
+
+    assert names(build(False)) == []
+    assert names(build(True)) == ["after_prepare"]
+
+
 def test_missing_or_inconsistent_context_is_a_violation():
     for context, wanted in (({"session_id": S}, "lacks tool_call_id, execution_id"),
                             ({**CTX, "execution_id": "ex-other"}, "whose execution id is")):

@@ -323,6 +323,43 @@ def test_m5_fails_when_partial_text_becomes_a_complete_answer():
     assert_fail_at(check("M5", tb.build()), later)
 
 
+def _same_words_twice(tb, second_incomplete=False):
+    """An EOF answer "the numbers grew by", then a later request whose complete answer has the
+    very same words: the model said them twice."""
+    _partial(tb)
+    second = messages_so_far = (USER, assistant(content="the numbers grew by", incomplete=True),
+                                Message("user", "again"))
+    rid, _ = _request(tb, text="the numbers grew by", messages=messages_so_far)
+    tb.call("run_turn", session_id="s1", user_text="more")
+    later = len(tb.events)
+    tb.respond("s1", messages=(*second, assistant(content="the numbers grew by",
+                                                   incomplete=second_incomplete),
+                               Message("user", "more")))
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "done"})
+    return later
+
+
+def test_m5_passes_when_a_later_complete_answer_says_the_same_words():
+    # found by generation: the complete answer of a later request was taken for the EOF's
+    # partial text because the two had the same words
+    tb = TB()
+    _same_words_twice(tb)
+    assert check("M5", tb.build()).status is Status.PASS
+
+
+def test_m5_still_fails_when_the_partial_text_itself_becomes_complete():
+    tb = TB()
+    _partial(tb)
+    tb.call("run_turn", session_id="s1", user_text="more")
+    later = len(tb.events)
+    tb.respond("s1", messages=(USER, assistant(content="the numbers grew by", incomplete=False),
+                               Message("user", "again"), Message("user", "more")))
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "done"})
+    verdict = check("M5", tb.build())
+    assert_fail_at(verdict, later)
+    assert any("partial text" in e.note for e in verdict.evidence)
+
+
 def test_m5_fails_when_the_partial_text_is_lost():
     tb = TB()
     _, _, final = _partial(tb, view_partial="")
