@@ -11,7 +11,7 @@ from __future__ import annotations
 from harness.contract import Feature, ModelRequestStatus, TurnStatus
 from harness.criteria import answer_provenance as P
 from harness.criteria import trace_readings as s
-from harness.criteria import user_messages
+from harness.criteria import unfinished_stream_calls, user_messages
 from harness.criteria.base import Criterion, Verdict, judge
 from harness.trace.record import Trace, TraceEvent
 
@@ -254,7 +254,17 @@ def check_m5(trace: Trace) -> Verdict:
     the model gave to a conversation that is gone is no answer of this one. Likewise for what
     the user said (:mod:`harness.criteria.user_messages`): the first request of a turn carries
     the turn's text as its last user message, and no request carries a user message the user
-    never sent; each turn whose first request reached the model is exercised."""
+    never sent; each turn whose first request reached the model is exercised.
+
+    Also fails when a tool call that only a stream ended by EOF, a transport error or a
+    cancellation emitted is taken up (:mod:`harness.criteria.unfinished_stream_calls`): the
+    world executes it (ledger row) or is asked to start it, or the store holds an operation
+    for it, before any completed stream of the session emitted the same call id with the same
+    tool and arguments (a call the model re-issues in a completed answer is that answer's,
+    and runs). Identity: (session, tool-call id), the arguments telling which emission of an
+    id a run carries out. Exercised per such stream that emitted at least one complete call
+    and after which the run went on (a later turn of its session, an answer or a
+    ``recover()``), where the call could have been run."""
     spans = s.driver_spans(trace)
     requests = s.model_requests(trace)
     sessions = s.request_sessions(trace)
@@ -326,6 +336,11 @@ def check_m5(trace: Trace) -> Verdict:
         indexes = (finding.call_index, finding.request.index) if finding.call_index is not None \
             else (finding.request.index,)
         violations.append(s.ev(finding.note, *indexes))
+    calls = unfinished_stream_calls.unfinished_calls_never_taken(trace)
+    exercised += calls.exercised
+    for taken in calls.taken:
+        violations.append(s.ev(taken.note, taken.emission.stream.index, taken.index,
+                               rows=() if taken.row is None else (taken.row,)))
     return judge("M5", exercised, violations, "no stream ended by EOF, transport error or cancellation")
 
 
@@ -364,7 +379,8 @@ CRITERIA: tuple[Criterion, ...] = (
     Criterion(
         "M5", "m", "Partial is incomplete",
         "Partial text ended by EOF is kept and marked incomplete, and a failed or incomplete "
-        "request never completes the turn or becomes a complete answer; every assistant message "
+        "request never completes the turn or becomes a complete answer: no tool call only such "
+        "a request emitted is ever recorded or run; every assistant message "
         "the model is sent is what it answered to exactly the conversation before it (an "
         "answer that comes back after another instance moved the conversation on is dropped, "
         "never appended to the new one), its partial text marked incomplete, or history "

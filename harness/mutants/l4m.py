@@ -3,14 +3,15 @@
 Each proves one of the sharpened L4/M rules caught, including the hard cases a weaker
 "exercised" rule would let pass: a claim that only fails when two instances really race
 under an engaged hold, a re-execution that only touches non-write tools, a repair that
-borrows another call's denial, a model retry that only follows an incomplete stream.
+borrows another call's denial, a model retry that only follows an incomplete stream, the
+calls of an incomplete stream run only once a later turn settles them.
 """
 
 from __future__ import annotations
 
 from harness.mutants.mutant import Mutant
 from harness.mutants.source_patch import edit, edits
-from harness.mutants.targets import EX, RC, TU
+from harness.mutants.targets import EX, MR, RC, TU
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
@@ -107,6 +108,25 @@ MUTANTS: tuple[Mutant, ...] = (
                          "                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n"),
         ),
         trust_class="world_judges",
+    ),
+    Mutant(
+        "eof-calls-left-pending",
+        "the tool calls a model stream emitted before it ended by EOF are kept with its "
+        "partial text as calls of the conversation: the turn still ends incomplete and nothing "
+        "runs in it, but the next turn settles them as pending calls and runs them",
+        ("M5",),
+        edits(
+            edit(MR, find="                    return ModelReply(request.request_id, ModelRequestStatus.INCOMPLETE,\n"
+                          "                                      \"\".join(text))\n",
+                 replace="                    return ModelReply(request.request_id, ModelRequestStatus.INCOMPLETE,\n"
+                         "                                      \"\".join(text), tuple(calls))\n"),
+            edit(TU, find="                if reply.text:  # kept, and marked so that nobody takes it as an answer\n"
+                          "                    partial = Message(\"assistant\", reply.text, incomplete=True)\n",
+                 replace="                if reply.text or reply.tool_calls:  # kept, with the calls it emitted\n"
+                         "                    partial = Message(\"assistant\", reply.text, tool_calls=reply.tool_calls,\n"
+                         "                                      incomplete=True)\n"),
+        ),
+        trust_class="catalogue",
     ),
     Mutant(
         "recovery-leaves-model-requests-open",
