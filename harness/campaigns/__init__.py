@@ -6,7 +6,9 @@ failure is shrunk to a scenario file with its replay command). Modules:
 :mod:`~harness.campaigns.sweep` (a crash at every reachable failpoint hit),
 :mod:`~harness.campaigns.selftest` (mutants of the reference and the kill matrix),
 :mod:`~harness.campaigns.matrix` and :mod:`~harness.campaigns.compare` (criterion x
-implementation tables), :mod:`~harness.campaigns.merge` (shards joined into one report).
+implementation tables), :mod:`~harness.campaigns.merge` (shards joined into one report),
+:mod:`~harness.campaigns.diff` (the same cases on two implementations, the first diverging
+world event of each).
 Campaigns sit above running and the implementations they choose; the command line sits above
 them. The modules are the face (this package imports nothing).
 """

@@ -339,6 +339,15 @@ def _add_parallel_commands(sub: Any) -> None:
 SUBCOMMANDS.append(_add_parallel_commands)
 
 
+def _add_diff(sub: Any) -> None:
+    from harness.cli import diff_command
+
+    diff_command.add_parser(sub)
+
+
+SUBCOMMANDS.append(_add_diff)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,

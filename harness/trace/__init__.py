@@ -2,8 +2,9 @@
 
 Guarantees: a :class:`Trace` is plain frozen data built by the runner, never by an
 implementation; :func:`trace_digest` is the same for the same run on any machine; the text
-renderings (:mod:`harness.trace.lines`) and the determinism check
-(:mod:`harness.trace.determinism`) read only the trace. Depends on the contract alone.
+renderings (:mod:`harness.trace.lines`), the determinism check
+(:mod:`harness.trace.determinism`) and the world's view of a run with its first divergence
+(:mod:`harness.trace.world_view`) read only the trace. Depends on the contract alone.
 """
 
 from __future__ import annotations
