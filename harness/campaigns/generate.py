@@ -327,6 +327,16 @@ def draw_chunk(seed: int, chunk: int, context: Any, count: int = CHUNK) -> list[
     return drawn[:count]
 
 
+def generated_workloads(seed: int, count: int, context: Any) -> list[Any]:
+    """The first ``count`` workloads of the campaign under ``seed`` (the cases ``generate``
+    runs, in order), without running them: ``diff --generate`` compares two implementations
+    on them."""
+    drawn: list[Any] = []
+    for chunk, size in _chunks(count):
+        drawn.extend(draw_chunk(seed, chunk, context, size))
+    return drawn
+
+
 def implementation_context(implementation: Implementation) -> Any:
     """What the implementation declares that a workload may name: its checkpoint fixtures
     (by stem) and its optional features."""

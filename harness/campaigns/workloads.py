@@ -117,7 +117,17 @@ HOLD_FAILPOINTS: tuple[Failpoint, ...] = (
     Failpoint.AFTER_RESULT_SAVED, Failpoint.BEFORE_MODEL_REQUEST,
     Failpoint.AFTER_MODEL_REQUEST_STARTED, Failpoint.AFTER_MODEL_STREAM_ENDED,
 )
-FAULT_FAILPOINTS: tuple[Failpoint, ...] = tuple(Failpoint)
+EXECUTION_FAILPOINTS: tuple[Failpoint, ...] = (
+    Failpoint.AFTER_START_RECORDED, Failpoint.AFTER_TOOL_RETURNED, Failpoint.AFTER_RESULT_SAVED,
+    Failpoint.AFTER_CHECKPOINT_SAVED, Failpoint.AFTER_PERMISSION_DECISION,
+    Failpoint.AFTER_REVALIDATION, Failpoint.AFTER_PROJECTION, Failpoint.AFTER_PREPARE,
+)
+FAULT_FAILPOINTS: tuple[Failpoint, ...] = EXECUTION_FAILPOINTS + tuple(Failpoint)
+"""Every failpoint, those around an execution twice: a fault there is where a write may run
+twice or be lost, and each operation passes them once, so they need the weight to be hit."""
+FAULT_HITS: tuple[int, ...] = (1, 1, 1, 2, 3)
+"""Which hit of its failpoint a fault fires on: mostly the first (reached whenever the
+failpoint is), sometimes a later one (a later operation, a retry, a second instance)."""
 TOOL_BEHAVIOURS: tuple[str, ...] = ("param_error", "fail", "transient", "unavailable", "unknown",
                                     "hang", "claims_not_executed")
 CLASSIFIER_OUTCOMES: tuple[str, ...] = ("risk_deny", "allow", "timeout", "service_error",
@@ -181,14 +191,27 @@ def _rule(draw: Any, effect: str, tools: Sequence[str]) -> dict[str, Any]:
     return {"effect": effect, "tool": tool}
 
 
+GRANT_ALL: dict[str, Any] = {"effect": "allow", "tool": "*"}
+"""Without the ``rules`` feature a session outside auto mode grants every tool, so that calls
+run and the crashes, failures and retries around execution happen (an auto session leaves
+its calls to the classifier: an exact grant needs no review); with the feature, the grant is
+one choice among others."""
+
+
 @st.composite
-def rules(draw: Any, features: frozenset[str], *, count_max: int = 3) -> list[dict[str, Any]]:
-    """Allow, ask and deny rules over the tools (a Bash rule may match a command pattern)."""
+def rules(draw: Any, features: frozenset[str], *, count_max: int = 3,
+          mode: str = "default") -> list[dict[str, Any]]:
+    """Allow, ask and deny rules over the tools (a Bash rule may match a command pattern),
+    and possibly a grant of every tool beside them (deny and ask still win over it: the
+    precedence does not depend on the order)."""
     if "rules" not in features:
-        return []
+        return [] if mode == "auto" else [dict(GRANT_ALL)]
     count = draw(st.integers(0, count_max))
-    return [_rule(draw, draw(st.sampled_from(("allow", "ask", "deny"))), TOOL_NAMES)
-            for _ in range(count)]
+    drawn = [_rule(draw, draw(st.sampled_from(("allow", "ask", "deny"))), TOOL_NAMES)
+             for _ in range(count)]
+    if draw(st.booleans()):
+        drawn.append(dict(GRANT_ALL))
+    return drawn
 
 
 @st.composite
@@ -211,7 +234,7 @@ def sessions(draw: Any, features: frozenset[str]) -> list[dict[str, Any]]:
         if "capabilities" in features and draw(st.booleans()):
             session["capabilities"] = sorted(draw(st.sets(st.sampled_from(TOOL_NAMES),
                                                           min_size=1, max_size=4)))
-        drawn_rules = draw(rules(features))
+        drawn_rules = draw(rules(features, mode=mode))
         if drawn_rules:
             session["rules"] = drawn_rules
         if "hard_constraints" in features and draw(st.booleans()):
@@ -451,17 +474,17 @@ def steps(draw: Any, features: frozenset[str], sessions_: Sequence[Mapping[str, 
 @st.composite
 def faults(draw: Any, features: frozenset[str], sessions_: Sequence[Mapping[str, Any]],
            versions: _Versions) -> list[dict[str, Any]]:
-    """0-3 optional faults on distinct (failpoint, hit) pairs."""
+    """1-3 optional faults on distinct (failpoint, hit) pairs when a fault feature is on."""
     actions = [a for a, feature in FAULT_ACTIONS.items() if feature in features]
     if not actions:
         return []
     used: set[tuple[str, int]] = set()
     made = []
-    for _ in range(draw(st.integers(0, FAULTS_MAX))):
+    for _ in range(draw(st.integers(1, FAULTS_MAX))):
         action = draw(st.sampled_from(actions))
         failpoint = (Failpoint.DURING_CHECKPOINT_BUILD if action == "fail_checkpoint"
                      else draw(st.sampled_from(FAULT_FAILPOINTS)))
-        hit = draw(st.integers(1, 3))
+        hit = draw(st.sampled_from(FAULT_HITS))
         if (failpoint.value, hit) in used:
             continue
         used.add((failpoint.value, hit))

@@ -37,6 +37,12 @@ def add_parser(sub: Any) -> None:
         "python:MODULE:FACTORY, 'process:COMMAND ARGS', docker:IMAGE, mutant:NAME, ...)",
     )
     cli.add_scenarios_option(parser)
+    parser.add_argument(
+        "--generate", type=cli.positive_int, default=None, metavar="N",
+        help="compare on the first N generated workloads of the seed (`lifecycle-harness "
+        "generate`) instead of scenario files; each differing one is written to "
+        "DIR/generated/ with its replay command",
+    )
     cli.add_seed_option(parser)
     cli.add_time_limit_option(parser)
     parser.add_argument(
@@ -84,10 +90,21 @@ def cmd_diff(args: argparse.Namespace, ctx: Any) -> int:
     if same:
         ctx.err(f"diff: note: both sides are {spec_a!r}; this compares two runs of one "
                 "implementation (any divergence is nondeterminism)")
-    # The cases: --scenarios or the bundled suite. A generated workload (issue 26's
-    # generator) is a ScenariosSource handed to run_diff in their place.
-    scenarios = cli.discover_scenarios(ctx, args.scenarios)
-    source = ("--scenarios " + " ".join(args.scenarios)) if args.scenarios else "the bundled suite"
+    # The cases: generated workloads, --scenarios or the bundled suite.
+    generated: dict[str, Any] = {}
+    if args.generate is not None:
+        if args.scenarios:
+            raise UsageError("--generate and --scenarios each choose the cases: give one")
+        from harness.campaigns.generate import generated_workloads, implementation_context, load_workload
+
+        workloads = generated_workloads(args.seed, args.generate,
+                                        implementation_context(implementation_a))
+        generated = {w.data["id"]: w for w in workloads}
+        scenarios = [load_workload(w.data) for w in workloads]
+        source = f"{len(scenarios)} generated workloads of seed {args.seed}"
+    else:
+        scenarios = cli.discover_scenarios(ctx, args.scenarios)
+        source = ("--scenarios " + " ".join(args.scenarios)) if args.scenarios else "the bundled suite"
     ctx.err(f"diff: A {spec_a}, B {spec_b}; {len(scenarios)} scenario(s) from {source}, seed "
             f"{args.seed}, {args.jobs} job(s)")
 
@@ -116,6 +133,9 @@ def cmd_diff(args: argparse.Namespace, ctx: Any) -> int:
         ctx.out(f"skipped {len(skipped)}: " + "; ".join(
             f"{c.scenario_id} ({c.note})" for c in skipped[:3])
             + (f"; ... (see {markdown})" if len(skipped) > 3 else ""))
+    if generated and differing:
+        for line in _write_generated(args, differing, generated, spec_a, spec_b):
+            ctx.out(line)
     same_count = sum(1 for c in result.cases if c.status == SAME)
     ctx.out(headline(result))
     if not result.differs:
@@ -123,3 +143,33 @@ def cmd_diff(args: argparse.Namespace, ctx: Any) -> int:
                 f"in all {same_count} compared case(s)")
     ctx.out("reports: " + ", ".join(written))
     return EXIT_CONFORMANCE_FAILURE if result.differs else EXIT_OK
+
+
+def _write_generated(args: argparse.Namespace, differing: Any, generated: dict[str, Any],
+                     spec_a: str, spec_b: str) -> list[str]:
+    """Write each differing generated workload as a scenario file in DIR/generated/ and say
+    how to replay it on each side."""
+    from pathlib import Path
+
+    from harness.campaigns.chaos import dumps_toml
+    from harness.report.atomic import write_text
+    from harness.running.suite import display_path, replay_command
+
+    folder = Path(args.report_dir) / "generated"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--report-dir {args.report_dir!r}: cannot create {folder}: "
+                         f"{exc.strerror or exc}") from None
+    lines = [f"the differing generated workloads are in {display_path(str(folder))}/:"]
+    for case in differing:
+        workload = generated.get(case.scenario_id)
+        if workload is None:
+            continue
+        path = folder / f"{case.scenario_id}.toml"
+        write_text(path, "# A generated workload on which the two implementations differ "
+                         f"(lifecycle-harness diff --generate, seed {args.seed}).\n\n"
+                   + dumps_toml(workload.data))
+        for spec in (spec_a, spec_b):
+            lines.append(f"  {replay_command(display_path(str(path)), args.seed, spec)}")
+    return lines

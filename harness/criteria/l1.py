@@ -114,12 +114,17 @@ def _entry_keys(trace: Trace, ops, model: O.TableModel, session_id: str, entries
     return mapped, unresolved
 
 
+def _cut_by_crash(trace: Trace, ops, event: Any) -> bool:
+    op = ops.get((event.session_id, event.tool_call_id))
+    return op is not None and F.crashed_mid_execution(trace, op, ops) is not None
+
+
 def _cross_check_table(trace: Trace, ops, model: O.TableModel, point, session_id: str) -> list[Evidence]:
     """inspect()'s table at a settled observation against the oracle's."""
     found = []
     entries = [e for e in point.observation.failure_table if e.session_id == session_id]
     before = [e for e in model.events if e.session_id == session_id and e.index < point.index]
-    certain = {e.key for e in before if e.certain}
+    certain = {e.key for e in before if e.certain and not _cut_by_crash(trace, ops, e)}
     floor = min(O.FAILURE_TABLE_CAPACITY, len(certain))
     if len(entries) < floor:
         found.append(_ev(
@@ -132,7 +137,10 @@ def _cross_check_table(trace: Trace, ops, model: O.TableModel, point, session_id
             f"session {session_id}: failure-table entry {entry.dedup_key[:40]!r} (execution "
             f"{entry.last_execution_id!r}) at '{point.label}' names no failure the world observed "
             f"and no loaded checkpoint entry", (point.index,)))
-    last_certain = [e for e in before if e.certain]
+    # A failure whose run a crash cut before its result was saved is not the implementation's
+    # to record (found by generation: a second instance crashed between the tool's return
+    # and the save, and nothing recovered it).
+    last_certain = [e for e in before if e.certain and not _cut_by_crash(trace, ops, e)]
     if last_certain and not unresolved:
         newest = last_certain[-1]
         # Denials and refusals to start may enter the table too (found by generation: 16

@@ -870,7 +870,10 @@ def check_l2_10(trace: Trace) -> Verdict:
                 violations.append(_ev(
                     f"{F.describe(op)}: ran in the sandbox and asked for more permission, yet "
                     f"execution_started=false", (escalations[0].index, point), op.ledger_seqs))
-            elif point > escalations[0].index and not retried and F.value(view.outcome) == "not_started":
+            elif point > escalations[0].index and not retried and F.value(view.outcome) == "not_started" \
+                    and F.value(view.delivery) != "pending":
+                # (pending: no result was saved, e.g. the instance crashed between the tool's
+                # return and the save and nothing recovered it yet: nothing was refused)
                 violations.append(_ev(
                     f"{F.describe(op)}: the escalation was refused after a sandboxed run with "
                     f"effect {escalations[0].data.get('effect')!r}, yet the outcome is not_started",

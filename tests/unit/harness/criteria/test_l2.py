@@ -841,6 +841,27 @@ def test_l2_10_fails_when_a_refused_escalation_writes_false():
     assert b.seq(marks["row"]) in all_rows(verdict)
 
 
+def test_l2_10_an_escalation_a_crash_left_undecided_refused_nothing():
+    # found by generation: a second instance crashed between the sandboxed attempt's return
+    # and its save; the store holds the start and no result yet, which is no refusal
+    b = TraceBuilder(session("s1", rules=[("allow", "Bash")]), tools=[("Bash", "bash")])
+    b.model("s1", [call("s1c", "Bash", NPM)])
+    b.executed("s1", "s1c", "Bash", NPM, status="error", error_kind="permission_denied",
+               effect="partial", escalation_requested=True)
+    b.failpoint("after_tool_returned", "crash", context={"session_id": "s1", "tool_call_id": "s1c"})
+    b.crash("after_tool_returned")
+    b.observe(op_view("s1", "s1c", "Bash", NPM, outcome="not_started", delivery="pending",
+                              execution_started=True))
+    assert v("L2.10", b.build()).status is not Status.FAIL
+    b2 = TraceBuilder(session("s1", rules=[("allow", "Bash")]), tools=[("Bash", "bash")])
+    b2.model("s1", [call("s1c", "Bash", NPM)])
+    b2.executed("s1", "s1c", "Bash", NPM, status="error", error_kind="permission_denied",
+                effect="partial", escalation_requested=True)
+    b2.observe(op_view("s1", "s1c", "Bash", NPM, outcome="not_started", delivery="recorded",
+                       execution_started=True))  # saved as refused, yet not started
+    assert v("L2.10", b2.build()).status is Status.FAIL
+
+
 def test_l2_10_not_exercised_without_denials_or_escalations():
     b = TraceBuilder(session("s1", rules=[("allow", "Bash")]))
     b.model("s1", [call("c1", "Bash", NPM)])
