@@ -752,6 +752,28 @@ def test_l1_7_fails_when_a_corrected_call_is_refused_as_a_repeat():
     assert verdict.status is Status.FAIL and "corrected call" in verdict.evidence[0].note
 
 
+def _failure_cut_by_a_crash(recovered: bool):
+    b = TraceBuilder(session("s1", rules=[("allow", "charge")]))
+    b.model("s1", [call("c1", "charge", {"n": 1})])
+    b.executed("s1", "c1", "charge", {"n": 1}, status="error", error_kind="failed")
+    context = {"session_id": "s1", "tool_call_id": "c1", "execution_id": execution_id_for("s1", "c1")}
+    b.failpoint("after_tool_returned", "crash", context=context)
+    b.crash("after_tool_returned", context=context)
+    if recovered:
+        b.restart()
+    b.observe(op_view("s1", "c1", "charge", {"n": 1}, outcome="not_started", delivery="pending",
+                      execution_started=True), label="final")
+    return b.build()
+
+
+def test_l1_7_an_unknown_result_must_be_settled_only_once_a_recovery_ran():
+    # found by generation: the second instance of a concurrent turn crashed between the tool's
+    # return and the save, and such an instance is dropped without a recovery
+    assert v("L1.7", _failure_cut_by_a_crash(recovered=False)).status is not Status.FAIL
+    verdict = v("L1.7", _failure_cut_by_a_crash(recovered=True))
+    assert verdict.status is Status.FAIL and "without reconciliation" in verdict.evidence[0].note
+
+
 def test_l1_7_fails_when_an_unknown_result_is_retried():
     b = TraceBuilder(session("s1", rules=[("allow", "charge")]), tools=[("charge", "external", True)])
     b.model("s1", [call("c1", "charge", {"n": 1})])

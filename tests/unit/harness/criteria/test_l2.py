@@ -101,6 +101,30 @@ def test_l2_1_fails_when_an_exact_grant_goes_to_the_classifier():
     assert verdict.status is Status.FAIL and marks["review"] in all_indexes(verdict)
 
 
+def _granted_after_review(review_after_grant: bool):
+    """Auto mode, no rules: the classifier reviews c1 under version 1; then rules granting
+    every tool (version 2) come before the start, and revalidation binds c1 to version 2 as an
+    exact grant (docs/contract.md). Found by generation."""
+    b = TraceBuilder(session("s1", mode="auto"), tools=[("write_file", "write")])
+    b.model("s1", [call("c1", "write_file", X)])
+    if not review_after_grant:
+        b.classifier("s1", "write_file", X, "allow")
+    b.update_rules("s1", [("allow", "*")], 2)
+    if review_after_grant:
+        b.classifier("s1", "write_file", X, "allow")
+    b.executed("s1", "c1", "write_file", X, permission_version=2)
+    b.observe(op_view("s1", "c1", "write_file", X, decided_by="exact_grant", permission_version=2))
+    return b.build()
+
+
+def test_l2_1_a_review_before_the_grant_came_is_no_review_of_a_grant():
+    assert not [e for e in v("L2.1", _granted_after_review(False)).evidence
+                if "sent to the classifier" in e.note]
+    verdict = v("L2.1", _granted_after_review(True))
+    assert verdict.status is Status.FAIL
+    assert any("sent to the classifier" in e.note for e in verdict.evidence)
+
+
 def test_l2_1_fails_when_a_layer_is_skipped_or_invented():
     b, marks = _precedence(e1_by="classifier")
     verdict = v("L2.1", b.build())
