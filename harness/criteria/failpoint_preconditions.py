@@ -180,25 +180,31 @@ class _Index:
             key = _context_key(event)
             if key is not None:
                 self.op_hits.setdefault(key, []).append(event)
-        self.decision_spans: list[tuple[int, int, int, OpKey]] = []
-        """(instance, after_prepare index, index of the operation's next hit on that instance
-        or the trace's end, operation): where the operation is being decided. A review of
-        identical bytes inside one operation's span is that operation's review, whatever other
-        call asks for the same operation (found by generation: two calls with the same
-        arguments in one response)."""
-        for key, hits in self.op_hits.items():
-            for position, hit in enumerate(hits):
-                if hit.data.get("name") != Failpoint.AFTER_PREPARE.value:
-                    continue
-                end = next((h.index for h in hits[position + 1:] if h.instance == hit.instance),
-                           len(trace.events))
-                self.decision_spans.append((hit.instance, hit.index, end, key))
+        self.review_owner: dict[int, OpKey] = {}
+        """Review index -> the operation the reviewing instance names at its next operation
+        hit after it (its ``during_classifier_review``, or the decision that follows): a
+        review of identical bytes is that operation's review, whatever other call asks for
+        the same operation (found by generation: two calls with the same arguments in one
+        response, one instance taking up a call another prepared)."""
+        op_hits_by_instance: dict[int, list[TraceEvent]] = {}
+        for event in self.hits:
+            if _context_key(event) is not None:
+                op_hits_by_instance.setdefault(event.instance, []).append(event)
+        positions = {instance: [h.index for h in hits]
+                     for instance, hits in op_hits_by_instance.items()}
+        for review in self.reviews:
+            later = op_hits_by_instance.get(review.instance, [])
+            at = bisect.bisect_right(positions.get(review.instance, []), review.index)
+            if at < len(later):
+                key = _context_key(later[at])
+                if key is not None:
+                    self.review_owner[review.index] = key
         self._model_request_readings: tuple[Any, Any, Any] | None = None
 
     def reviewed_for_another(self, review: TraceEvent, key: OpKey) -> bool:
-        """Is ``review`` inside the decision span of an operation other than ``key``?"""
-        return any(instance == review.instance and start < review.index < end and owner != key
-                   for instance, start, end, owner in self.decision_spans)
+        """Is ``review`` another operation's (see :attr:`review_owner`)?"""
+        owner = self.review_owner.get(review.index)
+        return owner is not None and owner != key
 
     def model_request_readings(self) -> tuple[dict[tuple[int, str], int],
                                               dict[tuple[int, str, str], list[int]],

@@ -923,6 +923,17 @@ def _fault_victims(trace: Trace, ops, index: int, session_id: str, context: dict
     return [max(known, key=lambda item: item[0])[1]]
 
 
+def _paused_at_a_wait(trace: Trace, session_id: str, after: int) -> bool:
+    """Did the session's turn stop at an approval prompt shown after ``after`` that nobody
+    answered? Its batch's other calls then wait for the owner (found by generation: a
+    sandboxed attempt of the batch asked to escalate, and the run ended before an answer)."""
+    answered = {str(e.data.get("args", {}).get("wait_id", "")) for e in trace.of_kind(Kind.DRIVER_CALL)
+                if e.data.get("method") == "answer_approval" and not e.data.get("skipped")}
+    return any(str(p.data.get("wait_id", "")) not in answered
+               for p in trace.of_kind(Kind.APPROVAL_PROMPT)
+               if p.index > after and p.data.get("session_id") == session_id)
+
+
 def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[Evidence]:
     """Calls served after ``failed`` in the same stream, granted outright, yet never run."""
     served = failed.served[0]
@@ -935,7 +946,7 @@ def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[E
         or any(e.data.get("method") == "cancel" for e in trace.of_kind(Kind.DRIVER_CALL)
                if e.index > served.end_index)
     )
-    if cut:
+    if cut or _paused_at_a_wait(trace, served.session_id, served.end_index):
         return []
     found = []
     for sibling in later:

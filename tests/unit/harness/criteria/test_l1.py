@@ -732,6 +732,31 @@ def test_l1_7_fails_when_other_granted_work_is_abandoned():
     assert any("never run" in e.note for e in verdict.evidence)
 
 
+def _batch_paused(prompted: bool):
+    """w1 fails definitely; e2 of the same batch asks to escalate (a prompt nobody answers
+    when ``prompted``); w3 never runs."""
+    b = TraceBuilder(session("s1", rules=[("allow", "write_file")]), tools=[("write_file", "write")])
+    b.model("s1", [call("w1", "write_file", W1), call("e2", "write_file", W2),
+                   call("w3", "write_file", {"path": "/repo/c.txt", "content": "c"})])
+    b.executed("s1", "w1", "write_file", W1, status="error", error_kind="failed", output="failed")
+    b.executed("s1", "e2", "write_file", W2, status="error", error_kind="permission_denied",
+               effect="partial", escalation_requested=True)
+    views = [op_view("s1", "w1", "write_file", W1, outcome="failed", failure_kind="failed"),
+             op_view("s1", "e2", "write_file", W2, outcome="failed", delivery="pending",
+                     execution_started=True)]
+    if prompted:
+        b.prompt("s1", "e2", "write_file", W2, reason="escalation: run without sandbox")
+    b.observe(*views, label="final")
+    return b.build()
+
+
+def test_l1_7_a_batch_paused_at_an_unanswered_prompt_abandons_nothing():
+    # found by generation: a sandboxed attempt of the batch asked to escalate and the run
+    # ended before the owner answered; the calls after it wait for that answer
+    assert not [e for e in v("L1.7", _batch_paused(prompted=True)).evidence if "never run" in e.note]
+    assert [e for e in v("L1.7", _batch_paused(prompted=False)).evidence if "never run" in e.note]
+
+
 def test_l1_7_does_not_require_a_sibling_the_rules_stopped_granting():
     """The rules change after w1 ran: w2 is re-checked under them and not run (chaos
     regression l1-failure-classes, process mode seed 7)."""
