@@ -132,8 +132,15 @@ class ReferenceRuntime:
                     EventType.PERMISSION_DECIDED, wait.session_id, wait.execution_id,
                     permission=(Permission.ALLOW if approve else Permission.DENY).value,
                     decided_by=DecisionSource.APPROVAL.value)
+        if not applied:
+            # A lost wait (answered before, or closed by a rule change): the answer changes
+            # nothing and drives nothing (docs/contract.md). Driving the session here would
+            # re-ask the model after a request that failed: a hidden retry (M4; found by
+            # generation: a turn ended by a transport error, then an answer to its lost wait).
+            session = records.load_session(self._store.connection, wait.session_id)
+            return TurnResult(wait.session_id, session.turn_status, "")
         # The answered operation is carried to its result first, even if the conversation
-        # has moved on since; a repeated answer finds it settled and changes nothing.
+        # has moved on since.
         op = records.load_operation(self._store.connection, wait.execution_id)
         call = ToolCall(op.tool_call_id, op.tool, op.args)
         if self._pipeline.run(wait.session_id, call) is StepResult.DEFERRED:

@@ -176,7 +176,9 @@ def reached_classes(trace: Trace) -> frozenset[str]:
     ``same_command_reviewed_under_two_versions`` (the session's permission version changed
     between two reviews of one operation); ``review_held_two_instances`` (two instances
     reviewed one call); ``failure_table_overflow`` (17+ definite tool failures in one
-    session); ``checkpoint_loaded``; ``concurrent_turn``."""
+    session); ``checkpoint_loaded``; ``concurrent_turn``;
+    ``restart_after_threshold_approval`` (a crash or restart after the owner approved a wait
+    the denial thresholds led to)."""
     from harness.campaigns.workloads import IDEMPOTENT_TOOLS
 
     found: set[str] = set()
@@ -279,7 +281,27 @@ def reached_classes(trace: Trace) -> frozenset[str]:
             found.add("same_command_reviewed_under_two_versions")
     if any(count > 16 for count in failures.values()):
         found.add("failure_table_overflow")
+    if _restart_after_threshold_approval(trace):
+        found.add("restart_after_threshold_approval")
     return frozenset(found)
+
+
+def _restart_after_threshold_approval(trace: Trace) -> bool:
+    """An approval the denial thresholds led to (the denial oracle's armed prompt), approved,
+    and a crash or restart after the answer."""
+    from harness.criteria.denial_oracle import replay
+
+    armed = {m.index for m in replay(trace).moments if m.what == "prompt" and m.armed_all}
+    if not armed:
+        return False
+    waits = {str(e.data.get("wait_id", "")) for e in trace.events
+             if e.index in armed and e.kind == Kind.APPROVAL_PROMPT}
+    answers = [e.index for e in trace.of_kind(Kind.DRIVER_CALL)
+               if e.data.get("method") == "answer_approval" and not e.data.get("skipped")
+               and str((e.data.get("args") or {}).get("wait_id", "")) in waits
+               and (e.data.get("args") or {}).get("approve")]
+    return bool(answers) and any(e.index > answers[0]
+                                 for e in trace.of_kind(Kind.CRASH, Kind.RESTART))
 
 
 # --------------------------------------------------------------------------- drawing

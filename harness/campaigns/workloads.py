@@ -505,9 +505,177 @@ def faults(draw: Any, features: frozenset[str], sessions_: Sequence[Mapping[str,
     return made
 
 
+# --------------------------------------------------------------------------- families
+
+FAMILIES: tuple[str, ...] = (
+    "twin_sessions",       # the same calls (ids, commands) in two sessions, other contexts
+    "review_race",         # a concurrent duplicate held during the classifier review
+    "threshold_restart",   # a denial streak, the fallback approved, then a restart
+    "partial_then_restart",  # an EOF with partial text, then a restart before the next turn
+    "idempotent_crash",    # a crash in the middle of a call to an idempotent tool
+    "version_review",      # the same operation reviewed under two permission versions
+    "escalation_answer",   # a sandboxed attempt asks for more permission; the owner answers
+)
+"""Targeted workloads for situations a random swarm reaches rarely: each is built around its
+situation, with the rest (verdicts, behaviours, faults) drawn as usual. About half of the
+workloads are one of these; Hypothesis shrinks toward none (the first choice)."""
+FAMILY_CHOICES: tuple[str | None, ...] = tuple(
+    choice for family in FAMILIES for choice in (None, family))
+"""None and the families interleaved: Hypothesis favours the first choices of a list, so each
+family sits beside a None instead of all of them after every None."""
+
+
+def _base(sessions_: list[dict[str, Any]], model: list[dict[str, Any]],
+          steps_: list[dict[str, Any]], features: frozenset[str], **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": "generated", "stage": "x", "title": "a generated workload",
+        "tags": ["generated", *sorted(features)],
+        "sessions": sessions_,
+        "tools": [{"library": "standard"}, *[dict(t) for t in CUSTOM_TOOLS]],
+        "files": dict(FILES), "model": model, "steps": steps_,
+    }
+    data.update({k: v for k, v in extra.items() if v})
+    return data
+
+
+def _dangerous_call(draw: Any, call_id: str) -> dict[str, Any]:
+    command = draw(st.sampled_from((*DANGEROUS, f"ls -la; {DANGEROUS[0]}")))
+    return {"id": call_id, "tool": "Bash",
+            "args": {"command": command, "description": draw(st.sampled_from(DESCRIPTIONS))}}
+
+
+@st.composite
+def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str, Any], frozenset[str]]:
+    """The data of one workload of ``family`` and the features it stands for."""
+    features = frozenset({family})
+    script_classifier = draw(classifier(frozenset({"classifier_faults"}) if draw(st.booleans())
+                                        else frozenset()))
+    versions_holder: list[_Versions] = []
+
+    def some_faults(sessions_: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        chosen = draw(st.sets(st.sampled_from(("crashes", "raises", "cancels", "rule_changes")),
+                              max_size=2))
+        if not chosen:
+            return []
+        versions = _Versions(sessions_)
+        versions_holder.append(versions)
+        return draw(faults(frozenset(chosen), sessions_, versions))
+
+    if family == "twin_sessions":
+        auto = draw(st.booleans())
+        common = {"mode": "auto"} if auto else {}
+        sessions_ = [{"id": "s1", **common},
+                     {"id": "s2", **common, "trusted_cwd": "/repo/other",
+                      "user_requirements": "only read, never write"}]
+        calls = [draw(st.sampled_from((
+            {"id": "c1", "tool": "write_file", "args": {"path": "/repo/a.txt", "content": "one"}},
+            {"id": "c1", "tool": "Bash", "args": {"command": "make build", "description": ""}},
+            _dangerous_call(draw, "c1"))))]
+        model = [{"session": sid, "tool_calls": calls} for sid in ("s1", "s2")] + \
+                [{"session": sid, "text": "Done."} for sid in ("s1", "s2")]
+        steps_ = [{"do": "turn", "session": "s1", "text": "please do the task"},
+                  {"do": "turn", "session": "s2", "text": "please do the task"}]
+        if draw(st.booleans()):
+            steps_.append({"do": "answer", "wait": "c1", "approve": draw(st.booleans())})
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
+                     faults=some_faults(sessions_))
+    elif family == "review_race":
+        if "multi_instance" not in context.features:
+            return draw(family_workload("version_review", context))
+        sessions_ = [{"id": "s1", "mode": "auto"}]
+        model = [{"session": "s1", "tool_calls": [draw(st.sampled_from((
+                      {"id": "c1", "tool": "send_email", "args": {"to": "a@example.com", "body": "x"}},
+                      _dangerous_call(draw, "c1"))))], "repeat": 2},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "concurrent_turn", "session": "s1", "text": "do it once",
+                   "optional": True, "hold_at": Failpoint.DURING_CLASSIFIER_REVIEW.value}]
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
+                     faults=some_faults(sessions_))
+    elif family == "threshold_restart":
+        consecutive = draw(st.integers(1, 3))
+        sessions_ = [{"id": "s1", "mode": "auto", "thresholds": {
+            "consecutive_denials_max": consecutive,
+            "cumulative_denials_max": draw(st.integers(consecutive, consecutive + 2))}}]
+        denials = draw(st.integers(consecutive, consecutive + 3))
+        model = [{"session": "s1", "tool_calls": [_dangerous_call(draw, f"c{i + 1}")]}
+                 for i in range(denials + 1)] + [{"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "clean up the build"},
+                  {"do": "answer", "wait": "next", "approve": draw(st.booleans())},
+                  {"do": "restart"}]
+        if draw(st.booleans()):
+            steps_.append({"do": "turn", "session": "s1", "text": "and again"})
+        data = _base(sessions_, model, steps_, features, classifier={"dangerous": list(DANGEROUS)},
+                     faults=some_faults(sessions_))
+    elif family == "partial_then_restart":
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)]}]
+        cut: dict[str, Any] = {"session": "s1", "text": "The numbers grew by", "end": "eof"}
+        if draw(st.booleans()):
+            cut["tool_calls"] = [{"id": "c1", "tool": "write_file",
+                                  "args": {"path": "/repo/out.txt", "content": "one"}}]
+        model = [cut, {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "summarise the numbers"},
+                  {"do": "restart"},
+                  {"do": "turn", "session": "s1", "text": "go on"}]
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
+                     faults=some_faults(sessions_))
+    elif family == "idempotent_crash":
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)]}]
+        tool = draw(st.sampled_from(sorted(IDEMPOTENT_TOOLS)))
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool,
+                                                     "args": _args(draw, tool, frozenset(), [])}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "look it up"}]
+        crash = {"failpoint": draw(st.sampled_from((Failpoint.AFTER_START_RECORDED,
+                                                    Failpoint.AFTER_TOOL_RETURNED))).value,
+                 "hits": "1", "action": "crash", "optional": True}
+        behaviour = ([{"call": "c1", "behaviour": draw(st.sampled_from(("transient", "unknown")))}]
+                     if draw(st.booleans()) else [])
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
+                     faults=[crash], tool_behaviour=behaviour)
+    elif family == "escalation_answer":
+        if "sandbox_escalation" not in context.features:
+            return draw(family_workload("idempotent_crash", context))
+        owner = draw(st.sampled_from(({}, {"interactive": False},
+                                      {"owner_can_approve": False})))
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)], **owner}]
+        tool = draw(st.sampled_from(("write_file", "deploy", "Bash")))
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool,
+                                                     "args": _args(draw, tool, frozenset(), [])}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "ship it"},
+                  {"do": "answer", "wait": "next", "approve": draw(st.booleans())}]
+        if draw(st.booleans()):
+            steps_.insert(1, {"do": "restart"})
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
+                     faults=some_faults(sessions_),
+                     tool_behaviour=[{"call": "c1", "behaviour": "partial_escalate"}])
+    else:  # version_review
+        sessions_ = [{"id": "s1", "mode": "auto"}]
+        call = draw(st.sampled_from(({"tool": "send_email", "args": {"to": "a@example.com",
+                                                                      "body": "x"}},
+                                     {"tool": "Bash", "args": {"command": DANGEROUS[0],
+                                                               "description": ""}})))
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", **call}]},
+                 {"session": "s1", "text": "Done."},
+                 {"session": "s1", "tool_calls": [{"id": "c2", **call}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "send it"},
+                  {"do": "update_rules", "session": "s1", "permission_version": 2,
+                   "rules": draw(rules(frozenset({"rules"}), count_max=1, mode="auto"))},
+                  {"do": "turn", "session": "s1", "text": "send it again"}]
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier)
+    return data, features
+
+
 @st.composite
 def workloads(draw: Any, context: Context = Context()) -> Workload:
-    """One whole workload (see the module docstring)."""
+    """One whole workload (see the module docstring): a swarm of features, or a family."""
+    family = draw(st.sampled_from(FAMILY_CHOICES))
+    if family is not None:
+        data, features = draw(family_workload(family, context))
+        workload = Workload(data, tuple(sorted(features)))
+        data["id"] = f"generated-{workload.key()}"
+        return Workload(data, workload.features)
     allowed = [f for f in FEATURES
                if not (f == "concurrency" and "multi_instance" not in context.features)
                and not (f == "checkpoints" and not context.fixtures)

@@ -147,10 +147,22 @@ def _fate(trace: Trace, review: s.Review) -> tuple[bool, bool]:
     by a crash before its decision was recorded); a verdict whose recorded decision was
     followed at once by a crash (its count must survive it)."""
     decided = False
+    decided_elsewhere = False
     for event in trace.events:
         if event.index <= review.index:
             continue
         kind, data = event.kind, event.data
+        if event.instance != review.instance:
+            # Another instance deciding this very call while the reviewing one waits for its
+            # verdict: the verdict may be applied to nothing (found by generation: a
+            # duplicate held during the review, the other instance's allow ran the call, so
+            # the held instance's risk denial was never recorded as the call's judgement).
+            context = data.get("context") or {}
+            if (kind == Kind.FAILPOINT and data.get("name") == "after_permission_decision"
+                    and context.get("tool_call_id") == review.tool_call_id
+                    and context.get("session_id") == review.session_id):
+                decided_elsewhere = True
+            continue
         if kind == Kind.CRASH:
             return (not decided, decided)
         if kind == Kind.FAILPOINT:
@@ -164,10 +176,10 @@ def _fate(trace: Trace, review: s.Review) -> tuple[bool, bool]:
                     return (False, True)
                 continue
         if kind in (Kind.CLASSIFIER_REQUEST, Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
-            return (False, False)
+            return (decided_elsewhere and not decided, False)
         if kind == Kind.MODEL_REQUEST and data.get("session_id") == review.session_id:
-            return (False, False)
-    return (False, False)
+            return (decided_elsewhere and not decided, False)
+    return (decided_elsewhere and not decided, False)
 
 
 def _redeliveries(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s.Review, ...]) -> list[_Step]:
@@ -219,6 +231,9 @@ def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s
     prompted = {(p.data.get("session_id"), p.data.get("tool_call_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
     ran = {s.ledger_key(e) for e in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE)}
     requests = s.model_requests(trace)
+    prompts = {str(p.data.get("wait_id", "")): p for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
+    refusals = [(a.index, prompts[a.wait_id]) for a in approval_answers.answers(trace)
+                if not a.approve and a.wait_id in prompts]
     steps = []
     for key, call in sorted(s.first_emissions(trace).items(), key=lambda kv: kv[1].index):
         if call.tool is None or call.args is None:
@@ -232,6 +247,14 @@ def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s
                          and s.ledger_key(row)[0] == call.session_id and row.data.get("status") != "ok"
                          and s.dedup_key(str(row.data.get("tool", "")), row.data.get("args") or {},
                                          kinds.get(str(row.data.get("tool", "")))) == dk]
+        # the owner's refusals of the same operation count toward the repeat budget as well
+        # (docs/contract.md; found by generation: two refused fallbacks, then the repeat
+        # guard refused the third call of the same command)
+        failed_before = failed_before or [
+            prompt for at, prompt in refusals if at < call.index
+            and prompt.data.get("session_id") == call.session_id
+            and s.dedup_key(str(prompt.data.get("tool", "")), prompt.data.get("args") or {},
+                            kinds.get(str(prompt.data.get("tool", "")))) == dk]
         # the denial reached the model, or the UI showed it denied (a loop that stopped there)
         carried = next((r for r in requests if r.index > call.index and r.data.get("session_id") == call.session_id
                         and s.tool_message(r, call.tool_call_id) is not None), None) or next(

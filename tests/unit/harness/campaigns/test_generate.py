@@ -12,7 +12,7 @@ pytest.importorskip("hypothesis")
 
 import reference_impl  # noqa: E402
 from harness.campaigns import generate as G  # noqa: E402
-from harness.campaigns.workloads import FEATURES, Context  # noqa: E402
+from harness.campaigns.workloads import FAMILIES, FEATURES, Context  # noqa: E402
 from harness.cli import app as cli  # noqa: E402
 from harness.implementations import resolve  # noqa: E402
 from harness.running.suite import default_criteria, default_runner  # noqa: E402
@@ -28,7 +28,7 @@ def test_every_drawn_workload_loads_and_uses_only_its_drawn_features():
         for workload in G.draw_chunk(11, chunk, CONTEXT):
             scenario = G.load_workload(workload.data)
             assert scenario.id == workload.data["id"]
-            assert set(workload.features) <= set(FEATURES)
+            assert set(workload.features) <= set(FEATURES) | set(FAMILIES)
             faults = workload.data.get("faults", [])
             assert all(f["optional"] for f in faults), "a generated fault must be optional"
             assert all(s.get("optional") for s in workload.data["steps"]
@@ -64,6 +64,33 @@ def test_a_short_campaign_on_the_reference_finds_nothing_and_is_deterministic():
     assert [c.outcome.trace_digest for c in runs[0].cases] == \
         [c.outcome.trace_digest for c in runs[1].cases]
     assert runs[0].feature_mix() and runs[0].reached_mix()
+
+
+ISSUE_CLASSES = (
+    # identity axes
+    "same_call_id_waiting_in_two_sessions", "same_command_reviewed_in_two_sessions",
+    "same_command_reviewed_in_two_task_contexts", "same_command_reviewed_under_two_versions",
+    "review_held_two_instances",
+    # restarts where they matter
+    "restart_after_threshold_approval", "restart_after_partial_text", "crash_mid_idempotent_tool",
+    # a stream cut after its tool calls were read
+    "stream_cut_after_calls",
+    # and the hard cases of other criteria
+    "failure_table_overflow", "escalation_requested", "answered_after_restart",
+    "checkpoint_loaded", "concurrent_turn",
+)
+
+
+def test_a_short_campaign_reaches_every_class_of_situation_and_the_reference_passes_it():
+    """Each class of situation the hand-written suite missed has a generated family that
+    reaches it: read from the traces (reached_classes), not from what was planned."""
+    result = G.run_generation(REFERENCE, seed=1, budget=200, criteria=default_criteria(),
+                              runner=default_runner(), jobs=1)
+    assert result.failure is None and not result.invalid, (
+        result.failure and result.failure.outcome.brief())
+    reached = result.reached_mix()
+    assert [c for c in ISSUE_CLASSES if not reached[c]] == []
+    assert set(FAMILIES) <= set(result.feature_mix())
 
 
 def test_a_mutant_is_caught_shrunk_written_and_replayed(tmp_path):
