@@ -28,7 +28,11 @@ Guarantees:
   ``optional``: a generated fault is exploratory, and a correct implementation may take a
   path where it never fires (a cancel before the tool runs leaves a crash after it
   unreached). So a fault that did not fire makes no error, and counts for nothing: the
-  criteria judge only what happened. :func:`workloads` never yields data the loader rejects
+  criteria judge only what happened. The one exception is the ``pipeline_fault`` family: one
+  call in a session of its own, and one fault on the first hit of a failpoint the documented
+  pipeline passes for it (:data:`PIPELINE_FAILPOINTS`), required as a hand-written scenario's
+  would be, so that a failpoint an implementation skips for some tool kinds or decisions is
+  an error. :func:`workloads` never yields data the loader rejects
   (a test loads thousands of them).
 * **Only what the contract requires.** A concurrent turn gets a session of its own whose
   first scripted response is served twice (both instances ask the model the same first
@@ -125,6 +129,16 @@ EXECUTION_FAILPOINTS: tuple[Failpoint, ...] = (
 FAULT_FAILPOINTS: tuple[Failpoint, ...] = EXECUTION_FAILPOINTS + tuple(Failpoint)
 """Every failpoint, those around an execution twice: a fault there is where a write may run
 twice or be lost, and each operation passes them once, so they need the weight to be hit."""
+PIPELINE_FAILPOINTS: tuple[Failpoint, ...] = (
+    Failpoint.BEFORE_MODEL_REQUEST, Failpoint.AFTER_MODEL_REQUEST_STARTED,
+    Failpoint.AFTER_MODEL_STREAM_ENDED, Failpoint.AFTER_PREPARE,
+    Failpoint.AFTER_PERMISSION_DECISION, Failpoint.AFTER_REVALIDATION,
+    Failpoint.AFTER_START_RECORDED, Failpoint.AFTER_TOOL_RETURNED, Failpoint.AFTER_RESULT_SAVED,
+    Failpoint.DURING_CHECKPOINT_BUILD, Failpoint.AFTER_CHECKPOINT_SAVED,
+    Failpoint.AFTER_PROJECTION,
+)
+"""The failpoints the documented pipeline passes for one allowed call that runs and succeeds,
+each on its first hit (docs/lifecycle.md)."""
 FAULT_HITS: tuple[int, ...] = (1, 1, 1, 2, 3)
 """Which hit of its failpoint a fault fires on: mostly the first (reached whenever the
 failpoint is), sometimes a later one (a later operation, a retry, a second instance)."""
@@ -515,6 +529,7 @@ FAMILIES: tuple[str, ...] = (
     "idempotent_crash",    # a crash in the middle of a call to an idempotent tool
     "version_review",      # the same operation reviewed under two permission versions
     "escalation_answer",   # a sandboxed attempt asks for more permission; the owner answers
+    "pipeline_fault",      # one call of any kind, a required fault where the pipeline must pass
 )
 """Targeted workloads for situations a random swarm reaches rarely: each is built around its
 situation, with the rest (verdicts, behaviours, faults) drawn as usual. About half of the
@@ -600,7 +615,8 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         model = [{"session": "s1", "tool_calls": [_dangerous_call(draw, f"c{i + 1}")]}
                  for i in range(denials + 1)] + [{"session": "s1", "text": "Done."}]
         steps_ = [{"do": "turn", "session": "s1", "text": "clean up the build"},
-                  {"do": "answer", "wait": "next", "approve": draw(st.booleans())},
+                  {"do": "answer", "wait": "next",
+                   "approve": draw(st.sampled_from((True, False, True)))},
                   {"do": "restart"}]
         if draw(st.booleans()):
             steps_.append({"do": "turn", "session": "s1", "text": "and again"})
@@ -632,6 +648,36 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
                      if draw(st.booleans()) else [])
         data = _base(sessions_, model, steps_, features, classifier=script_classifier,
                      faults=[crash], tool_behaviour=behaviour)
+    elif family == "pipeline_fault":
+        # One call, decided by a grant, the owner (ask) or the classifier (auto), of any tool
+        # kind: the documented pipeline passes each of these failpoints on its first hit, so
+        # the fault is required (not optional): a failpoint an implementation skips for some
+        # tool kinds or some decisions is an error here, as in a hand-written scenario.
+        how = draw(st.sampled_from(("grant", "ask", "auto")))
+        session: dict[str, Any] = {"id": "s1"}
+        if how == "grant":
+            session["rules"] = [dict(GRANT_ALL)]
+        elif how == "auto":
+            session["mode"] = "auto"
+        tool = draw(st.sampled_from(("write_file", "send_email", "terminal", "web_action",
+                                     "app_action", "deploy", "ping", "fetch_url", "make_note",
+                                     "edit_file")))
+        args = _args(draw, tool, frozenset(), [])
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool, "args": args}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "do it"}]
+        points = list(PIPELINE_FAILPOINTS)
+        if how == "ask":
+            points += [Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_PROMPT]
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+        elif how == "auto":
+            points.append(Failpoint.DURING_CLASSIFIER_REVIEW)
+        point = draw(st.sampled_from(points))
+        action = draw(st.sampled_from(("crash", "raise")))
+        if action == "raise" and point in (Failpoint.AFTER_PROMPT,):
+            action = "crash"  # a raise at the prompt leaves the wait for the answer step
+        data = _base([session], model, steps_, features, classifier={"dangerous": list(DANGEROUS)},
+                     faults=[{"failpoint": point.value, "hits": "1", "action": action}])
     elif family == "escalation_answer":
         if "sandbox_escalation" not in context.features:
             return draw(family_workload("idempotent_crash", context))
@@ -670,7 +716,10 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
 @st.composite
 def workloads(draw: Any, context: Context = Context()) -> Workload:
     """One whole workload (see the module docstring): a swarm of features, or a family."""
-    family = draw(st.sampled_from(FAMILY_CHOICES))
+    # four fair bits, not sampled_from: Hypothesis favours the first entries of a list, and
+    # the last families were drawn a few times in a thousand (shrinks to 0: no family)
+    bits = [draw(st.booleans()) for _ in range(4)]
+    family = FAMILY_CHOICES[sum(bit << i for i, bit in enumerate(bits)) % len(FAMILY_CHOICES)]
     if family is not None:
         data, features = draw(family_workload(family, context))
         workload = Workload(data, tuple(sorted(features)))

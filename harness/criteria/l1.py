@@ -65,10 +65,14 @@ def _failure_strict(op: F.Op) -> bool:
 
 
 def _failure_any(op: F.Op) -> bool:
-    """Any failure or denial at all (the lenient reading)."""
+    """Any failure or denial at all (the lenient reading), an outcome a crash left unknown
+    included (found by generation: the call a crash cut after its start recorded is unknown,
+    never retried, so its repeat is refused)."""
     if any(r.data.get("status") == "error" for r in op.rows):
         return True
     view = op.latest
+    if view is not None and (F.value(view.outcome) == "unknown" or view.reconciliation_required):
+        return True
     return (
         view is not None
         and F.value(view.permission) == Permission.DENY.value

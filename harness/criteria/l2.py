@@ -667,14 +667,22 @@ def check_l2_7(trace: Trace) -> Verdict:
             op = _reviewed_op_a_fault_targets(trace, ops, revs, event)
             if op is not None:
                 cases.append((op, event.index))
+    answered_cancelled: set[F.OpKey] = set()
     for review in revs:
         if review.outcome == "cancelled" and review.op_key in ops:
             if all(op.key != review.op_key for op, _ in cases):
                 cases.append((ops[review.op_key], review.event.index))
+                answered_cancelled.add(review.op_key)
     for op, at in cases:
         exercised += 1
+        # A review the classifier answered 'cancelled' gives no verdict; another review of
+        # the same call that allowed it afterwards may run it (found by generation: a
+        # duplicate held during its review, answered 'cancelled', while the other instance's
+        # review allowed the call and ran it).
+        allowed = [r.event.index for r in revs if r.op_key == op.key and r.outcome == "allow"
+                   and r.event.index > at] if op.key in answered_cancelled else []
         for row in op.rows:
-            if row.index > at:
+            if row.index > at and not any(at < a < row.index for a in allowed):
                 violations.append(_ev(
                     f"{F.describe(op)}: executed although its review was cancelled",
                     (at, row.index), (_seq(row),)))

@@ -30,11 +30,14 @@ def test_every_drawn_workload_loads_and_uses_only_its_drawn_features():
             assert scenario.id == workload.data["id"]
             assert set(workload.features) <= set(FEATURES) | set(FAMILIES)
             faults = workload.data.get("faults", [])
-            assert all(f["optional"] for f in faults), "a generated fault must be optional"
+            if "pipeline_fault" in workload.features:  # one fault where the pipeline must pass
+                assert len(faults) == 1 and not faults[0].get("optional")
+            else:
+                assert all(f["optional"] for f in faults), "a generated fault must be optional"
             assert all(s.get("optional") for s in workload.data["steps"]
                        if s["do"] == "concurrent_turn")
             seen.update(workload.features)
-    assert seen == set(FEATURES), f"never drawn: {sorted(set(FEATURES) - seen)}"
+    assert seen == set(FEATURES) | set(FAMILIES), f"never drawn: {sorted((set(FEATURES) | set(FAMILIES)) - seen)}"
 
 
 def test_the_same_seed_draws_the_same_workloads_and_another_seed_others():

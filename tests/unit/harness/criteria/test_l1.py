@@ -467,6 +467,22 @@ def test_l1_4_the_repeat_of_a_call_of_the_same_response_counts_the_one_taken_up_
     assert any("refused by the repeat guard" in e.note for e in verdict.evidence)
 
 
+def test_l1_4_the_repeat_of_a_call_a_crash_left_unknown_may_be_refused():
+    # found by generation: c1 crashed after its start was recorded (unknown, never retried);
+    # c2, the same read, was refused by the repeat guard (limit 1)
+    read = {"path": "/repo/a.txt"}
+    b = TraceBuilder(session("s1", rules=[("allow", "read_file")], thresholds={"failure_repeat_limit": 1}))
+    b.model("s1", [call("c1", "read_file", read)])
+    unknown = op_view("s1", "c1", "read_file", read, outcome="unknown", reconciliation_required=True,
+                      execution_started=True)
+    b.probe("c1", unknown)
+    b.model("s1", [call("c2", "read_file", read)])
+    guarded = op_view("s1", "c2", "read_file", read, permission="deny", decided_by="repeat_guard")
+    b.observe(unknown, guarded)
+    verdict = v("L1.4", b.build())
+    assert not [e for e in verdict.evidence if "refused by the repeat guard" in e.note]
+
+
 def test_l1_4_not_exercised_without_description_pairs():
     b = TraceBuilder(session("s1", rules=[("allow", "create_ticket")]))
     b.model("s1", [call("t1", "create_ticket", {"title": "a"})])

@@ -613,6 +613,27 @@ def test_l2_7_counts_a_cancelled_verdict_from_the_classifier():
     assert verdict.status is Status.PASS and verdict.exercised == 1
 
 
+def _cancelled_review_then(second_review: str | None):
+    """The classifier answers c1's review 'cancelled'; then (``second_review``) another review
+    of the same call, e.g. by a second instance; then c1 runs."""
+    b = TraceBuilder(session("s1", mode="auto"))
+    b.model("s1", [call("c1", "write_file", X)])
+    b.classifier("s1", "write_file", X, "cancelled")
+    if second_review is not None:
+        b.classifier("s1", "write_file", X, second_review)
+    b.executed("s1", "c1", "write_file", X)
+    b.observe(op_view("s1", "c1", "write_file", X, decided_by="classifier"))
+    return b.build()
+
+
+def test_l2_7_a_later_allow_of_the_same_call_may_run_it_after_a_cancelled_review():
+    # found by generation: a duplicate held during its review, answered 'cancelled', while
+    # the other instance's review allowed the call and ran it
+    assert v("L2.7", _cancelled_review_then("allow")).status is Status.PASS
+    assert v("L2.7", _cancelled_review_then(None)).status is Status.FAIL
+    assert v("L2.7", _cancelled_review_then("risk_deny")).status is Status.FAIL
+
+
 def test_l2_7_not_exercised_without_cancellation():
     b, _ = _order()
     assert v("L2.7", b.build()).status is Status.NOT_EXERCISED
