@@ -262,8 +262,13 @@ def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s
              and (e.data.get("projection") or {}).get("session_id") == call.session_id
              and (e.data.get("projection") or {}).get("tool_call_id") == call.tool_call_id
              and (e.data.get("projection") or {}).get("permission") == "deny"), None)
+        # a rule change between the call and its denial: revalidation may refuse (void) the
+        # decision without a new review (docs/contract.md; found by generation)
+        revalidated = carried is not None and any(
+            call.index < c.index < carried.index for c in changes if c.session_id == call.session_id)
         silent = (key not in reviewed and key not in prompted and key not in ran and carried is not None
-                  and not failed_before and not s.cancelled(trace, call.session_id, call.index)
+                  and not failed_before and not revalidated
+                  and not s.cancelled(trace, call.session_id, call.index)
                   and not s.interrupted_between(trace, call.index, carried.index, call.session_id))
         version = s.version_at(trace, call.session_id, call.index + 1, changes)
         steps.append(_Step(call.index, "need", call.session_id, version, silent=silent,

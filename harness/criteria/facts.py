@@ -424,10 +424,26 @@ def model_requests(trace: Trace, session_id: str | None = None) -> tuple[TraceEv
 
 
 def next_model_request(trace: Trace, session_id: str, after: int) -> TraceEvent | None:
+    """The session's first model request the world received after ``after`` whose request
+    had not started by then: a request an instance started earlier and was held before
+    sending (a concurrent turn held at ``after_model_request_started``) carries the
+    conversation as it was then, and cannot carry what happened since (found by generation)."""
+    started = _requests_started_at(trace)
     for event in model_requests(trace, session_id):
-        if event.index > after:
+        if event.index > after and started.get(str(event.data.get("request_id", "")),
+                                               event.index) > after:
             return event
     return None
+
+
+@by_identity(2)
+def _requests_started_at(trace: Trace) -> Mapping[str, int]:
+    """Request id -> the index of its first ``after_model_request_started`` hit."""
+    found: dict[str, int] = {}
+    for event in trace.of_kind(Kind.FAILPOINT):
+        if event.data.get("name") == "after_model_request_started":
+            found.setdefault(str((event.data.get("context") or {}).get("request_id", "")), event.index)
+    return MappingProxyType(found)
 
 
 def tool_message(request: TraceEvent, tool_call_id: str) -> dict[str, Any] | None:

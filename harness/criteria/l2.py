@@ -439,6 +439,9 @@ def check_l2_4(trace: Trace) -> Verdict:
             if twin is not op and twin.session_id == op.session_id and twin.tool == op.tool
             and not _worded(twin) and twin.latest is not None and op.latest is not None
             and not twin.prompts and not op.prompts
+            # under the same rules: a grant installed later lets the twin run for that reason
+            # (found by generation: rules granting every tool came between the two)
+            and twin.latest.identity.permission_version == op.latest.identity.permission_version
             and {k: v for k, v in twin.args.items() if k != "description"}
             == {k: v for k, v in op.args.items() if k != "description"}
         ]

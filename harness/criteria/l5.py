@@ -41,14 +41,19 @@ def _revoked_by(trace: Trace, change: s.RuleChange, changes: tuple[s.RuleChange,
                  if after.denied_outright(t) is not None and before.denied_outright(t) is None)
 
 
+def _escalation_approved(trace: Trace, key: tuple[str, str], change: int) -> list[int]:
+    """When escalations of ``key`` were approved before ``change`` (ascending)."""
+    waits = {p.data.get("wait_id") for p in trace.of_kind(Kind.APPROVAL_PROMPT)
+             if (p.data.get("session_id"), p.data.get("tool_call_id")) == key and p.index < change}
+    return sorted(a.index for wait_id, a in first_answers(trace).items()
+                  if a.index < change and a.approve and wait_id in waits)
+
+
 def _escalated_run_started(trace: Trace, key: tuple[str, str], change: int) -> bool:
     """Was an escalation of ``key`` approved, and its run outside the sandbox started (a
     ledger row after the approval), before ``change``? That run was authorized under the
     rules before the change; its result rightly replaces the sandboxed attempt's after it."""
-    waits = {p.data.get("wait_id") for p in trace.of_kind(Kind.APPROVAL_PROMPT)
-             if (p.data.get("session_id"), p.data.get("tool_call_id")) == key and p.index < change}
-    approved = sorted(a.index for wait_id, a in first_answers(trace).items()
-                      if a.index < change and a.approve and wait_id in waits)
+    approved = _escalation_approved(trace, key, change)
     return bool(approved) and any(approved[0] < row.index < change
                                   for row in s.ledger_rows_for(trace, key))
 
@@ -103,6 +108,15 @@ def check_l5_1(trace: Trace) -> Verdict:
                 if point.index <= change.index:
                     continue
                 now = s.find_op(point.observation, key)
+                if now is not None and _escalation_approved(trace, key, change.index) and (
+                        now.identity.permission_version == change.permission_version
+                        or (now.outcome == op.outcome and now.result_digest == op.result_digest)):
+                    # An approved escalation still to run when the rules changed: revalidated,
+                    # it is either bound to the version the change installed (docs/contract.md)
+                    # or refused, and then the sandboxed attempt's saved result stands with the
+                    # version it ran under (found by generation: rule changes right after the
+                    # escalated run's start was recorded, before its tool ran).
+                    continue
                 changed = [f for f in KEPT_FIELDS if now is None or getattr(now, f) != getattr(op, f)]
                 if changed:
                     violations.append(s.ev(f"{key[1]}, saved before the rule change, changed afterwards "

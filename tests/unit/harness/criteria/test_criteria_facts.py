@@ -120,3 +120,21 @@ def test_events_between_is_the_scan_of_its_definition():
         for lo, hi in itertools.product(range(-2, 2 * n + 2), repeat=2):
             for kinds in kind_sets:
                 assert facts.events_between(t, lo, hi, *kinds) == scan(t, lo, hi, *kinds)
+
+
+def test_the_next_model_request_is_one_that_started_after_the_event():
+    """Found by generation: an instance held at after_model_request_started sends its request,
+    composed before, after everything the other instance did; it is not 'the next request'."""
+    from harness.criteria import facts as F
+    from tracebuilder import TraceBuilder, session
+
+    b = TraceBuilder(session("s1"))
+    b.failpoint("after_model_request_started", context={"session_id": "s1", "request_id": "old"})
+    event = b.failpoint("after_projection", context={"session_id": "s1"})
+    b.model_request("s1", request_id="old")
+    stale = b.last
+    b.model_request("s1", request_id="new")
+    fresh = b.last
+    trace = b.build()
+    assert F.next_model_request(trace, "s1", event).index == fresh
+    assert F.next_model_request(trace, "s1", -1).index == stale  # before it started

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.contract import (
     DecisionSource,
     Delivery,
@@ -122,6 +124,36 @@ def test_l5_1_fails_when_an_escalated_run_after_the_change_replaces_the_saved_re
     tb = TB(S1, tools=SMS_TOOLS)
     point = _escalation_replaced_around_a_change(tb, run_before_change=False)
     assert_fail_at(check("L5.1", tb.build()), point)
+
+
+def _escalation_revalidated_after_a_change(refused: bool):
+    """Found by generation: the owner approves SMS's escalation; the rules change (version 2)
+    before the run outside the sandbox; revalidation either binds the run to version 2 (it
+    runs) or refuses it, and the sandboxed attempt's saved failure stands."""
+    tb = TB(S1, tools=SMS_TOOLS)
+    tb.respond("s1", (SMS,), tools=("read_file", "send_sms"))
+    tb.executed("s1", SMS, status="error", output="partial")
+    sandboxed = op(SMS, outcome=Outcome.FAILED, failure_kind=FailureKind.PERMISSION_DENIED,
+                   status="error", output="partial")
+    _, wid = tb.prompt("s1", SMS)
+    tb.call("answer_approval", wait_id=wid, approve=True)
+    tb.observe("quiescent", Observation(operations=(sandboxed,), approval_waits=(
+        wait(wid, SMS, status=WaitStatus.APPROVED, applied=True),)))
+    tb.update_rules("s1", DENY_SMS if refused else (Rule(RuleEffect.ALLOW, "send_sms"),), 2)
+    if refused:
+        final = dataclasses.replace(sandboxed, decided_by=DecisionSource.APPROVAL)
+    else:
+        tb.executed("s1", SMS)
+        final = op(SMS, version=2)
+    tb.ret("answer_approval", {"session_id": "s1", "status": "completed", "final_text": ""})
+    tb.observe("final", Observation(operations=(final,), approval_waits=(
+        wait(wid, SMS, status=WaitStatus.APPROVED, applied=True),)))
+    return tb.build()
+
+
+def test_l5_1_an_approved_escalation_revalidated_after_a_change_may_settle_its_record():
+    assert check("L5.1", _escalation_revalidated_after_a_change(refused=False)).status is not Status.FAIL
+    assert check("L5.1", _escalation_revalidated_after_a_change(refused=True)).status is not Status.FAIL
 
 
 def test_l5_1_not_exercised_without_rule_changes():
