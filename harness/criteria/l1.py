@@ -959,8 +959,12 @@ def _abandoned_batch(trace: Trace, ops, failed: F.Op, row: TraceEvent) -> list[E
             continue
         # Granted when served and still under the rules in force at the end: a rule change
         # in between is re-checked before the call runs ("已生成的旧调用仍须经过最新权限检查").
+        # (and under every rule set in force in between: a change while the batch ran may
+        # have stopped granting it for a while; found by generation)
+        between = [state.start + 1 for state in F.rule_timeline(trace, op.session_id)
+                   if served.end_index < state.start <= F.last_index(trace)]
         if any(F.decision_at(trace, op, at).permission is not Permission.ALLOW
-               for at in (served.end_index, F.last_index(trace) + 1)):
+               for at in (served.end_index, *between, F.last_index(trace) + 1)):
             continue
         if op.latest is not None and F.value(op.latest.decided_by) in (
             DecisionSource.REPEAT_GUARD.value, DecisionSource.REVALIDATION.value,
