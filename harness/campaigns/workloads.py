@@ -530,6 +530,12 @@ FAMILIES: tuple[str, ...] = (
     "version_review",      # the same operation reviewed under two permission versions
     "escalation_answer",   # a sandboxed attempt asks for more permission; the owner answers
     "pipeline_fault",      # one call of any kind, a required fault where the pipeline must pass
+    "failure_classes",     # one response, each call another tool answer; retries, diagnostics
+    "precedence",          # deny / ask / allow rules and the classifier on the same calls
+    "review_interference", # cancels and rule changes around a review, an approval, a start
+    "denial_counting",     # risk-denial streaks across faults, versions, sessions, repeats
+    "repeat_keys",         # failing commands again: reworded, respelt, elsewhere, evicted
+    "long_operation",      # dangerous parts past 800 characters or after the first command
 )
 """Targeted workloads for situations a random swarm reaches rarely: each is built around its
 situation, with the rest (verdicts, behaviours, faults) drawn as usual. About half of the
@@ -678,6 +684,169 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
             action = "crash"  # a raise at the prompt leaves the wait for the answer step
         data = _base([session], model, steps_, features, classifier={"dangerous": list(DANGEROUS)},
                      faults=[{"failpoint": point.value, "hits": "1", "action": action}])
+    elif family == "failure_classes":
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)], "thresholds": {
+            "auto_retries_max": draw(st.integers(1, 3)),
+            "failure_repeat_limit": draw(st.integers(1, 3))}}]
+        tools = ("ping", "fetch_url", "deploy", "write_file", "send_email", "read_file")
+        calls, behaviours_ = [], []
+        for number in range(1, draw(st.integers(2, 4)) + 1):
+            tool = draw(st.sampled_from(tools))
+            call_id = f"c{number}"
+            calls.append({"id": call_id, "tool": tool, "args": _args(draw, tool, frozenset(), [])})
+            first = draw(st.sampled_from(("param_error", "fail", "transient", "unavailable",
+                                          "unknown", "claims_not_executed", "hang", "ok")))
+            if first != "ok":
+                entry: dict[str, Any] = {"call": call_id, "behaviour": first,
+                                         "times": draw(st.integers(1, 4))}
+                if first == "hang":
+                    entry["seconds"] = 5.0
+                behaviours_.append(entry)
+                if first == "transient" and draw(st.booleans()):
+                    # the retry cannot start: the attempt that ran stays on record
+                    behaviours_.append({"call": call_id, "behaviour": "unavailable"})
+        model = [{"session": "s1", "tool_calls": calls}, {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "run them all"}]
+        fault = ([{"failpoint": Failpoint.DURING_DIAGNOSTICS_WRITE.value, "hits": "1",
+                   "action": "raise", "optional": True}] if draw(st.booleans()) else [])
+        if draw(st.booleans()):
+            steps_ += [{"do": "restart"}, {"do": "turn", "session": "s1", "text": "again"}]
+            model.insert(1, {"session": "s1", "tool_calls": [dict(c, id=c["id"] + "r") for c in calls]})
+        data = _base(sessions_, model, steps_, features, tool_behaviour=behaviours_, faults=fault)
+    elif family == "precedence":
+        auto = draw(st.booleans())
+        tool = draw(st.sampled_from(("Bash", "send_email", "write_file")))
+        drawn_rules = [{"effect": draw(st.sampled_from(("allow", "ask", "deny"))), "tool": tool}
+                       for _ in range(draw(st.integers(1, 3)))]
+        if draw(st.booleans()):
+            drawn_rules.insert(0, dict(GRANT_ALL))
+        session = {"id": "s1", "rules": drawn_rules, **({"mode": "auto"} if auto else {})}
+        if draw(st.booleans()):
+            session["hard_constraints"] = [{"tool": tool}]
+        if draw(st.booleans()):
+            session["owner_can_approve"] = False
+        args = _args(draw, tool, frozenset(), [])
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool, "args": args}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "do it"},
+                  {"do": "answer", "wait": "c1", "approve": draw(st.booleans())}]
+        verdict = draw(st.sampled_from(("allow", "risk_deny")))
+        data = _base([session], model, steps_, features,
+                     classifier={"script": [{"review": 1, "outcome": verdict}]})
+    elif family == "review_interference":
+        where = draw(st.sampled_from(("review", "approval", "start", "edit")))
+        tool = draw(st.sampled_from(("send_email", "write_file", "deploy")))
+        args = _args(draw, tool, frozenset(), [])
+        session: dict[str, Any] = {"id": "s1"}
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool, "args": args}]},
+                 {"session": "s1", "text": "Done."}]
+        steps_: list[dict[str, Any]] = [{"do": "turn", "session": "s1", "text": "do it"}]
+        action = draw(st.sampled_from(("cancel", "change_rules")))
+        fault: dict[str, Any] = {"hits": "1", "action": action, "optional": True, "session": "s1"}
+        if action == "change_rules":
+            fault["rules"] = draw(st.sampled_from(([], [{"effect": "deny", "tool": tool}],
+                                                   [dict(GRANT_ALL)])))
+            fault["permission_version"] = 2
+        if where == "review":
+            session["mode"] = "auto"
+            fault["failpoint"] = Failpoint.DURING_CLASSIFIER_REVIEW.value
+        elif where == "approval":
+            fault["failpoint"] = draw(st.sampled_from((Failpoint.AFTER_PROMPT,
+                                                       Failpoint.AFTER_WAIT_PERSISTED))).value
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+        elif where == "start":
+            session["rules"] = [dict(GRANT_ALL)]
+            fault["failpoint"] = draw(st.sampled_from((Failpoint.AFTER_PERMISSION_DECISION,
+                                                       Failpoint.AFTER_REVALIDATION))).value
+        else:  # an edit whose file another write changes while its approval is pending
+            session["rules"] = [{"effect": "ask", "tool": "edit_file"},
+                                {"effect": "allow", "tool": "write_file"}]
+            model = [{"session": "s1", "tool_calls": [
+                         {"id": "c1", "tool": "edit_file",
+                          "args": {"path": "/repo/a.txt", "old": "alpha", "new": "ALPHA",
+                                   "expect_sha": "{{sha256:/repo/a.txt}}"}},
+                         {"id": "c2", "tool": "write_file",
+                          "args": {"path": "/repo/a.txt", "content": "changed"}}]},
+                     {"session": "s1", "text": "Done."}]
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+            fault = {}
+        data = _base([session], model, steps_, features, classifier=script_classifier,
+                     faults=[fault] if fault else [])
+    elif family == "denial_counting":
+        count = draw(st.integers(1, 2))
+        sessions_ = [{"id": f"s{n + 1}", "mode": "auto", "thresholds": {
+            "consecutive_denials_max": draw(st.integers(2, 3)),
+            "cumulative_denials_max": draw(st.integers(3, 5)),
+            "failure_repeat_limit": 1}} for n in range(count)]
+        model, steps_ = [], []
+        for session in sessions_:
+            sid = session["id"]
+            for number in range(1, draw(st.integers(2, 5)) + 1):
+                model.append({"session": sid, "tool_calls": [_dangerous_call(draw, f"{sid}c{number}")]})
+            model.append({"session": sid, "text": "Done."})
+            steps_.append({"do": "turn", "session": sid, "text": "clean up"})
+            if draw(st.booleans()):
+                steps_.append({"do": "answer", "wait": "next", "approve": draw(st.booleans())})
+        if draw(st.booleans()):
+            steps_.insert(1, {"do": "update_rules", "session": "s1", "rules": [],
+                              "permission_version": 2})
+        script = [{"review": review, "outcome": draw(st.sampled_from(
+            ("risk_deny", "risk_deny", "timeout", "service_error", "cancelled", "allow")))}
+            for review in range(1, draw(st.integers(2, 6)) + 1)]
+        data = _base(sessions_, model, steps_, features,
+                     classifier={"dangerous": list(DANGEROUS), "script": script},
+                     faults=some_faults(sessions_))
+    elif family == "repeat_keys":
+        limit = draw(st.integers(1, 2))
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)],
+                      "thresholds": {"failure_repeat_limit": limit}}]
+        base = draw(st.sampled_from(sorted(SPELLINGS)))
+        first = {"command": base, "description": "first try"}
+        if draw(st.booleans()):
+            first["cwd"] = "/repo"
+        model: list[dict[str, Any]] = []
+        burst = draw(st.booleans())
+        if burst:  # the first key's failures are evicted from the table by 16 others
+            calls = [{"id": f"k{i}", "tool": "Bash", "args": dict(first)} for i in range(limit)]
+            calls += [{"id": f"e{i}", "tool": "deploy", "args": {"target": f"node{i}"}}
+                      for i in range(FAILURE_BURST_MIN)]
+            model.append({"session": "s1", "tool_calls": calls})
+        else:
+            model += [{"session": "s1", "tool_calls": [{"id": f"k{i}", "tool": "Bash",
+                                                        "args": dict(first)}]}
+                      for i in range(limit)]
+        variant = dict(first)
+        how = draw(st.sampled_from(("same", "description", "respelt", "cwd")))
+        if how == "description":
+            variant["description"] = "reworded"
+        elif how == "respelt":
+            variant["command"] = draw(st.sampled_from(SPELLINGS[base]))
+        elif how == "cwd":
+            variant["cwd"] = "/repo/sub"
+        model += [{"session": "s1", "tool_calls": [{"id": "again", "tool": "Bash", "args": variant}]},
+                  {"session": "s1", "text": "Done."}]
+        behaviours_ = [{"tool": "Bash", "behaviour": "fail", "times": limit + 1}]
+        if burst:
+            behaviours_.append({"tool": "deploy", "behaviour": "fail", "times": FAILURE_BURST_MIN})
+        data = _base(sessions_, model, [{"do": "turn", "session": "s1", "text": "build it"}],
+                     features, tool_behaviour=behaviours_)
+    elif family == "long_operation":
+        tail = draw(st.sampled_from(DANGEROUS))
+        how = draw(st.sampled_from(("long", "compound", "edit")))
+        if how == "long":
+            call = {"tool": "Bash", "args": {"command": f"echo {'x' * draw(st.sampled_from((850, 1500)))} && {tail}",
+                                            "description": ""}}
+        elif how == "compound":
+            call = {"tool": "Bash", "args": {"command": f"{draw(st.sampled_from(PLAIN_COMMANDS))}; {tail}",
+                                            "description": ""}}
+        else:
+            call = {"tool": "write_file", "args": {"path": "/repo/run.sh",
+                                                   "content": "#" * 900 + "\n" + tail}}
+        model = [{"session": "s1", "tool_calls": [{"id": "c1", **call}]},
+                 {"session": "s1", "text": "Done."}]
+        data = _base([{"id": "s1", "mode": "auto"}], model,
+                     [{"do": "turn", "session": "s1", "text": "clean up"}], features,
+                     classifier={"dangerous": list(DANGEROUS)})
     elif family == "escalation_answer":
         if "sandbox_escalation" not in context.features:
             return draw(family_workload("idempotent_crash", context))
@@ -718,7 +887,7 @@ def workloads(draw: Any, context: Context = Context()) -> Workload:
     """One whole workload (see the module docstring): a swarm of features, or a family."""
     # four fair bits, not sampled_from: Hypothesis favours the first entries of a list, and
     # the last families were drawn a few times in a thousand (shrinks to 0: no family)
-    bits = [draw(st.booleans()) for _ in range(4)]
+    bits = [draw(st.booleans()) for _ in range((len(FAMILY_CHOICES) - 1).bit_length())]
     family = FAMILY_CHOICES[sum(bit << i for i, bit in enumerate(bits)) % len(FAMILY_CHOICES)]
     if family is not None:
         data, features = draw(family_workload(family, context))

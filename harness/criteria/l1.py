@@ -836,7 +836,10 @@ def check_l1_7(trace: Trace) -> Verdict:
                             and F.expected_dedup_key(trace, later.session_id, later.tool, later.args)
                             != F.expected_dedup_key(trace, op.session_id, op.tool, op.args)
                             and later.latest is not None
-                            and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value):
+                            and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value
+                            # refused for its own key's failures, not as a repeat of this one
+                            # (found by generation: the corrected call's own earlier failure)
+                            and not O.must_refuse(trace, listed, later)):
                         violations.append(_ev(
                             f"{F.describe(later)}: a corrected call after the parameter error of "
                             f"{op.tool_call_id} was refused as a repeat",
