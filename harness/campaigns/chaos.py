@@ -870,16 +870,26 @@ def _record_failure(base: Base, schedule: Schedule, outcome: Outcome, *,
                     regressions_dir: str | os.PathLike[str], criteria: Sequence[Criterion],
                     runner: Runner, time_limit_s: float, command: str,
                     replay_command: Callable[[str, int, str], str]) -> Failure:
-    from harness.report.atomic import write_text
-    from harness.scenarios.loader import load
-
-    folder = Path(regressions_dir)
-    path = folder / f"{regression_id(schedule)}.toml"
+    path = Path(regressions_dir) / f"{regression_id(schedule)}.toml"
     replay = replay_command(os.fspath(path), seed, impl_spec)
     text = regression_text(base, schedule, outcome, seed=seed, replay=replay,
                            impl_spec=impl_spec, command=command)
+    reproduced, again = write_and_rerun(path, text, outcome, implementation=implementation,
+                                        seed=seed, criteria=criteria, runner=runner,
+                                        time_limit_s=time_limit_s)
+    return Failure(schedule, outcome, _display(os.fspath(path)), replay, reproduced, again)
+
+
+def write_and_rerun(path: Path, text: str, outcome: Outcome, *, implementation: Implementation,
+                    seed: int, criteria: Sequence[Criterion], runner: Runner,
+                    time_limit_s: float) -> tuple[bool, Outcome]:
+    """Write a regression scenario file atomically, load it back and run it again: whether
+    it failed as ``outcome`` did (the same criteria, an error or not), and how it ended."""
+    from harness.report.atomic import write_text
+    from harness.scenarios.loader import load
+
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
     except OSError as exc:
         raise ChaosError(f"cannot write the regression file {os.fspath(path)!r}: "
@@ -889,7 +899,7 @@ def _record_failure(base: Base, schedule: Schedule, outcome: Outcome, *,
     again = judge(run, criteria)
     reproduced = again.failed and again.failing == outcome.failing \
         and bool(again.error) == bool(outcome.error)
-    return Failure(schedule, outcome, _display(os.fspath(path)), replay, reproduced, again)
+    return reproduced, again
 
 
 def default_bases(ctx: Any) -> tuple[Scenario, ...]:

@@ -45,7 +45,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from harness.campaigns.chaos import ChaosError, Outcome, dumps_toml, judge, require_hypothesis
+from harness.campaigns.chaos import (
+    ChaosError, Outcome, dumps_toml, judge, require_hypothesis, write_and_rerun,
+)
 from harness.contract import Failpoint, Implementation
 from harness.contract.errors import HarnessError, ScenarioError
 from harness.criteria.base import Criterion
@@ -622,40 +624,21 @@ def _record(implementation: Implementation, data: Mapping[str, Any], outcome: Ou
             seed: int, criteria: Sequence[Criterion], runner: Runner, time_limit_s: float,
             regressions_dir: str | os.PathLike[str], impl_spec: str, command: str,
             first_index: int, shrink_runs: int) -> GenerationFailure:
-    from harness.report.atomic import write_text
-    from harness.running.suite import replay_command
-    from harness.scenarios.loader import load
+    from harness.running.suite import display_path, replay_command
 
     plain = regression_data(data, outcome)
-    folder = Path(regressions_dir)
-    path = folder / f"{plain['id']}.toml"
+    path = Path(regressions_dir) / f"{plain['id']}.toml"
     replay = replay_command(os.fspath(path), seed, impl_spec)
-    text = regression_text(plain, outcome, seed=seed, replay=replay, impl_spec=impl_spec,
-                           command=command)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        write_text(path, text)
-    except OSError as exc:
-        raise GenerationError(f"cannot write the regression file {os.fspath(path)!r}: "
-                              f"{exc.strerror or exc}; choose a writable --regressions-dir"
-                              ) from None
+        text = regression_text(plain, outcome, seed=seed, replay=replay, impl_spec=impl_spec,
+                               command=command)
+        reproduced, again = write_and_rerun(path, text, outcome, implementation=implementation,
+                                            seed=seed, criteria=criteria, runner=runner,
+                                            time_limit_s=time_limit_s)
     except ChaosError as exc:
-        raise GenerationError(f"cannot write the shrunk workload as TOML: {exc}") from None
-    scenario = load(path)
-    run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
-    again = judge(run, criteria)
-    reproduced = again.failed and again.failing == outcome.failing \
-        and bool(again.error) == bool(outcome.error)
-    return GenerationFailure(plain, outcome, _display(os.fspath(path)), replay, reproduced,
+        raise GenerationError(str(exc)) from None
+    return GenerationFailure(plain, outcome, display_path(os.fspath(path)), replay, reproduced,
                              again, first_index, shrink_runs)
-
-
-def _display(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
 
 
 # --------------------------------------------------------------------------- self-test
