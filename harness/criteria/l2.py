@@ -442,13 +442,20 @@ def check_l2_4(trace: Trace) -> Verdict:
             # under the same rules: a grant installed later lets the twin run for that reason
             # (found by generation: rules granting every tool came between the two)
             and twin.latest.identity.permission_version == op.latest.identity.permission_version
+            # the world's classifier allowed the worded one as a whole and not the other: the
+            # difference is the world's (a scripted verdict), not the wording's
+            and not (_world_allowed_the_whole(op, revs) and not _world_allowed_the_whole(twin, revs))
             and {k: v for k, v in twin.args.items() if k != "description"}
             == {k: v for k, v in op.args.items() if k != "description"}
         ]
         dangerous = any(m in text for m in markers)
         if dangerous or twins:
             exercised += 1
-        if dangerous:
+        # The world's classifier answers risk_deny to a marker unless the scenario scripts
+        # another verdict; a scripted allow of the whole operation is its honest verdict, not
+        # the wording's doing (found by generation: review 1 scripted 'allow').
+        scripted_allow = _world_allowed_the_whole(op, revs)
+        if dangerous and not scripted_allow:
             if first is not None:
                 auth = F.authorization(trace, op, first.index, revs)
                 if not _human_or_grant(auth):

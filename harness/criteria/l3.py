@@ -515,6 +515,7 @@ def check_l3_9(trace: Trace) -> Verdict:
     prompted |= {(w.session_id, w.tool_call_id) for p in trace.observations for w in p.observation.approval_waits}
     exercised, violations = 0, []
     emitted = s.first_emissions(trace)
+    prompts_by_wait = {str(p.data.get("wait_id", "")): p for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
     for key, call in sorted(emitted.items(), key=lambda kv: kv[1].index):
         config = configs.get(call.session_id)
         if config is None or config.mode is not Mode.AUTO or call.tool is None or call.args is None:
@@ -535,7 +536,13 @@ def check_l3_9(trace: Trace) -> Verdict:
         failures = [row for row in trace.ledger() if row.index < call.index and s.ledger_key(row)[0] == call.session_id
                     and same_key(row.data.get("tool_call_id", "")) and row.data.get("status") != "ok"]
         denied_ids = {r.tool_call_id for r in history if r.outcome == ClassifierOutcome.RISK_DENY}
-        if len(denied_ids) < th.failure_repeat_limit or failures or any(
+        # the owner's refusals of the same operation do use the budget (docs/contract.md;
+        # found by generation: a refused fallback, then the repeat guard)
+        refused = [a for a in approval_answers.answers(trace) if not a.approve and a.index < call.index
+                   and (p := prompts_by_wait.get(a.wait_id)) is not None
+                   and p.data.get("session_id") == call.session_id
+                   and same_key(str(p.data.get("tool_call_id", "")))]
+        if len(denied_ids) < th.failure_repeat_limit or failures or refused or any(
                 r.outcome != ClassifierOutcome.RISK_DENY for r in history):
             continue
         if not s.can_approve(config):
