@@ -81,7 +81,8 @@ OPTIONAL: tuple[OptionalFeature, ...] = (
         Feature.CHECKPOINT_IMPORT, ("L1.6",),
         "a load_checkpoint step",
         "it accepts one of its checkpoint fixtures (load_checkpoint returns)",
-        "it declares no checkpoint fixture, so the harness skips the load step",
+        "it declares no checkpoint fixture (the harness skips the load step), or its "
+        "load_checkpoint raises (a refusal: the session goes on without it)",
         "only an implementation that shipped an earlier checkpoint format has old "
         "checkpoints to read; one without a previous format has nothing to import",
     ),

@@ -25,7 +25,8 @@ Guarantees of :func:`run_scenario`:
 * in a ``concurrent_turn``, an implementation that does not declare ``multi_instance`` may
   refuse to open the second instance (``open`` raises while another instance is live):
   the refusal is recorded (``DRIVER_RAISED`` with ``refused``), instance B is dropped and
-  the turn goes on with instance A alone; it is no run error;
+  the turn goes on with instance A alone; it is no run error. Likewise one that does not
+  declare ``checkpoint_import`` may refuse a fixture (``load_checkpoint`` raises);
 * only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
   while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
   interleaving);

@@ -17,7 +17,9 @@ drops it, restarts and recovers (:meth:`Instances.after`). Per step:
 * ``load_checkpoint`` hands the implementation the bytes of a fixture *it* declared (asked
   of it, never a path the harness opens) and records what the harness reads from them
   (size, sha256, the documented layout's content and expected messages); an undeclared
-  fixture is a ``skipped`` span.
+  fixture is a ``skipped`` span. An implementation that does not declare
+  ``checkpoint_import`` may refuse the fixture (``load_checkpoint`` raises): recorded as a
+  refusal, no run error.
 """
 
 from __future__ import annotations
@@ -224,6 +226,10 @@ class Steps:
                      "fixture_content": read_fixture(data),
                      "size_bytes": len(data),
                      "sha256": hashlib.sha256(data).hexdigest()})
+        # Without checkpoint_import declared, refusing the fixture is a documented way out
+        # (docs/contract.md, "Features"): the session goes on without it.
+        declared = {str(f) for f in state.info().features}
         self.instances.after(primary, self.calls.drive(
             primary, "load_checkpoint", args,
-            lambda: state.runtime(primary).load_checkpoint(session, data)))
+            lambda: state.runtime(primary).load_checkpoint(session, data),
+            may_refuse="checkpoint_import" not in declared))

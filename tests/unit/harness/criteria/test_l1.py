@@ -578,6 +578,24 @@ def test_l1_6_applies_undeclared_once_a_fixture_is_accepted():
     assert verdict.status is Status.FAIL and {load, request} <= all_indexes(verdict)
 
 
+def test_l1_6_a_refused_fixture_is_na_undeclared_unless_another_load_shows_the_feature():
+    b = TraceBuilder("s-v1", features=())
+    b.driver("load_checkpoint", session_id="s-v1", fixture="v1")
+    refused = b.add("driver_raised", {"method": "load_checkpoint", "exception": "ValueError",
+                                      "message": "no earlier format", "expected": False,
+                                      "refused": True})
+    assert v("L1.6", b.build()).status is Status.NOT_APPLICABLE
+    # the same implementation accepts another fixture in the scenario: in force, so the
+    # refusal of the first is judged like any failed load
+    b.driver("load_checkpoint", session_id="s-v1", fixture="v2")
+    b.returned("load_checkpoint", None)
+    b.turn("s-v1", "carry on")
+    b.model("s-v1", messages=[*HISTORY, user("carry on")])
+    b.turn_returns("s-v1")
+    verdict = v("L1.6", b.build())
+    assert verdict.status is Status.FAIL and refused in all_indexes(verdict)
+
+
 def test_l1_6_a_skipped_load_step_judges_nothing_and_says_why():
     # the implementation declares no fixture (the documented way to have no old format):
     # the harness skipped the step, and the turn after it carries no history, rightly

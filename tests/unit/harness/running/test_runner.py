@@ -708,3 +708,58 @@ def test_a_fault_on_the_path_of_a_feature_neither_declared_nor_shown_is_excused(
     shown = run(undeclared, text)
     assert shown.excused == () and not shown.trace.completed
     assert "fault 1: after_prepare, hit #2 -> crash" in shown.error
+
+
+CHECKPOINT_STEP = """
+id = "t"
+stage = "l1"
+[[sessions]]
+id = "s1"
+[[tools]]
+name = "write_file"
+kind = "write"
+[[model]]
+text = "carried on"
+[[steps]]
+do = "load_checkpoint"
+fixture = "ckpt_v1"
+[[steps]]
+do = "turn"
+text = "carry on"
+"""
+
+
+class RefusingLoader(FakeImpl):
+    """Names a fixture, and refuses it: load_checkpoint raises."""
+
+    def __init__(self, features: tuple[c.Feature, ...] = ()) -> None:
+        super().__init__()
+        self.info = c.ImplementationInfo("loader", "0.1", features=features,
+                                         checkpoint_fixtures=("ckpt_v1.json",))
+
+    def checkpoint_fixture(self, name: str) -> bytes:
+        return (DATA / name).read_bytes()
+
+    def open(self, data_dir: str, world: c.World) -> FakeRuntime:
+        runtime = FakeRuntime(self, data_dir, world)
+
+        def refuse(session_id: str, data: bytes) -> None:
+            raise ValueError("this runtime reads no earlier checkpoint format")
+
+        runtime.load_checkpoint = refuse  # type: ignore[method-assign]
+        return runtime
+
+
+def test_an_implementation_without_checkpoint_import_may_refuse_a_fixture():
+    from harness.criteria import feature_evidence
+
+    result = run(RefusingLoader(), CHECKPOINT_STEP)
+    assert result.error == "" and result.trace.completed, result.error
+    (refused,) = kinds(result, Kind.DRIVER_RAISED)
+    assert refused.data["method"] == "load_checkpoint" and refused.data["refused"] is True
+    assert [e.data["method"] for e in kinds(result, Kind.DRIVER_RETURN)][-1] == "run_turn"
+    assert feature_evidence.shown(result.trace) == ()
+    # declared, the same refusal is a run error
+    declared = run(RefusingLoader(features=(c.Feature.CHECKPOINT_IMPORT,)), CHECKPOINT_STEP)
+    assert not declared.trace.completed
+    assert "load_checkpoint on instance 0 raised ValueError" in declared.error
