@@ -9,7 +9,11 @@ reference_impl/, compacted into one file. Run it under the harness with
 
     lifecycle-harness run --impl "process:python examples/minimal_runtime.py"
 
-It claims the core only (no optional feature). Layout of this file, top to bottom:
+It claims the core only (no optional feature): it publishes projections, so L5.4 judges
+them (web_projection shown by behaviour); it takes a tool's escalation request as a definite
+failure; it declares no checkpoint fixture; and it refuses a second live instance on a data
+dir (``open`` raises), the documented way out of multi_instance. Layout of this file, top to
+bottom:
 
 1. the contract's formulas (canonical JSON, ids, digests, the projection table);
 2. the wire: newline-delimited JSON-RPC 2.0 on stdin/stdout, requests in both directions;
@@ -344,9 +348,30 @@ class Deferred(Exception):
     """Another instance started this operation; it owns the turn now."""
 
 
+def hold_instance_lock(data_dir: str) -> int:
+    """One live instance per data dir. This runtime claims the core only, not
+    multi_instance, so it refuses a second instance while another one is live on the same
+    data dir: ``open`` raises instead of blocking (docs/contract.md, "Features"). The lock is
+    the kernel's, so a killed instance's goes with its process."""
+    os.makedirs(data_dir, exist_ok=True)
+    fd = os.open(os.path.join(data_dir, "minimal.instance.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"another live instance holds {data_dir}: this runtime runs one "
+                           "instance per data dir (multi_instance is not claimed)") from None
+    return fd
+
+
 class Runtime:
     def __init__(self, data_dir: str, world: World) -> None:
+        self.lock = hold_instance_lock(data_dir)
         self.store, self.world = Store(data_dir), world
+
+    def close(self) -> None:
+        self.store.db.close()
+        os.close(self.lock)
 
     # ---- small reads
     def session(self, session_id: str) -> Session:
@@ -1351,7 +1376,7 @@ def serve(rfile, wfile) -> int:
         state["runtime"] = Runtime(data_dir, world)
 
     def do_close():
-        state.pop("runtime").store.db.close()
+        state.pop("runtime").close()
 
     wire.handlers = {
         "initialize": lambda protocol_version, contract_version: handshake(),

@@ -25,7 +25,10 @@ Steps run with DBOS's default of no automatic retries.
 
 Not offered by DBOS, declared absent (features: none): a permission layer, a classifier,
 approval waits, denial counters, a failure table, UI projections, lifecycle events, model
-request records, importing old checkpoints. ``answer_approval`` and ``load_checkpoint``
+request records, importing old checkpoints, a second live instance on one data dir (its
+``open`` refuses one, the documented way out of ``multi_instance``: a second
+``DBOS.launch()`` on the same SQLite system database would take up the first instance's
+pending workflow and wait for it while the first still runs it, a hang). ``answer_approval`` and ``load_checkpoint``
 raise :class:`NotOffered`; ``update_rules`` is recorded and changes nothing; ``cancel``
 cancels the session's pending workflows (``DBOS.cancel_workflow``: the workflow stops at its
 next step and the turn ends ``cancelled``).
@@ -47,6 +50,8 @@ Findings (what the harness shows; ``docs/adapters.md`` keeps the table):
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
 from importlib.metadata import version
 from pathlib import Path
@@ -139,6 +144,7 @@ class DBOSRuntime:
 
         if _active is not None:
             raise RuntimeError("DBOS is a process-wide singleton: one runtime per process")
+        self.instance_lock = _claim_data_dir(data_dir)
         self.data_dir = data_dir
         self.world = SerializedWorld(world)
         self.configs = session_configs.load_all(data_dir)
@@ -232,6 +238,26 @@ class DBOSRuntime:
         global _active
         DBOS.destroy(destroy_registry=False)
         _active = None
+        os.close(self.instance_lock)
+
+
+INSTANCE_LOCK = "dbos-adapter.instance.lock"
+
+
+def _claim_data_dir(data_dir: str) -> int:
+    """One live DBOS launch per data dir: a second one raises (the way out of
+    ``multi_instance``, docs/contract.md "Features") rather than take up the first one's
+    pending workflows at launch and wait for them while that instance is still running
+    them. The lock is the kernel's: a killed instance's goes with its process."""
+    os.makedirs(data_dir, exist_ok=True)
+    fd = os.open(os.path.join(data_dir, INSTANCE_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError("another DBOS launch is live on this data dir: the adapter runs one "
+                           "instance per data dir (multi_instance not claimed)") from None
+    return fd
 
 
 def _turn_result(session_id: str, messages: list[dict[str, Any]]) -> TurnResult:

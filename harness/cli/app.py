@@ -7,7 +7,8 @@ Guarantees of :func:`main` (it never raises, it returns the exit code):
   partial run: a selected one), a criterion listed as expected to fail passed (strict
   expectations, the default; ``--lenient-expectations`` only reports it), a
   scenario did not complete (hang, implementation crash), or a feature demanded by
-  ``--require-features`` is not declared or not met (an unknown feature name is ``2``);
+  ``--require-features`` is neither declared nor shown by behaviour, or not met (an
+  unknown feature name is ``2``);
 * ``2`` — the harness could not do its job because of its input: bad arguments (argparse
   errors included), an invalid scenario, an implementation that cannot be loaded, an
   unwritable report directory (any :class:`~harness.contract.errors.HarnessError`); the message on
@@ -54,6 +55,7 @@ from harness.cli.options import (  # re-exported: commands and tests reach them 
     positive_int,
 )
 from harness.contract import FAILPOINT_DESCRIPTIONS, Failpoint, Implementation
+from harness.criteria import feature_evidence
 from harness.criteria.base import Status
 from harness.contract.errors import (
     EXIT_CONFORMANCE_FAILURE,
@@ -78,6 +80,7 @@ from harness.running.suite import (
     ProgressEvent,
     display_path,
     evaluate,
+    not_counted_excused,
     render_faults,
     run_suite,
 )
@@ -110,8 +113,9 @@ def add_require_features_option(parser: argparse.ArgumentParser) -> None:
     optional = ", ".join(sorted(conformance.OPTIONAL_FEATURES))
     parser.add_argument(
         "--require-features", metavar="A,B", default="",
-        help="optional features the implementation must declare and meet, comma-separated, "
-        f"or 'all' ({optional}); one not declared or not met fails the gate (exit 1), an "
+        help="optional features the run must establish (declared or shown by behaviour, and "
+        f"met), comma-separated, or 'all' ({optional}); one neither declared nor shown, or "
+        "not met, fails the gate (exit 1), an "
         "unknown name is a usage error (exit 2). The core is always required",
     )
 
@@ -544,8 +548,6 @@ def _with_determinism(
     ctx: Context, result: RunResult, implementation: Implementation, scenarios: Sequence[Any],
     args: argparse.Namespace, runner: Callable[..., Any], recording: RecordingRunner,
 ) -> RunResult:
-    declared = tuple(str(f) for f in implementation.info.features)
-    scenarios = [s for s in scenarios if not conformance.missing_features(s, declared)]
     ctx.err(f"determinism: running each of the {len(scenarios)} scenarios a second time")
     divergences = check_determinism(
         implementation, scenarios, args.seed, runner=runner,
@@ -701,10 +703,12 @@ def _print_summary(ctx: Context, result: RunResult, style: Style | None = None) 
     if not_selected:
         ctx.out(f"{'not selected':<13} {len(not_selected)} criteria not judged by this partial "
                 f"run ({result.run.selection or 'selection'})")
-    skipped = [s for s in result.scenarios if s.status is ScenarioStatus.SKIPPED]
-    if skipped:
-        ctx.out(f"{'skipped':<13} {len(skipped)} scenario(s) needing undeclared optional "
-                "features: " + ", ".join(f"{s.id} ({', '.join(s.requires)})" for s in skipped))
+    excused = [s for s in result.scenarios if s.faults_excused]
+    if excused:
+        ctx.out(f"{'excused':<13} {len(excused)} scenario(s) written for an optional feature "
+                "the implementation neither declares nor showed: their planned faults on its "
+                "path did not happen, none of their passes counts: "
+                + ", ".join(f"{s.id} ({', '.join(s.requires)})" for s in excused))
     for message in result.conformance.required_unmet:
         ctx.out(f"{'REQUIRED':<13} {message} (--require-features)")
     ctx.out(level_line(result))
@@ -732,12 +736,14 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")
+        ctx.out("optional (in force when declared or shown by behaviour; every scenario runs):")
         for entry in conformance.OPTIONAL:
             needs = f"requires = [\"{entry.feature.value}\"]"
             if entry.implied_by:
                 needs = f"{entry.implied_by} or {needs}"
-            ctx.out(f"{entry.feature.value:<20} gates {', '.join(entry.criteria)}; skips scenarios "
-                    f"with {needs} — {entry.why_optional}")
+            ctx.out(f"{entry.feature.value:<20} gates {', '.join(entry.criteria)}; shown when "
+                    f"{entry.shown_by}; without it, {entry.without}; scenarios written for "
+                    f"it: {needs} — {entry.why_optional}")
     else:
         width = max(len(fp.value) for fp in Failpoint)
         for fp in Failpoint:
@@ -773,7 +779,6 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     criteria = conformance.core_always_applies(ctx.deps.criteria())
     expectations = load_expectations_option(args, criteria)
     declared = tuple(str(f) for f in implementation.info.features)
-    undeclared = [f for f in required if f not in declared]
     renderer = ctx.deps.fault_renderer()
     ctx.out(f"scenario {scenario.id} ({display_path(scenario.file)}), seed {args.seed}, "
             f"implementation {implementation.info.name} {implementation.info.version}")
@@ -781,15 +786,6 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     faults = render_faults(renderer, scenario)
     for line in faults or ("(no faults)",):
         ctx.out(f"  {line}")
-    for feature in undeclared:
-        ctx.out(f"REQUIRED {feature} is required but the implementation does not declare it "
-                "(--require-features)")
-    missing = conformance.missing_features(scenario, declared)
-    if missing:
-        ctx.out(f"scenario skipped: it needs optional feature(s) "
-                f"{', '.join(f.value for f in missing)} the implementation does not declare "
-                f"(declared: {', '.join(declared) or 'none'})")
-        return EXIT_CONFORMANCE_FAILURE if undeclared else EXIT_OK
     run = ctx.deps.runner()(
         implementation, scenario, args.seed, time_limit_s=args.time_limit_s, data_root=None
     )
@@ -799,9 +795,26 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
         ctx.out(line)
     if run.error:
         ctx.out(f"run error: {run.error}")
+    excused = tuple(getattr(run, "excused", ()))
+    for line in excused:
+        ctx.out(f"excused: {line}")
+    evidence = feature_evidence.shown(trace)
+    shown = [s.feature.value for s in evidence]
+    ctx.out("optional features: declared " + (", ".join(
+        f for f in declared if f in {o.value for o in conformance.OPTIONAL_FEATURES}) or "none")
+        + "; shown by behaviour " + (", ".join(shown) or "none"))
+    for item in evidence:
+        ctx.out(f"  {item.feature.value}: {item.note} "
+                f"[trace {', '.join(str(i) for i in item.trace_indexes)}]")
+    undeclared = [f for f in required if f not in declared and f not in shown]
+    for feature in undeclared:
+        ctx.out(f"REQUIRED {feature} is required but the implementation does not declare it "
+                "(and this scenario did not show it) (--require-features)")
     ctx.out("verdicts:")
     failing = False
     for verdict in evaluate(criteria, trace):
+        if excused and not run.error:
+            verdict = not_counted_excused(verdict, excused)
         bad = verdict.status in (Status.FAIL, Status.ERROR)
         label = verdict.status.value.upper()
         if bad and verdict.criterion_id in expectations:

@@ -1,4 +1,4 @@
-"""Conformance levels: the core every implementation meets, and the optional features it claims.
+"""Conformance levels: the core every implementation meets, and the optional features in force.
 
 Guarantees:
 
@@ -6,18 +6,26 @@ Guarantees:
   to every implementation, whatever it declares (:func:`core_always_applies` drops core
   features from any criterion's ``required_features``; the suite never lets a core criterion
   end ``not_applicable``);
-* :data:`OPTIONAL` is the one table of optional features, each with the criteria it gates
-  and why the lifecycle design leaves it optional; :func:`gate_criteria` makes the
-  catalogue's ``required_features`` exactly that table (the criteria modules' own lists do
-  not decide);
-* a scenario needs the features it lists under ``requires`` plus those its steps imply
-  (:func:`scenario_requirements`: a concurrent turn needs ``multi_instance``, loading an old
-  checkpoint ``checkpoint_import``, a tool that asks for sandbox escalation
-  ``sandbox_escalation``), so a new scenario cannot forget to declare them; the suite skips a
-  scenario whose needs the implementation does not declare, whole;
-* :func:`assess` is a pure function of criterion statuses, scenario statuses, declared and
-  required features: the level reached and its one-line headline
-  ("conformant: core + sandbox_escalation; not claimed: web_projection").
+* :data:`OPTIONAL` is the one table of optional features, each with the criteria it gates,
+  the behaviour that shows it, what an implementation without it does in the scenarios
+  written for it, and why the lifecycle design leaves it optional; :func:`gate_criteria`
+  makes the catalogue's ``required_features`` exactly that table (the criteria modules' own
+  lists do not decide);
+* an optional feature is *in force* when the implementation declares it **or** its
+  behaviour in the run shows it (judged from the world's events by
+  :mod:`harness.criteria.feature_evidence`): a declaration can add a feature, never remove
+  one the behaviour shows, and its criteria are ``not_applicable`` only when the behaviour
+  never appeared and nothing declared it;
+* every scenario runs for every implementation, whatever it declares: a scenario written for
+  a feature (its ``requires`` plus what its content implies, :func:`scenario_requirements`:
+  a concurrent turn ``multi_instance``, loading an old checkpoint ``checkpoint_import``, a
+  tool that asks for sandbox escalation ``sandbox_escalation``) gives the behaviour its
+  chance to show; an implementation without the feature takes the documented way out
+  (:attr:`OptionalFeature.without`) and is judged on the core only;
+* :func:`assess` is a pure function of criterion statuses, scenario statuses, declared,
+  shown and required features: the level reached and its one-line headline
+  ("conformant: core + sandbox_escalation + web_projection (shown, not declared); not
+  claimed: multi_instance").
 
 Depends on ``harness.contract`` and ``harness.contract.errors`` only, so criteria, suite, result and
 reports can all use it.
@@ -45,7 +53,6 @@ __all__ = [
     "core_always_applies",
     "gate_criteria",
     "gates_of",
-    "missing_features",
     "parse_feature_list",
     "scenario_requirements",
 ]
@@ -55,10 +62,16 @@ __all__ = [
 class OptionalFeature:
     feature: Feature
     criteria: tuple[str, ...]
-    """Criterion ids that apply only when the implementation declares the feature."""
+    """Criterion ids that apply only when the feature is in force (declared or shown)."""
     implied_by: str
-    """Which scenario content needs the feature (besides an explicit ``requires``); "" when
-    no content does (its scenarios also test core behaviour and always run)."""
+    """Which scenario content is written for the feature (besides an explicit ``requires``);
+    "" when no content is (its scenarios also test core behaviour)."""
+    shown_by: str
+    """The behaviour that shows the feature in a run, whatever the implementation declares
+    (:mod:`harness.criteria.feature_evidence` judges it from the world's events)."""
+    without: str
+    """What an implementation without the feature does in the scenarios written for it
+    (the documented way out: the scenario then judges the core only)."""
     why_optional: str
     """Why the lifecycle design lets an implementation leave it out."""
 
@@ -67,24 +80,36 @@ OPTIONAL: tuple[OptionalFeature, ...] = (
     OptionalFeature(
         Feature.CHECKPOINT_IMPORT, ("L1.6",),
         "a load_checkpoint step",
+        "it accepts one of its checkpoint fixtures (load_checkpoint returns)",
+        "it declares no checkpoint fixture (the harness skips the load step), or its "
+        "load_checkpoint raises (a refusal: the session goes on without it)",
         "only an implementation that shipped an earlier checkpoint format has old "
         "checkpoints to read; one without a previous format has nothing to import",
     ),
     OptionalFeature(
         Feature.SANDBOX_ESCALATION, ("L2.11",),
         "a tool behaviour partial_escalate",
+        "a tool result asks for escalation and it acts on the request (an approval prompt "
+        "for that call, or a run of it outside the sandbox)",
+        "it takes the escalation request as a definite failure (failed, permission_denied, "
+        "execution_started true) and never runs the call outside the sandbox",
         "only an implementation that runs tools in a sandbox can be asked for more "
         "permission after an attempt started; the pre-call lifecycle stays core",
     ),
     OptionalFeature(
         Feature.MULTI_INSTANCE, ("L4.10",),
         "a concurrent_turn step",
+        "a second instance opens over the store of a live one and takes the concurrent turn",
+        "its open of a second instance, while another instance is live on the data dir, "
+        "raises (over the wire: an error answer to open) instead of blocking",
         "two live runtime instances on one store is a deployment choice; duplicates "
         "after a restart (one instance at a time) stay core",
     ),
     OptionalFeature(
         Feature.WEB_PROJECTION, ("L5.4",),
         "",
+        "it publishes a projection to the world's UI",
+        "it publishes nothing (World.publish is never called)",
         "the projection step and the delivery states stay core (X1, L4); a web view "
         "that shows each state's reason and recovery actions exists only where there "
         "is a web front end",
@@ -150,15 +175,13 @@ def _implied(scenario: Any) -> set[Feature]:
 
 
 def scenario_requirements(scenario: Any) -> tuple[Feature, ...]:
-    """Optional features a scenario needs: its ``requires`` plus what its content implies."""
+    """Optional features a scenario is written for: its ``requires`` plus what its content
+    implies. The scenario runs whatever the implementation declares; when one of these
+    features is neither declared nor shown in its trace, a planned fault or hold that did
+    not happen is excused rather than an error (the path it sat on belongs to the feature),
+    and the scenario's passes are not counted."""
     declared = {Feature(f) for f in getattr(scenario, "requires", ())}
     return tuple(sorted((declared | _implied(scenario)) - CORE_FEATURES))
-
-
-def missing_features(scenario: Any, declared: Iterable[str]) -> tuple[Feature, ...]:
-    """The optional features ``scenario`` needs that an implementation does not declare."""
-    have = {str(f) for f in declared}
-    return tuple(f for f in scenario_requirements(scenario) if f.value not in have)
 
 
 def parse_feature_list(text: str, option: str = "--require-features") -> tuple[Feature, ...]:
@@ -190,11 +213,16 @@ def parse_feature_list(text: str, option: str = "--require-features") -> tuple[F
 
 class FeatureState(enum.StrEnum):
     MET = "met"
-    """Declared, and every criterion it gates passed."""
+    """In force (declared, or shown by the run's behaviour), and every criterion it gates
+    passed."""
     FAILING = "failing"
-    """Declared, and a criterion it gates did not pass."""
+    """In force, and a criterion it gates did not pass."""
     NOT_CLAIMED = "not_claimed"
-    """Not declared: its criteria are n/a and its scenarios skipped."""
+    """Neither declared nor shown by any scenario: its criteria are n/a."""
+
+
+SHOWN_NOT_DECLARED = "shown, not declared"
+"""How the headline marks a feature in force by behaviour alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +235,17 @@ class FeatureLevel:
     """``"L2.11 failed"``-style entries for the gated criteria that did not pass."""
     required: bool = False
     """Demanded by ``--require-features``."""
+    declared: bool = False
+    """The implementation declares it."""
+    shown: bool = False
+    """Some scenario of the run showed it by behaviour."""
+
+    @property
+    def name(self) -> str:
+        """The feature as the headline names it: marked when in force by behaviour alone."""
+        if self.shown and not self.declared:
+            return f"{self.feature} ({SHOWN_NOT_DECLARED})"
+        return self.feature
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +263,13 @@ class ConformanceLevel:
 
     @property
     def claimed(self) -> tuple[str, ...]:
+        """The features met, declared or shown."""
         return tuple(f.feature for f in self.features if f.state is FeatureState.MET)
+
+    @property
+    def shown_not_declared(self) -> tuple[str, ...]:
+        """The features in force by behaviour alone (met or failing)."""
+        return tuple(f.feature for f in self.features if f.shown and not f.declared)
 
     @property
     def failing(self) -> tuple[FeatureLevel, ...]:
@@ -243,7 +288,7 @@ class ConformanceLevel:
                 continue
             if f.state is FeatureState.NOT_CLAIMED:
                 messages.append(f"{f.feature} is required but the implementation does not "
-                                "declare it")
+                                "declare it (and no scenario showed it)")
             else:
                 messages.append(f"{f.feature} is required but not met "
                                 f"({', '.join(f.not_passed)})")
@@ -255,8 +300,10 @@ class ConformanceLevel:
 
     @property
     def level(self) -> str:
-        """``"core + a + b"``: what this run establishes (empty when the core is not met)."""
-        return " + ".join(("core", *self.claimed)) if self.core_met else ""
+        """``"core + a + b (shown, not declared)"``: what this run establishes (empty when
+        the core is not met)."""
+        met = [f.name for f in self.features if f.state is FeatureState.MET]
+        return " + ".join(("core", *met)) if self.core_met else ""
 
     @property
     def headline(self) -> str:
@@ -269,7 +316,8 @@ class ConformanceLevel:
         if self.scenarios_errored:
             problems.append(f"{self.scenarios_errored} scenario(s) errored")
         for f in self.failing:
-            problems.append(f"declared {f.feature} not met ({_shorten(f.not_passed)})")
+            how = "declared " + f.feature if f.declared else f.name
+            problems.append(f"{how} not met ({_shorten(f.not_passed)})")
         problems += [m for m in self.required_unmet if "does not declare" in m]
         reached = f"; level reached: {self.level}" if self.level and self.failing else ""
         return "not conformant: " + "; ".join(problems) + reached + tail
@@ -284,6 +332,7 @@ def assess(
     criteria: Iterable[Any],
     declared: Iterable[str],
     *,
+    shown: Iterable[str] = (),
     required: Iterable[str] = (),
     scenarios_errored: int = 0,
 ) -> ConformanceLevel:
@@ -291,9 +340,12 @@ def assess(
 
     ``criteria`` are run-level results with ``id``, ``status`` (value ``"passed"`` counts as
     passed, anything else — expected_fail included — does not) and ``required_features``;
-    ``declared`` the implementation's features; ``required`` the optional features a CI
-    demands. A criterion gated by several features counts for each of them."""
+    ``declared`` the implementation's features; ``shown`` the optional features some
+    scenario's behaviour showed (a feature declared or shown is in force); ``required`` the
+    optional features a CI demands. A criterion gated by several features counts for each
+    of them."""
     have = {str(f) for f in declared}
+    seen = {str(f) for f in shown}
     wanted = {str(f) for f in required}
     core: list[str] = []
     core_bad: list[str] = []
@@ -312,17 +364,18 @@ def assess(
         for feature in gates:
             per_feature.setdefault(feature, []).append(c.id)
             bad.setdefault(feature, [])
-            if status != "passed" and feature in have:
+            if status != "passed" and (feature in have or feature in seen):
                 bad[feature].append(entry)
     features = []
     for feature, ids in per_feature.items():
-        if feature in have and not ids:
+        in_force = feature in have or feature in seen
+        if in_force and not ids:
             bad[feature].append("none of its criteria was judged")
-        if feature not in have:
+        if not in_force:
             state = FeatureState.NOT_CLAIMED
         else:
             state = FeatureState.FAILING if bad[feature] else FeatureState.MET
         features.append(FeatureLevel(feature, state, tuple(ids), tuple(bad[feature]),
-                                     feature in wanted))
+                                     feature in wanted, feature in have, feature in seen))
     return ConformanceLevel(tuple(core), tuple(core_bad), tuple(features), scenarios_errored,
                             tuple(sorted(wanted)))

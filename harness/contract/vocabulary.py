@@ -213,8 +213,10 @@ reading an event type missing here."""
 class Feature(enum.StrEnum):
     """Capabilities an implementation may declare (values are stable: old traces name them).
 
-    Only the :data:`OPTIONAL_FEATURES` can be left out: criteria and scenarios gated by an
-    undeclared optional feature are ``not_applicable`` / skipped. The :data:`CORE_FEATURES`
+    Only the :data:`OPTIONAL_FEATURES` can be left out: the criteria an optional feature gates
+    are ``not_applicable`` when the implementation neither declares it nor shows it by its
+    behaviour in the run (every scenario runs; a declaration adds a feature, never removes
+    one the behaviour shows). The :data:`CORE_FEATURES`
     are part of the lifecycle itself: declaring one changes nothing and leaving it out
     changes nothing either, their criteria always apply (see ``harness.contract.conformance``).
     """
@@ -234,7 +236,8 @@ CORE_FEATURES: frozenset[Feature] = frozenset(
 )
 """Behaviour every implementation of the lifecycle has by construction (no opt-out)."""
 OPTIONAL_FEATURES: frozenset[Feature] = frozenset(Feature) - CORE_FEATURES
-"""Behaviour an implementation claims by declaring it; the report names the level reached."""
+"""Behaviour an implementation claims by declaring it or shows by doing it; the report names
+the level reached."""
 
 
 # --------------------------------------------------------------------------- failpoints

@@ -1,9 +1,10 @@
 """Criterion and Verdict values, and how verdicts combine.
 
 Guarantees: a criterion is pure data plus a pure ``check(trace) -> Verdict``; an exception
-inside a check becomes an ``error`` verdict (never a pass); per-trace verdicts combine by an
-explicit priority so that a criterion counts as passed only when it was exercised and never
-failed.
+inside a check becomes an ``error`` verdict (never a pass); a criterion needing an optional
+feature is ``not_applicable`` on a trace only when the implementation neither declares the
+feature nor shows it there by its behaviour; per-trace verdicts combine by an explicit
+priority so that a criterion counts as passed only when it was exercised and never failed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, TypeVar
 
 from harness.contract import Feature
+from harness.criteria import feature_evidence
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Trace
 
@@ -93,14 +95,22 @@ def judge(criterion_id: str, exercised: int, violations: list[Evidence], why_idl
 
 
 def run_check(criterion: Criterion, trace: Trace) -> Verdict:
-    """Apply one criterion to one trace; n/a on missing features, ``error`` on exceptions."""
-    missing = [f for f in criterion.required_features if f not in trace.meta.features]
-    if missing:
-        return Verdict(
-            criterion.id,
-            Status.NOT_APPLICABLE,
-            (Evidence(f"implementation lacks feature(s): {', '.join(missing)}"),),
-        )
+    """Apply one criterion to one trace; ``error`` on exceptions; n/a only when a feature
+    it needs is neither declared nor shown by the trace's behaviour
+    (:func:`harness.criteria.feature_evidence.in_force`)."""
+    if criterion.required_features:
+        have = feature_evidence.in_force(trace)
+        missing = [f for f in criterion.required_features if f not in have]
+        if missing:
+            return Verdict(
+                criterion.id,
+                Status.NOT_APPLICABLE,
+                tuple(Evidence(f"the implementation neither declares {f} nor showed it in this "
+                               f"scenario (shown when {feature_evidence.SHOWN_BY[f]})")
+                      if f in feature_evidence.SHOWN_BY else
+                      Evidence(f"the implementation does not declare {f}")
+                      for f in missing),
+            )
     try:
         verdict = criterion.check(trace)
     except Exception as exc:  # a crashing checker is never a pass

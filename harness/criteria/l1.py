@@ -648,7 +648,9 @@ def check_l1_6(trace: Trace) -> Verdict:
     """An old-format checkpoint loads with its conversation and its failure entries.
 
     Exercised: a checkpoint fixture was loaded and the session's next model request
-    followed (or the load raised). Judged on what the harness itself read from the fixture
+    followed (or the load raised). A load step the harness skipped (the implementation
+    declares no such fixture: the documented way to have no old format) loads nothing and
+    is not judged. Judged on what the harness itself read from the fixture
     bytes it passed (``fixture_content``): the load returns normally, the next model request
     of the session carries the fixture's messages in order, the failure table right after
     the load holds the fixture's failure entries (its 16 most recent) with their counts and
@@ -657,8 +659,12 @@ def check_l1_6(trace: Trace) -> Verdict:
     implementation's ``.expect.json`` sidecar, and without one only on carrying history."""
     violations: list[Evidence] = []
     exercised = 0
+    skipped: list[str] = []
     for call in trace.of_kind(Kind.DRIVER_CALL):
         if call.data.get("method") != "load_checkpoint":
+            continue
+        if call.data.get("skipped"):
+            skipped.append(str(call.data["skipped"]))
             continue
         args = F.driver_args(call)
         session_id = F.arg_session(args, F.default_session(trace))
@@ -724,7 +730,10 @@ def check_l1_6(trace: Trace) -> Verdict:
                     f"session {session_id}: {event.data.get('method')} raised "
                     f"{event.data.get('exception')} after loading {fixture!r}", (call.index, event.index)))
                 break
-    return judge("L1.6", exercised, violations, "no checkpoint fixture was loaded and continued")
+    idle = "no checkpoint fixture was loaded and continued"
+    if skipped:
+        idle += f" (load step skipped: {skipped[0]})"
+    return judge("L1.6", exercised, violations, idle)
 
 
 def _call_of(trace: Trace, outcome: TraceEvent) -> TraceEvent | None:

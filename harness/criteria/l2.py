@@ -871,8 +871,13 @@ def check_l2_10(trace: Trace) -> Verdict:
     ran in the sandbox and was then refused extra permission (its outcome is then not
     not_started: effects may be partial), and true for anything the ledger shows ran.
 
-    Exercised: per pre-call denial (no ledger row, stored denied) and per sandboxed run
-    that asked for escalation.
+    Exercised (the hard case only): per sandboxed run that asked for escalation, judged on
+    the store after it. The world asks for it (a ``partial_escalate`` tool behaviour), so
+    it arises for every implementation, with ``sandbox_escalation`` or without (then the
+    request is a definite failure, execution started). Pre-call denials and ledger rows are
+    still checked, and fail the criterion when wrong, but they exercise nothing: writing
+    ``false`` on every denial passes them, which is exactly the defect this criterion is
+    about.
     """
     violations: list[Evidence] = []
     exercised = 0
@@ -882,14 +887,13 @@ def check_l2_10(trace: Trace) -> Verdict:
             continue
         point = op.latest_point.index
         if F.pre_call_denied(op) and not op.unavailable:
-            exercised += 1
             if view.execution_started:
                 violations.append(_ev(
                     f"{F.describe(op)}: a pre-call denial recorded execution_started=true", (point,)))
             continue
         escalations = [r for r in op.rows if r.data.get("escalation_requested")]
         if escalations:
-            exercised += 1
+            exercised += point > escalations[0].index  # the store was read after it
             retried = any(F.is_escalation_retry(op, r) for r in op.rows)
             if point > escalations[0].index and not view.execution_started:
                 violations.append(_ev(
@@ -908,7 +912,9 @@ def check_l2_10(trace: Trace) -> Verdict:
             violations.append(_ev(
                 f"{F.describe(op)}: the ledger shows it ran, the store says execution_started=false",
                 (op.rows[0].index, point), op.ledger_seqs))
-    return judge("L2.10", exercised, violations, "no pre-call denial and no escalation refusal")
+    return judge("L2.10", exercised, violations,
+                 "no sandboxed run asked for escalation (the hard case: a denial after a "
+                 "sandboxed attempt)")
 
 
 # --------------------------------------------------------------------------- L2.11

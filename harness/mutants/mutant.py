@@ -41,6 +41,7 @@ TRUST_CLASSES: dict[str, str] = {
     "failpoint_placement": "the implementation must not choose where the harness tests it",
     "world_judges": "behaviour is judged from the world; inspect() is only cross-checked",
     "core_level": "the core cannot be declared away",
+    "shown_features": "an optional feature the behaviour shows cannot be declared away",
     "neighbours": "situations covered by construction, not one example each",
     "catalogue": "the catalogue as sharpened against the design",
 }

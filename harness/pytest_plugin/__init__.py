@@ -11,8 +11,9 @@ Inactive unless ``--lifecycle-impl SPEC`` is given. Then:
   N items" counts them. An item runs its scenario and judges every criterion on the trace
   (:func:`harness.running.suite.judge_scenario`); it fails with the evidence, the trace excerpt and
   the replay command when a judged criterion has a violation in it or the scenario errored,
-  is xfailed when every violation is of a criterion expected to fail, and is skipped when
-  the scenario needs an optional feature the implementation does not declare.
+  is xfailed when every violation is of a criterion expected to fail. Every scenario runs,
+  whatever the implementation declares: an optional feature's criteria judge it when it is
+  declared or its behaviour shows it (:mod:`harness.contract.conformance`).
 * **The gate is judged from every item's result.** Each item's judgement rides on its call
   report as plain JSON (``report.lifecycle_judgement``), so with pytest-xdist (``-n 2``) the
   workers' results reach the controller like any report. At session finish the controller
@@ -99,8 +100,9 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
     group.addoption("--lifecycle-report-dir", metavar="DIR", default=None,
                     help="also write report.json/junit.xml/report.md/report.html here")
     group.addoption("--lifecycle-require-features", metavar="A,B", default="",
-                    help="optional features the implementation must declare and meet "
-                    "(comma-separated, or 'all'); the core is always required")
+                    help="optional features the run must establish, declared or shown by "
+                    "behaviour, and met (comma-separated, or 'all'); the core is always "
+                    "required")
 
 
 # --------------------------------------------------------------------------- session state
@@ -283,8 +285,6 @@ class ScenarioItem(pytest.Item):
         )
         titles = {c.id: c.title for c in state.criteria}
         kind, text = scenario_outcome(self.judgement, state.named, state.expectations, titles)
-        if kind == "skip":
-            pytest.skip(text)
         if kind == "xfail":
             pytest.xfail(text)
         if kind == "fail":
@@ -300,15 +300,12 @@ def scenario_outcome(
     expectations: Mapping[str, str],
     titles: Mapping[str, str],
 ) -> tuple[str, str]:
-    """("pass" | "skip" | "xfail" | "fail", message) for one judged scenario; ``judged``
+    """("pass" | "xfail" | "fail", message) for one judged scenario; ``judged``
     None means every criterion counts."""
     from harness.report.text import evidence_line
     from harness.report.result import ScenarioStatus
 
     result = judgement.result
-    if result.status is ScenarioStatus.SKIPPED:
-        why = result.verdicts[0].evidence[0].note if result.verdicts and result.verdicts[0].evidence else ""
-        return "skip", why or f"scenario {result.id} needs an undeclared optional feature"
     excerpts = {e.criterion_id: e.lines for e in judgement.excerpts}
     bad = [v for v in result.verdicts
            if v.status in ("fail", "error") and (judged is None or v.criterion_id in judged)]

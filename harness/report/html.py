@@ -508,19 +508,27 @@ def _levels(result: RunResult) -> list[str]:
     core_bad = (f"not met: {', '.join(level.core_not_passed)}" if level.core_not_passed
                 else ("met" if level.core_met else "not judged (scenario errors)"))
     out = [
-        "<table><tr><th>level</th><th>state</th><th>criteria</th><th>scenarios it gates</th></tr>",
+        "<table><tr><th>level</th><th>state</th><th>criteria</th><th>scenarios written for it"
+        "</th><th>scenarios that showed it</th></tr>",
         f"<tr><th>core</th><td>{e(core_bad)}</td>"
-        f"<td>{len(level.core_criteria)} criteria (never n/a)</td><td>all others</td></tr>",
+        f"<td>{len(level.core_criteria)} criteria (never n/a)</td><td>all</td><td></td></tr>",
     ]
     for f in level.features:
-        scenarios = [s.id for s in result.scenarios if f.feature in s.requires]
+        written = [s.id for s in result.scenarios if f.feature in s.requires]
+        showed = [s.id for s in result.scenarios if f.feature in s.features_shown]
         state = f.state.value.replace("_", " ")
+        how = ("declared and shown" if f.declared and f.shown else "declared, not shown"
+               if f.declared else "shown, not declared" if f.shown
+               else "neither declared nor shown")
+        state += f" ({how})"
         if f.not_passed:
             state += f": {', '.join(f.not_passed)}"
         if f.required:
             state += " (required)"
         out.append(f"<tr><th>{e(f.feature)}</th><td>{e(state)}</td>"
-                   f"<td>{e(', '.join(f.criteria))}</td><td>{_expandable(scenarios, 'scenarios')}</td></tr>")
+                   f"<td>{e(', '.join(f.criteria))}</td>"
+                   f"<td>{_expandable(written, 'scenarios')}</td>"
+                   f"<td>{_expandable(showed, 'scenarios')}</td></tr>")
     out.append("</table>")
     out += [f"<p><b>{e(m)}</b> (--require-features)</p>" for m in level.required_unmet]
     return out

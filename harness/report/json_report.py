@@ -2,7 +2,8 @@
 
 Guarantees: :func:`to_dict` is the RunResult's contract JSON (``harness.contract.to_json``)
 plus the derived top-level ``gate_passed`` and ``conformance`` (the level reached: core met,
-each optional feature met / failing / not claimed, required features unmet, the headline);
+each optional feature met / failing / not claimed and whether it was declared and shown by
+behaviour, required features unmet, the headline);
 it validates against
 ``fixtures/report.schema.json`` (checked in tests); :func:`from_dict` rebuilds the exact
 RunResult, so every other writer can work from a saved report.json. Keys are written
@@ -35,10 +36,12 @@ def conformance_dict(result: RunResult) -> dict[str, Any]:
         "core_criteria": list(level.core_criteria),
         "core_not_passed": list(level.core_not_passed),
         "claimed": list(level.claimed),
+        "shown_not_declared": list(level.shown_not_declared),
         "not_claimed": list(level.not_claimed),
         "features": [
             {"feature": f.feature, "state": f.state.value, "criteria": list(f.criteria),
-             "not_passed": list(f.not_passed), "required": f.required}
+             "not_passed": list(f.not_passed), "required": f.required,
+             "declared": f.declared, "shown": f.shown}
             for f in level.features
         ],
         "required": list(level.required),

@@ -7,10 +7,11 @@ criterion with ``classname`` ``<implementation name>.<stage>``; ``failed`` and
 ``<error>``, ``not_applicable`` and ``expected_fail`` are ``<skipped>``; each failure text
 carries the evidence and the replay command. A second suite ("<implementation> scenarios")
 has one testcase per scenario so that a hung or crashed scenario shows up in CI too (a
-scenario skipped for an undeclared optional feature is ``<skipped>``). The level headline is
-the ``conformance`` property of each suite; with ``--require-features`` a third suite
+scenario a report of schema 4 or before skipped for an undeclared optional feature is
+``<skipped>``; since schema 5 every scenario runs). The level headline is the
+``conformance`` property of each suite; with ``--require-features`` a third suite
 ("<implementation> required features") has one testcase per required feature, a
-``<failure>`` when it is not declared or not met.
+``<failure>`` when it is neither declared nor shown, or not met.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def _criterion_case(suite: ET.Element, impl: str, c: CriterionResult) -> str:
         _el(case, "failure", header, type="not_exercised", message=message)
         return "failure"
     if c.status is CriterionStatus.NOT_APPLICABLE:
-        _el(case, "skipped", message="not applicable: the implementation lacks a required feature")
+        _el(case, "skipped", message="not applicable: the implementation neither declares nor "
+            "showed the optional feature it gates")
         return "skipped"
     if c.status is CriterionStatus.NOT_SELECTED:
         _el(case, "skipped", message="not selected: this partial run did not judge it")

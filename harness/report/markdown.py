@@ -70,13 +70,16 @@ def to_markdown(result: RunResult) -> str:
     verdict = "gate passed" if result.gate_passed else "gate failed"
     errored = [sc for sc in result.scenarios if sc.status is ScenarioStatus.ERROR]
     skipped = [sc for sc in result.scenarios if sc.status is ScenarioStatus.SKIPPED]
+    excused = [sc for sc in result.scenarios if sc.faults_excused]
+    skipped_note = f", {len(skipped)} skipped" if skipped else ""  # reports of schema <= 4
     lines = [
         f"## {icon} Lifecycle conformance: {verdict}",
         "",
         f"**{text(level_line(result))}**",
         "",
         f"**{text(info.name)} {text(info.version)}** · seed {code(str(result.run.seed))} · "
-        f"{len(result.scenarios)} scenarios ({len(errored)} errored, {len(skipped)} skipped) · "
+        f"{len(result.scenarios)} scenarios ({len(errored)} errored{skipped_note}, "
+        f"{len(excused)} with excused faults) · "
         f"harness {text(result.run.harness_version)} · {result.run.duration_s:.1f} s",
         "",
         _determinism_line(result),

@@ -14,13 +14,17 @@ from dataclasses import dataclass, field
 from harness.contract.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 4
+REPORT_SCHEMA_VERSION = 5
 """2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios).
 3: reports a person reads: a violation's ``excerpt`` shows every cited event and
 ``cited_ledger_rows`` every cited ledger row; a failing scenario's ``timeline`` and the
 failpoints where a fault was injected (``ScenarioResult.failpoints_injected``).
 4: partial runs (criterion status ``not_selected``, scenario status ``not_run``,
-``run.selection``) and the expectations mode (``run.expectations_mode``)."""
+``run.selection``) and the expectations mode (``run.expectations_mode``).
+5: optional features judged by behaviour: every scenario runs (no new ``skipped``), each
+records the features its behaviour showed (``features_shown``) and the faults excused on a
+feature's path (``faults_excused``); ``conformance`` says per feature whether it was
+declared and shown, and lists ``shown_not_declared``."""
 
 class CriterionStatus(enum.StrEnum):
     PASSED = "passed"
@@ -60,7 +64,9 @@ class ScenarioStatus(enum.StrEnum):
     ERROR = "error"
     """The implementation hung or raised unexpectedly, or the run could not complete."""
     SKIPPED = "skipped"
-    """Not run: it needs an optional feature the implementation does not declare."""
+    """Not run because it needed an optional feature the implementation did not declare:
+    found only in reports of schema 4 and before. Since schema 5 every scenario runs and an
+    optional feature's criteria apply when it is declared or shown by behaviour."""
     NOT_RUN = "not_run"
     """Not run: ``--fail-fast`` stopped the run at an earlier failing scenario."""
 
@@ -153,13 +159,20 @@ class ScenarioResult:
     error: str = ""
     replay: str = ""
     requires: tuple[str, ...] = ()
-    """Optional features the scenario needs (skipped when one is not declared)."""
+    """Optional features the scenario is written for (it runs whatever is declared)."""
     faults_unfired: tuple[str, ...] = ()
     """Planned faults / concurrent_turn holds that did not happen (then ``status`` is error)."""
     failpoints_injected: tuple[str, ...] = ()
     """Failpoints where a planned fault really fired (a subset of ``failpoints_reached``)."""
     timeline: Timeline | None = None
     """Per-instance timeline, kept only for a scenario that failed or errored."""
+    features_shown: tuple[str, ...] = ()
+    """Optional features the implementation's behaviour showed in this scenario, declared or
+    not (:mod:`harness.criteria.feature_evidence`)."""
+    faults_excused: tuple[str, ...] = ()
+    """Planned faults / holds that did not happen on the path of a feature in ``requires``
+    the implementation neither declares nor showed: no error, but none of the scenario's
+    passes counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +294,14 @@ class RunResult:
         """The level reached (core + claimed features) and its headline; derived, not stored."""
         return assess(
             self.criteria, self.implementation.features, required=self.required_features,
+            shown=self.features_shown,
             scenarios_errored=sum(1 for s in self.scenarios if s.status is ScenarioStatus.ERROR),
         )
+
+    @property
+    def features_shown(self) -> tuple[str, ...]:
+        """The optional features some scenario's behaviour showed (sorted, derived)."""
+        return tuple(sorted({f for s in self.scenarios for f in s.features_shown}))
 
     @property
     def gate_passed(self) -> bool:

@@ -96,10 +96,13 @@ def gate_line(result: RunResult) -> str:
     if s.not_selected:
         parts.append(f"{s.not_selected} not selected")
     skipped = sum(1 for sc in result.scenarios if sc.status.value == "skipped")
+    excused = sum(1 for sc in result.scenarios if sc.faults_excused)
     scen = f"{len(result.scenarios)} scenarios"
     notes = [f"{errored} errored"] if errored else []
-    if skipped:
+    if skipped:  # a report of schema 4 or before
         notes.append(f"{skipped} skipped")
+    if excused:
+        notes.append(f"{excused} with excused faults")
     not_run = sum(1 for sc in result.scenarios if sc.status.value == "not_run")
     if not_run:
         notes.append(f"{not_run} not run after --fail-fast stopped")

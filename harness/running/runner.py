@@ -19,7 +19,14 @@ Guarantees of :func:`run_scenario`:
 * a required fault that did not fire on each of its hits, or a ``concurrent_turn`` whose
   hold never engaged, makes the run an error naming it, its failpoint, the hits reached
   and the likely cause (:mod:`harness.criteria.fault_coverage`, judged from the trace's world
-  events; also :attr:`ScenarioRun.unfired`);
+  events; also :attr:`ScenarioRun.unfired`) — unless the scenario is written for an
+  optional feature the implementation neither declares nor showed in the run: then it is
+  excused (:attr:`ScenarioRun.excused`), which the suite reports apart and counts no pass of;
+* in a ``concurrent_turn``, an implementation that does not declare ``multi_instance`` may
+  refuse to open the second instance (``open`` raises while another instance is live):
+  the refusal is recorded (``DRIVER_RAISED`` with ``refused``), instance B is dropped and
+  the turn goes on with instance A alone; it is no run error. Likewise one that does not
+  declare ``checkpoint_import`` may refuse a fixture (``load_checkpoint`` raises);
 * only one thread runs at a time: a ``concurrent_turn`` holds instance A at a failpoint
   while instance B runs the same turn to quiescence, then releases A (a chosen, replayable
   interleaving);
@@ -100,6 +107,10 @@ class ScenarioRun:
     unfired: tuple[str, ...] = ()
     """Required faults and concurrent_turn holds that did not happen (one line each, see
     :mod:`harness.criteria.fault_coverage`); when non-empty they are the run's ``error``."""
+    excused: tuple[str, ...] = ()
+    """Faults and holds that did not happen on the path of an optional feature the scenario
+    is written for and the implementation neither declares nor showed: no error, but the
+    scenario's passes do not count (see :mod:`harness.running.driving.recorded_trace`)."""
 
 
 DATA_ROOT_ENV = "LIFECYCLE_HARNESS_DATA_ROOT"
@@ -153,7 +164,7 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
     try:
         with _process_clock(implementation, run):
             run.execute()
-        trace, reached, unfired = run.result()
+        trace, reached, unfired, excused = run.result()
     finally:
         run.shutdown()
         strays = _release(implementation, data_dir)
@@ -166,7 +177,8 @@ def _run_scenario(implementation: Implementation, scenario: Scenario, seed: int,
     if strays:  # processes the implementation left behind fail the run, named by pid
         error = "; ".join(part for part in (trace.error, strays) if part)
         trace = dataclasses.replace(trace, completed=False, error=error)
-    result = ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired)
+    result = ScenarioRun(trace, reached, trace.error, time.monotonic() - started, unfired,
+                         excused)
     if unstoppable:
         taint(implementation, scenario.id, unstoppable)
         then = ("every later scenario of this implementation runs in a fresh worker process "
@@ -214,8 +226,9 @@ class _Run:
     def execute(self) -> None:
         self.steps.execute()
 
-    def result(self) -> tuple[Trace, tuple[str, ...], tuple[str, ...]]:
-        """The trace, the failpoints reached, and what was planned but did not happen."""
+    def result(self) -> tuple[Trace, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """The trace, the failpoints reached, what was planned but did not happen, and what
+        of that is excused (a feature the implementation lacks)."""
         return recorded_trace(self.state)
 
     def shutdown(self) -> None:
@@ -244,7 +257,7 @@ def _process_clock(implementation: Implementation, run: "_Run") -> ContextManage
 def _with_note(run: ScenarioRun, note: str) -> ScenarioRun:
     """The run with ``note`` added to its error (outside the trace: timing decides it)."""
     error = f"{run.error}; {note}" if run.error else note
-    return ScenarioRun(run.trace, run.failpoints_reached, error, run.duration_s, run.unfired)
+    return dataclasses.replace(run, error=error)
 
 
 def _run_in_worker(implementation: Implementation, scenario: Scenario, seed: int,
@@ -288,8 +301,7 @@ def _run_in_worker(implementation: Implementation, scenario: Scenario, seed: int
     if isinstance(payload, BaseException):
         raise payload
     run: ScenarioRun = payload
-    return ScenarioRun(run.trace, run.failpoints_reached, run.error,
-                       time.monotonic() - started, run.unfired)
+    return dataclasses.replace(run, duration_s=time.monotonic() - started)
 
 
 def _release(implementation: Any, data_dir: str) -> str:

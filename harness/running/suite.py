@@ -3,7 +3,8 @@
 Guarantees of :func:`run_suite`:
 
 * every criterion is applied to every trace with :func:`harness.criteria.base.run_check`
-  (so a crashing checker is an ``error``, a missing feature ``not_applicable``);
+  (so a crashing checker is an ``error``, an optional feature neither declared nor shown
+  by the trace's behaviour ``not_applicable``);
 * per criterion, verdicts combine with :func:`~harness.criteria.base.combine`: ``passed``
   only when exercised at least once and never failed or errored; ``not_applicable`` only when
   n/a on every trace; ``not_exercised`` otherwise (also with no scenarios at all);
@@ -16,12 +17,16 @@ Guarantees of :func:`run_suite`:
   verdicts count neither as a pass nor as an exercise of any criterion (a pass becomes
   ``not_exercised`` saying why), while its failures and checker errors still count and
   show;
-* conformance levels (:mod:`harness.contract.conformance`): core features never gate a criterion; a
-  scenario needing an optional feature the implementation does not declare is not run and
-  is ``skipped`` (every verdict ``not_applicable``, judged by no criterion); a criterion
-  ends ``not_applicable`` only when an optional feature it needs is undeclared, otherwise
-  n/a everywhere becomes ``not_exercised`` (so the core cannot be declared away);
-  ``required_features`` (``--require-features``) are recorded for the gate;
+* conformance levels (:mod:`harness.contract.conformance`): core features never gate a
+  criterion; every scenario runs whatever the implementation declares, and each records the
+  optional features its behaviour showed (``features_shown``,
+  :mod:`harness.criteria.feature_evidence`); a criterion ends ``not_applicable`` only when
+  an optional feature it needs is neither declared nor shown in any scenario, otherwise n/a
+  everywhere becomes ``not_exercised`` (so the core cannot be declared away); a scenario
+  whose planned faults were excused (written for a feature the implementation neither
+  declares nor showed, :attr:`harness.running.runner.ScenarioRun.excused`) lists them in
+  ``faults_excused`` and counts none of its passes; ``required_features``
+  (``--require-features``) are recorded for the gate;
 * ``stop_after`` (``--fail-fast``) ends the run after the scenario it is true for; the
   scenarios after it are ``not_run`` (no verdicts, judged by no criterion); replay commands
   resolve from any directory (:func:`replay_path`);
@@ -44,6 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import harness
 from harness.contract import conformance
 from harness.contract import Failpoint, Implementation, ImplementationInfo, Thresholds
+from harness.criteria import feature_evidence
 from harness.criteria.base import (
     Criterion,
     Evidence,
@@ -195,6 +201,19 @@ def uncounted(verdict: Verdict, error: str) -> Verdict:
     return not_exercised(verdict.criterion_id, f"not counted: the scenario errored ({first})")
 
 
+def not_counted_excused(verdict: Verdict, excused: Sequence[str]) -> Verdict:
+    """A verdict of a scenario whose planned faults were excused (written for a feature the
+    implementation neither declares nor showed): the run did not go as planned, so a pass
+    proves nothing and becomes ``not_exercised``; failures, errors and n/a stay."""
+    if verdict.status is not Status.PASS:
+        return verdict
+    first = excused[0].split(" [excused:")[0] if excused else "a planned fault"
+    return not_exercised(verdict.criterion_id,
+                         f"not counted: planned but not carried out ({first}); the scenario is "
+                         "written for an optional feature the implementation neither declares "
+                         "nor showed")
+
+
 def _evidence(verdict: Verdict) -> tuple[EvidenceItem, ...]:
     return tuple(
         EvidenceItem(e.note, tuple(e.trace_indexes), tuple(e.ledger_rows)) for e in verdict.evidence
@@ -323,7 +342,7 @@ def run_suite(
     after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
     whether an unexpected pass fails the gate (recorded in the run info).
     """
-    criteria, declared, runner, fault_renderer = _resolve_defaults(
+    criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
     expected = _check_expectations(expectations, criteria)
 
@@ -334,9 +353,6 @@ def run_suite(
 
     def case(index: int) -> _Judged:
         scenario, faults = scenarios[index], plans[index]
-        missing = conformance.missing_features(scenario, declared)
-        if missing:
-            return _skip(scenario, missing, seed, criteria, faults, impl_spec)
         run = runner(
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root
         )
@@ -440,6 +456,9 @@ def _judge(
     error = run.error or (
         "" if run.trace.completed else (run.trace.error or "the run did not complete")
     )
+    excused = tuple(getattr(run, "excused", ()))
+    if excused and not error:
+        verdicts = tuple(not_counted_excused(v, excused) for v in verdicts)
     if error:
         status = ScenarioStatus.ERROR
         verdicts = tuple(uncounted(v, error) for v in verdicts)
@@ -467,6 +486,8 @@ def _judge(
         requires=_requires(scenario),
         faults_unfired=tuple(getattr(run, "unfired", ())),
         failpoints_injected=injected_failpoints(run.trace),
+        features_shown=tuple(f.value for f in feature_evidence.shown_features(run.trace)),
+        faults_excused=excused,
         timeline=(build_timeline(run.trace, _cited_indexes(verdicts))
                   if status is not ScenarioStatus.PASSED else None),
     )
@@ -552,23 +573,6 @@ def _requires(scenario: Any) -> tuple[str, ...]:
     return tuple(f.value for f in conformance.scenario_requirements(scenario))
 
 
-def _skip(
-    scenario: Any,
-    missing: Sequence[Any],
-    seed: int,
-    criteria: Sequence[Criterion],
-    faults: tuple[str, ...],
-    impl_spec: str,
-) -> _Judged:
-    """A scenario the implementation cannot run: not run, judged by no criterion."""
-    why = (f"scenario {scenario.id} skipped: it needs optional feature(s) "
-           f"{', '.join(str(f) for f in missing)} the implementation does not declare")
-    verdicts = tuple(
-        Verdict(c.id, Status.NOT_APPLICABLE, (Evidence(why),)) for c in criteria
-    )
-    return _unrun(scenario, ScenarioStatus.SKIPPED, "", verdicts, seed, faults, impl_spec)
-
-
 def _unrun(
     scenario: Any,
     status: ScenarioStatus,
@@ -578,7 +582,7 @@ def _unrun(
     faults: tuple[str, ...],
     impl_spec: str,
 ) -> _Judged:
-    """A scenario with no trace (skipped, or its worker lost): its verdicts as given."""
+    """A scenario with no trace (its worker lost): its verdicts as given."""
     file = display_path(scenario.file)
     result = ScenarioResult(
         id=scenario.id,
@@ -625,8 +629,8 @@ def _criterion_result(
     combined = combined_status(verdicts)
     gates = tuple(str(f) for f in criterion.required_features)
     if combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates):
-        # Only an undeclared optional feature makes a criterion n/a; skipped scenarios
-        # alone must not (a core criterion only they exercise is simply not exercised).
+        # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
+        # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
     status = apply_expectation(combined, criterion.id in expected)
     violations = tuple(
@@ -708,17 +712,13 @@ def judge_scenario(
     data_root: str | None = None,
     fault_renderer: FaultRenderer | None = None,
 ) -> ScenarioJudgement:
-    """Run (or skip, for an undeclared optional feature) one scenario and judge every
-    criterion on its trace, exactly as one step of :func:`run_suite`."""
-    criteria, declared, runner, fault_renderer = _resolve_defaults(
+    """Run one scenario and judge every criterion on its trace, exactly as one step of
+    :func:`run_suite`."""
+    criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
     faults = render_faults(fault_renderer, scenario)
-    missing = conformance.missing_features(scenario, declared)
-    if missing:
-        item = _skip(scenario, missing, seed, criteria, faults, impl_spec)
-    else:
-        run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root)
-        item = _judge(scenario, run, seed, criteria, faults, impl_spec)
+    run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=data_root)
+    item = _judge(scenario, run, seed, criteria, faults, impl_spec)
     excerpts = tuple(
         VerdictExcerpt(verdict.criterion_id, item.excerpts[position],
                        item.ledger_rows[position] if item.ledger_rows else ())
@@ -791,13 +791,12 @@ def _resolve_defaults(
     criteria: Sequence[Criterion] | None,
     runner: Runner | None,
     fault_renderer: FaultRenderer | None,
-) -> tuple[tuple[Criterion, ...], tuple[str, ...], Runner, FaultRenderer]:
-    """The criteria (core always applying), the declared features, the runner and the fault
-    renderer one run uses: the same for a whole suite and for one judged scenario."""
+) -> tuple[tuple[Criterion, ...], Runner, FaultRenderer]:
+    """The criteria (core always applying), the runner and the fault renderer one run uses:
+    the same for a whole suite and for one judged scenario."""
     return (
         conformance.core_always_applies(
             tuple(default_criteria() if criteria is None else criteria)),
-        tuple(str(f) for f in implementation.info.features),
         default_runner() if runner is None else runner,
         default_fault_renderer() if fault_renderer is None else fault_renderer,
     )

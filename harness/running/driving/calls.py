@@ -12,7 +12,8 @@ Guarantees of :meth:`DriverCalls.drive`:
   (``Limits.events_per_scenario``). The call then ends in exactly one :class:`Outcome`: ``returned`` (``DRIVER_RETURN``, the value checked
   against the contract: a value off it is recorded with ``contract_error`` and counts as
   ``raised``), ``raised`` (``DRIVER_RAISED``; ``expected`` only for an error the world itself
-  raised into this instance), ``crashed`` (``CRASH``, the instance killed in the world; an
+  raised into this instance; ``refused`` for an exception out of a call the caller allowed
+  to refuse, e.g. opening a second live instance, which is then no run error), ``crashed`` (``CRASH``, the instance killed in the world; an
   implementation that caught the :class:`~harness.contract.SimulatedCrash` is marked
   ``swallowed`` and fails the run), ``hung`` (``HANG``, the call abandoned, the instance
   killed), or ``held`` (a concurrent turn's instance A reached its hold: the call goes on and
@@ -111,7 +112,10 @@ class DriverCalls:
         self.state = state
 
     def drive(self, instance: int, method: str, args: dict[str, Any], fn: Callable[[], Any],
-              *, extra: dict[str, Any] | None = None, allow_hold: bool = False) -> Outcome:
+              *, extra: dict[str, Any] | None = None, allow_hold: bool = False,
+              may_refuse: bool = False) -> Outcome:
+        """Run one driver call. ``may_refuse``: an exception out of it is a documented
+        refusal (recorded with ``refused: true``, no run error), not a failure."""
         state = self.state
         state.event(Kind.DRIVER_CALL, instance, {"method": method, "args": args, **(extra or {})})
         state.world.take_raised(instance)
@@ -119,7 +123,7 @@ class DriverCalls:
         call = Call(fn, state.cond, f"lh-{method}-{instance}")
         state.world.admit_thread(instance, call.thread)
         call.thread.start()
-        return self.finish(instance, method, call, allow_hold=allow_hold)
+        return self.finish(instance, method, call, allow_hold=allow_hold, may_refuse=may_refuse)
 
     def _wait_while_progressing(self, ready: Callable[[], bool]) -> None:
         """Wait (holding ``state.cond``) until ``ready()``, or until ``limit`` seconds passed
@@ -137,8 +141,8 @@ class DriverCalls:
             if now != seen:
                 seen, idle_until = now, time.monotonic() + limit
 
-    def finish(self, instance: int, method: str, call: Call, *, allow_hold: bool = False
-               ) -> Outcome:
+    def finish(self, instance: int, method: str, call: Call, *, allow_hold: bool = False,
+               may_refuse: bool = False) -> Outcome:
         state = self.state
         hold = state.concurrent if allow_hold else None
 
@@ -181,10 +185,13 @@ class DriverCalls:
                 expected = isinstance(exc, EXPECTED_ERRORS) and any(
                     exc is error or (type(exc) is type(error) and str(exc) == str(error))
                     for error in raised)
-                state.event(Kind.DRIVER_RAISED, instance, {
-                    "method": method, "exception": type(exc).__name__, "message": str(exc),
-                    "expected": expected})
-                if not expected:
+                refused = may_refuse and not expected and isinstance(exc, Exception)
+                data = {"method": method, "exception": type(exc).__name__,
+                        "message": str(exc), "expected": expected}
+                if refused:
+                    data["refused"] = True
+                state.event(Kind.DRIVER_RAISED, instance, data)
+                if not expected and not refused:
                     state.fail(f"{method} on instance {instance} raised "
                                f"{type(exc).__name__}: {exc}")
                 return Outcome("raised", expected=expected)

@@ -43,13 +43,18 @@ class Instances:
         del runtime
         gc.collect()
 
-    def open(self, extra: dict[str, Any] | None = None) -> tuple[int, Outcome]:
+    def open(self, extra: dict[str, Any] | None = None, *, may_refuse: bool = False
+             ) -> tuple[int, Outcome]:
+        """Open the next instance; ``may_refuse``: its ``open`` raising is a recorded refusal,
+        not a run error (a second live instance, for an implementation without
+        ``multi_instance``)."""
         state = self.state
         instance = state.next_instance
         state.next_instance += 1
         world = state.world.port(instance)
         outcome = self.calls.drive(instance, "open", {},
-                                   lambda: state.impl.open(state.data_dir, world), extra=extra)
+                                   lambda: state.impl.open(state.data_dir, world), extra=extra,
+                                   may_refuse=may_refuse)
         if outcome.kind == "returned":
             state.runtimes[instance] = outcome.value
             outcome = Outcome("returned")

@@ -2,8 +2,12 @@
 
 Guarantees: the metadata is the scenario's plus the implementation's checked ``info``; a run
 with no error of its own is also judged for planned faults and holds that did not happen
-(:mod:`harness.criteria.fault_coverage`), each one a run error; a run that stopped on its own error
-keeps that error alone (the faults it never got to are a consequence, not news). Neither the
+(:mod:`harness.criteria.fault_coverage`), each one a run error — unless the scenario is written
+for an optional feature the implementation neither declares nor showed in the run
+(:mod:`harness.criteria.feature_evidence`): then they are *excused*, listed apart, and the run
+is no error (an implementation without the feature never walks the path they sat on); a run
+that stopped on its own error keeps that error alone (the faults it never got to are a
+consequence, not news). Neither the
 data dir's path (either spelling) nor a memory address reaches the trace: each is replaced
 by :data:`DATA_DIR_MARK` / ``" at 0x?"``, and a trace holding neither is returned as is.
 """
@@ -14,8 +18,8 @@ import os
 import re
 from typing import Any
 
-from harness.criteria import fault_coverage
-from harness.contract import Feature
+from harness.criteria import fault_coverage, feature_evidence
+from harness.contract import Feature, conformance
 from harness.running.driving.state import RunState
 from harness.trace.record import Trace, TraceMeta, trace_canonical_json, trace_from_json, trace_to_json
 
@@ -23,8 +27,11 @@ DATA_DIR_MARK = "<data_dir>"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
-def recorded_trace(state: RunState) -> tuple[Trace, tuple[str, ...], tuple[str, ...]]:
-    """The trace, the failpoints reached, and what was planned but did not happen."""
+def recorded_trace(state: RunState
+                   ) -> tuple[Trace, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The trace, the failpoints reached, what was planned but did not happen (each a run
+    error), and what was planned but did not happen on the path of an optional feature the
+    scenario is written for and the implementation neither declares nor showed (excused)."""
     state.foreign_thread_calls()
     info = state.info()
     scenario = state.scenario
@@ -46,11 +53,21 @@ def recorded_trace(state: RunState) -> tuple[Trace, tuple[str, ...], tuple[str, 
         observations = tuple(state.observations)
     events = state.log.events()
     unfired: tuple[str, ...] = ()
+    excused: tuple[str, ...] = ()
     if not state.errors:
-        unfired = fault_coverage.messages(Trace(meta, events, observations))
+        judged = Trace(meta, events, observations)
+        unfired = fault_coverage.messages(judged)
+        absent = feature_evidence.absent(judged, conformance.scenario_requirements(scenario))
+        if unfired and absent:
+            # The path the fault sat on belongs to a feature this implementation neither
+            # declares nor showed: not an error, but nothing this run passes counts.
+            names = ", ".join(f.value for f in absent)
+            excused = tuple(f"{line} [excused: the scenario is written for {names}, which the "
+                            "implementation neither declares nor showed]" for line in unfired)
+            unfired = ()
     errors = [*state.errors, *(f"planned but not carried out: {line}" for line in unfired)]
     trace = Trace(meta, events, observations, completed=not errors, error="; ".join(errors))
-    return scrub(trace, state.data_dir), state.world.failpoints_reached(), unfired
+    return scrub(trace, state.data_dir), state.world.failpoints_reached(), unfired, excused
 
 
 def scrub(trace: Trace, data_dir: str) -> Trace:

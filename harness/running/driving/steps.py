@@ -11,11 +11,15 @@ drops it, restarts and recovers (:meth:`Instances.after`). Per step:
   closed, ``skipped`` driver span saying why;
 * ``concurrent_turn`` runs a turn on instance A until it is held (or ends), the same turn on
   a new instance B to its end (then B is closed and dropped), then releases A and collects
-  its call: one chosen, replayable interleaving; A is always released, whatever happened;
+  its call: one chosen, replayable interleaving; A is always released, whatever happened.
+  An implementation that does not declare ``multi_instance`` may refuse B (its ``open``
+  raises): recorded as a refusal, no run error, and A finishes the turn alone;
 * ``load_checkpoint`` hands the implementation the bytes of a fixture *it* declared (asked
   of it, never a path the harness opens) and records what the harness reads from them
   (size, sha256, the documented layout's content and expected messages); an undeclared
-  fixture is a ``skipped`` span.
+  fixture is a ``skipped`` span. An implementation that does not declare
+  ``checkpoint_import`` may refuse the fixture (``load_checkpoint`` raises): recorded as a
+  refusal, no run error.
 """
 
 from __future__ import annotations
@@ -167,7 +171,11 @@ class Steps:
             held = first.kind == "held"
             if first.kind == "hung" or (state.stopped and not held):
                 return
-            b, opened = instances.open(extra={"concurrent_with": a})
+            # Without multi_instance declared, refusing the second live instance is the
+            # documented way out (docs/contract.md, "Features"): B is dropped, A goes on.
+            declared = {str(f) for f in state.info().features}
+            b, opened = instances.open(extra={"concurrent_with": a},
+                                       may_refuse="multi_instance" not in declared)
             if opened.kind == "returned":
                 second = drive(b, "concurrent_turn", {**args, "role": "B", "held": held},
                                lambda: state.runtime(b).run_turn(session, text))
@@ -218,6 +226,10 @@ class Steps:
                      "fixture_content": read_fixture(data),
                      "size_bytes": len(data),
                      "sha256": hashlib.sha256(data).hexdigest()})
+        # Without checkpoint_import declared, refusing the fixture is a documented way out
+        # (docs/contract.md, "Features"): the session goes on without it.
+        declared = {str(f) for f in state.info().features}
         self.instances.after(primary, self.calls.drive(
             primary, "load_checkpoint", args,
-            lambda: state.runtime(primary).load_checkpoint(session, data)))
+            lambda: state.runtime(primary).load_checkpoint(session, data),
+            may_refuse="checkpoint_import" not in declared))

@@ -187,16 +187,22 @@ def test_core_features_are_the_contracts():
 
 
 def test_the_feature_table_is_harness_conformance_optional():
-    rows = table_rows("| optional feature |")
+    rows = table_rows("| optional feature | criteria it gates |")
     documented = {(ticked(row[0])[0], tuple(x.strip() for x in row[1].split(",")),
                    "" if row[2] == "(none)" else row[2]) for row in rows}
     actual = {(o.feature.value, o.criteria, o.implied_by) for o in OPTIONAL}
     assert documented == actual
 
 
-def test_the_feature_table_names_the_bundled_scenarios_each_feature_skips():
+def test_the_behaviour_table_is_what_shows_each_feature_and_the_way_out_without_it():
+    rows = table_rows("| optional feature | shown when")
+    documented = {(ticked(row[0])[0], row[1], row[2]) for row in rows}
+    assert documented == {(o.feature.value, o.shown_by, o.without) for o in OPTIONAL}
+
+
+def test_the_feature_table_names_the_bundled_scenarios_written_for_each_feature():
     documented = {ticked(row[0])[0]: set(ticked(row[3])) for row in
-                  table_rows("| optional feature |")}
+                  table_rows("| optional feature | criteria it gates |")}
     actual: dict[str, set[str]] = {o.feature.value: set() for o in OPTIONAL}
     for scenario in discover([DEFAULT_SCENARIO_DIR]):
         relative = Path(scenario.file).resolve().relative_to(DEFAULT_SCENARIO_DIR.resolve())

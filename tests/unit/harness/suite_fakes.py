@@ -27,6 +27,10 @@ class FakeScenario:
     error: str = ""
     marks: tuple[str, ...] = ()
     """Labels criteria look for in the trace (``harness`` events of kind ``mark``)."""
+    publishes: int = 0
+    """UI publications the world records (the behaviour that shows ``web_projection``)."""
+    excused: tuple[str, ...] = ()
+    """Planned faults the fake run reports as excused (a feature neither declared nor shown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +39,7 @@ class FakeRun:
     failpoints_reached: tuple[str, ...]
     error: str
     duration_s: float
+    excused: tuple[str, ...] = ()
 
 
 @dataclass
@@ -56,6 +61,8 @@ def make_trace(scenario: FakeScenario, seed: int, features=(Feature.APPROVALS,))
     ]
     for mark in scenario.marks:
         events.append(TraceEvent(len(events), "harness", "mark", 0, {"label": mark}))
+    for _ in range(scenario.publishes):
+        events.append(TraceEvent(len(events), "world", "ui_publish", 0, {"projection": {}}))
     for fp in scenario.failpoints:
         events.append(
             TraceEvent(len(events), "world", "failpoint", 0, {"name": fp, "context": {}, "hit": 1, "action": "none"})
@@ -72,7 +79,8 @@ def fake_runner(calls: list | None = None, features=(Feature.APPROVALS,)):
     def run(implementation, scenario, seed, *, time_limit_s=20.0, data_root=None):
         if calls is not None:
             calls.append((scenario.id, seed, time_limit_s))
-        return FakeRun(make_trace(scenario, seed, features), scenario.failpoints, scenario.error, 0.25)
+        return FakeRun(make_trace(scenario, seed, features), scenario.failpoints, scenario.error, 0.25,
+                       scenario.excused)
 
     return run
 

@@ -84,3 +84,23 @@ def test_langgraph_exit_durability_loses_the_turn_the_world_executed():
     assert len(_runs_of(trace)) == 1
     assert trace.final_observation().operations == ()  # the store never heard of the call
     assert statuses["X2"] == "failed"
+
+
+def test_dbos_refuses_a_second_live_instance_and_langgraph_shows_multi_instance():
+    # Every scenario runs for the adapters (docs/lifecycle.md, "Conformance levels"): DBOS
+    # refuses instance B of a concurrent turn, the documented way out of multi_instance
+    # (a second launch would take up A's pending workflow and wait for it: a hang), while
+    # LangGraph opens it, so its behaviour shows the feature and L4.10 judges it.
+    from harness.criteria import feature_evidence
+
+    scenario = SCENARIOS["l4-concurrent-duplicates"]
+    _needs("dbos")
+    dbos = run_scenario(resolve("adapter:dbos"), scenario, 0, time_limit_s=60)
+    refused = [e for e in dbos.trace.of_kind(Kind.DRIVER_RAISED) if e.data.get("refused")]
+    assert [(e.instance, e.data["method"]) for e in refused] == [(1, "open")]
+    assert "another DBOS launch is live on this data dir" in refused[0].data["message"]
+    assert dbos.error == "" and feature_evidence.shown_features(dbos.trace) == ()
+    _needs("langgraph-sync")
+    langgraph = run_scenario(resolve("adapter:langgraph-sync"), scenario, 0, time_limit_s=60)
+    assert "multi_instance" in feature_evidence.shown_features(langgraph.trace)
+    assert not [e for e in langgraph.trace.of_kind(Kind.DRIVER_RAISED) if e.data.get("refused")]

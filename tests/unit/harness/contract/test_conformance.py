@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 from dataclasses import dataclass
@@ -135,7 +136,6 @@ def test_scenario_content_implies_its_features_and_bundled_files_say_so_explicit
     # even without `requires`, a concurrent turn needs two instances
     bare = SimpleNamespace(steps=(SimpleNamespace(do="concurrent_turn"),), tool_behaviours=())
     assert scenario_requirements(bare) == (Feature.MULTI_INSTANCE,)
-    assert conformance.missing_features(bare, ["multi_instance"]) == ()
 
 
 # --------------------------------------------------------------------------- the level
@@ -189,11 +189,46 @@ def test_required_features_must_be_declared_and_met():
     assert level.required == ("multi_instance", "sandbox_escalation", "web_projection")
     assert level.required_unmet == (
         "multi_instance is required but not met (L4.10 failed)",
-        "web_projection is required but the implementation does not declare it",
+        "web_projection is required but the implementation does not declare it (and no "
+        "scenario showed it)",
     )
     assert "web_projection is required but the implementation does not declare it" in level.headline
     met = assess(criteria[:2], ["sandbox_escalation"], required=["sandbox_escalation"])
     assert met.required_unmet == () and met.conformant
+    # a demand is met by behaviour too: shown and passed, though never declared
+    shown = assess(criteria[:2], [], shown=["sandbox_escalation"], required=["sandbox_escalation"])
+    assert shown.required_unmet == () and shown.conformant
+
+
+# --------------------------------------------------------------------------- shown by behaviour
+
+
+def test_a_feature_shown_but_not_declared_is_in_force_and_named_distinctly():
+    criteria = [_c("X1"), _c("L5.4", gates=("web_projection",)),
+                _c("L2.11", "not_applicable", gates=("sandbox_escalation",))]
+    level = assess(criteria, [], shown=["web_projection"])
+    assert level.conformant and level.claimed == ("web_projection",)
+    assert level.shown_not_declared == ("web_projection",)
+    assert level.level == "core + web_projection (shown, not declared)"
+    assert level.headline == ("conformant: core + web_projection (shown, not declared); not "
+                              "claimed: checkpoint_import, multi_instance, sandbox_escalation")
+    web = next(f for f in level.features if f.feature == "web_projection")
+    assert web.shown and not web.declared and web.state is FeatureState.MET
+    # declared and shown: named plainly
+    both = assess(criteria, ["web_projection"], shown=["web_projection"])
+    assert both.level == "core + web_projection" and both.shown_not_declared == ()
+
+
+def test_a_shown_feature_whose_criterion_fails_is_not_met_and_says_it_was_not_declared():
+    criteria = [_c("X1"), _c("L5.4", "failed", gates=("web_projection",))]
+    level = assess(criteria, [], shown=["web_projection"])
+    assert not level.conformant and level.core_met
+    assert level.headline.startswith(
+        "not conformant: web_projection (shown, not declared) not met (L5.4 failed); "
+        "level reached: core;")
+    # neighbour: the same failure with the behaviour never shown and nothing declared is
+    # not the level's business (the suite makes such a criterion n/a, never failed)
+    assert assess(criteria, []).conformant
 
 
 def test_errored_scenarios_leave_the_core_unjudged():
@@ -221,30 +256,69 @@ def _suite(scenarios, criteria, features=(), **kwargs):
     return result, calls
 
 
-def test_a_scenario_needing_an_undeclared_feature_is_skipped_whole():
+def test_a_scenario_written_for_an_undeclared_feature_runs_and_its_core_verdicts_count():
     plain = FakeScenario("plain", marks=("A:ok",))
-    needy = NeedyScenario("needy", marks=("A:bad", "W:ok"), requires=("multi_instance",))
-    criteria = (criterion("A"), criterion("W", required=(Feature.MULTI_INSTANCE,)))
+    needy = NeedyScenario("needy", marks=("A:bad", "W:bad"), requires=("web_projection",))
+    criteria = (criterion("A"), criterion("W", required=(Feature.WEB_PROJECTION,)))
     result, calls = _suite((plain, needy), criteria)
-    assert [c[0] for c in calls] == ["plain"]  # never run, so its A:bad judges nothing
-    skipped = result.scenarios[1]
-    assert skipped.status is ScenarioStatus.SKIPPED and skipped.requires == ("multi_instance",)
-    assert {v.status for v in skipped.verdicts} == {"not_applicable"}
-    assert "multi_instance" in skipped.verdicts[0].evidence[0].note
+    assert [c[0] for c in calls] == ["plain", "needy"]  # run whatever is declared
+    ran = result.scenarios[1]
+    assert ran.status is ScenarioStatus.FAILED and ran.requires == ("web_projection",)
+    assert ran.features_shown == ()
+    verdicts = {v.criterion_id: v for v in ran.verdicts}
+    assert verdicts["A"].status == "fail"  # the core is judged there too
+    assert verdicts["W"].status == "not_applicable"  # behaviour absent, nothing declared
+    assert "neither declares web_projection nor showed it" in verdicts["W"].evidence[0].note
     status = {c.id: c.status for c in result.criteria}
-    assert status == {"A": CriterionStatus.PASSED, "W": CriterionStatus.NOT_APPLICABLE}
-    assert result.gate_passed
-    assert result.conformance.headline.startswith("conformant: core; not claimed: ")
-    # declared: the scenario runs and its defect counts
-    declared, calls = _suite((plain, needy), criteria, features=(Feature.MULTI_INSTANCE,))
-    assert [c[0] for c in calls] == ["plain", "needy"] and not declared.gate_passed
+    assert status == {"A": CriterionStatus.FAILED, "W": CriterionStatus.NOT_APPLICABLE}
+    assert not result.gate_passed
 
 
-def test_a_core_criterion_only_skipped_scenarios_exercise_is_not_exercised_not_na():
-    needy = NeedyScenario("needy", marks=("A:ok",), requires=("web_projection",))
-    result, _ = _suite((needy,), (criterion("A"),))
+def test_a_feature_shown_by_behaviour_brings_its_criteria_whatever_is_declared():
+    # the outside reviewer's case: projections published, web_projection not declared
+    shows = NeedyScenario("shows", marks=("A:ok", "W:bad"), publishes=1)
+    quiet = NeedyScenario("quiet", marks=("A:ok", "W:bad"))  # W:bad where nothing showed
+    criteria = (criterion("A"), criterion("W", required=(Feature.WEB_PROJECTION,)))
+    result, _ = _suite((shows, quiet), criteria)
+    status = {c.id: c.status for c in result.criteria}
+    assert status == {"A": CriterionStatus.PASSED, "W": CriterionStatus.FAILED}
+    assert [v.scenario for v in result.criteria[1].violations] == ["shows"]
+    assert result.scenarios[0].features_shown == ("web_projection",)
+    assert not result.gate_passed
+    assert result.conformance.headline.startswith(
+        "not conformant: web_projection (shown, not declared) not met (W failed)")
+    # the neighbour that publishes the right thing passes, and the level says how it got it
+    good = NeedyScenario("good", marks=("A:ok", "W:ok"), publishes=1)
+    passing, _ = _suite((good, quiet), criteria)
+    assert passing.gate_passed
+    assert passing.conformance.headline.startswith(
+        "conformant: core + web_projection (shown, not declared); not claimed: ")
+
+
+def test_a_declaration_adds_a_feature_but_removes_none_the_behaviour_shows():
+    shows = NeedyScenario("shows", marks=("A:ok", "W:ok"), publishes=1)
+    criteria = (criterion("A"), criterion("W", required=(Feature.WEB_PROJECTION,)))
+    declared, _ = _suite((shows,), criteria, features=(Feature.WEB_PROJECTION,))
+    assert declared.conformance.headline.startswith("conformant: core + web_projection;")
+    # declared but never shown: still judged (a declaration adds), and unexercised fails it
+    quiet = NeedyScenario("quiet", marks=("A:ok",))
+    claimed, _ = _suite((quiet,), criteria, features=(Feature.WEB_PROJECTION,))
+    assert {c.id: c.status for c in claimed.criteria}["W"] is CriterionStatus.NOT_EXERCISED
+    assert not claimed.gate_passed
+
+
+def test_an_excused_scenario_counts_no_pass_so_a_core_criterion_only_it_exercises_fails():
+    excused = NeedyScenario("needy", marks=("A:ok",), requires=("sandbox_escalation",),
+                            excused=("fault 1: after_wait_persisted, hit #1 -> crash: did not fire",))
+    result, _ = _suite((excused,), (criterion("A"),))
     assert result.criteria[0].status is CriterionStatus.NOT_EXERCISED
+    assert result.scenarios[0].status is ScenarioStatus.PASSED  # excused is no error
+    assert result.scenarios[0].faults_excused == excused.excused
     assert not result.gate_passed and not result.conformance.core_met
+    # its failures still count
+    bad = dataclasses.replace(excused, marks=("A:bad",))
+    failing, _ = _suite((bad,), (criterion("A"),))
+    assert failing.criteria[0].status is CriterionStatus.FAILED
 
 
 def test_declaring_nothing_cannot_turn_a_core_criterion_na_and_its_failure_fails_the_gate():
@@ -265,28 +339,40 @@ def test_required_features_fail_the_gate_when_not_declared():
     assert result.required_features == ("web_projection",)
     assert not result.gate_passed
     assert result.conformance.required_unmet == (
-        "web_projection is required but the implementation does not declare it",)
+        "web_projection is required but the implementation does not declare it (and no "
+        "scenario showed it)",)
     assert level_line(result).endswith("(required: web_projection)")
 
 
-def test_report_json_with_levels_skips_and_requirements_validates_against_the_schema(tmp_path):
+def test_report_json_with_levels_behaviour_and_requirements_validates_against_the_schema(tmp_path):
     plain = FakeScenario("plain", marks=("A:ok",))
-    needy = NeedyScenario("needy", marks=("A:ok",), requires=("multi_instance",))
-    criteria = (criterion("A"), criterion("W", required=(Feature.MULTI_INSTANCE,)))
-    result, _ = _suite((plain, needy), criteria, required_features=("multi_instance",))
+    needy = NeedyScenario("needy", marks=("A:ok",), requires=("multi_instance",),
+                          excused=("concurrent_turn #1 (hold at after_prepare): did not fire",))
+    shows = NeedyScenario("shows", marks=("A:ok", "V:ok"), publishes=2)
+    criteria = (criterion("A"), criterion("W", required=(Feature.MULTI_INSTANCE,)),
+                criterion("V", required=(Feature.WEB_PROJECTION,)))
+    result, _ = _suite((plain, needy, shows), criteria, required_features=("multi_instance",))
     data = json.loads(json_report.write(result, tmp_path).read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(SCHEMA).validate(data)
     assert data["conformance"]["headline"] == result.conformance.headline
     assert data["conformance"]["required_unmet"] == [
-        "multi_instance is required but the implementation does not declare it"]
-    assert data["scenarios"][1]["status"] == "skipped" and data["scenarios"][1]["trace_digest"] == ""
+        "multi_instance is required but the implementation does not declare it (and no "
+        "scenario showed it)"]
+    assert data["conformance"]["shown_not_declared"] == ["web_projection"]
+    web = next(f for f in data["conformance"]["features"] if f["feature"] == "web_projection")
+    assert (web["state"], web["declared"], web["shown"]) == ("met", False, True)
+    assert data["scenarios"][1]["status"] == "passed" and data["scenarios"][1]["trace_digest"]
+    assert data["scenarios"][1]["faults_excused"] == list(needy.excused)
+    assert data["scenarios"][2]["features_shown"] == ["web_projection"]
     assert data["criteria"][1]["required_features"] == ["multi_instance"]
     assert json_report.from_dict(data) == result
-    # a skipped scenario must name what it needs; a run one must carry a digest
-    broken = json.loads(json.dumps(data))
-    broken["scenarios"][1]["requires"] = []
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft202012Validator(SCHEMA).validate(broken)
+    # a run scenario must carry a digest; a skipped one no longer exists (schema 5)
+    for key, value in (("trace_digest", ""), ("status", "skipped"),
+                       ("features_shown", ["teleport"])):
+        broken = json.loads(json.dumps(data))
+        broken["scenarios"][1][key] = value
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(SCHEMA).validate(broken)
 
 
 # --------------------------------------------------------------------------- the CLI
@@ -321,8 +407,12 @@ def test_cli_list_features_names_the_core_and_what_each_optional_feature_gates(_
     code, out, _ = _cli(["list", "features"], [GOOD], GATED)
     assert code == 0
     assert "core (always required, cannot be declared away): approvals, auto_mode" in out
-    assert 'multi_instance       gates L4.10; skips scenarios with a concurrent_turn step or ' \
-           'requires = ["multi_instance"]' in out
+    assert "optional (in force when declared or shown by behaviour; every scenario runs):" in out
+    assert ('multi_instance       gates L4.10; shown when a second instance opens over the store '
+            'of a live one and takes the concurrent turn; without it, its open of a second '
+            'instance, while another instance is live on the data dir, raises (over the wire: '
+            'an error answer to open) instead of blocking; scenarios written for it: a '
+            'concurrent_turn step or requires = ["multi_instance"]') in out
 
 
 def test_cli_run_prints_the_level_headline(_tmp_cwd):
@@ -337,7 +427,7 @@ def test_cli_require_features_not_declared_is_exit_1_with_a_clear_message(_tmp_c
                         [GOOD], GATED, features=(Feature.SANDBOX_ESCALATION,))
     assert code == 1
     assert ("REQUIRED      web_projection is required but the implementation does not declare "
-            "it (--require-features)") in out
+            "it (and no scenario showed it) (--require-features)") in out
     assert "gate FAILED" in out
     code, out, _ = _cli(["run", "--require-features", "all"], [GOOD], GATED,
                         features=tuple(OPTIONAL_FEATURES))
@@ -372,21 +462,30 @@ def test_cli_unknown_required_feature_is_exit_2(_tmp_cwd, command):
     assert "unknown feature 'warp'" in err and ALL_OPTIONAL in err
 
 
-def test_cli_replay_skips_a_scenario_needing_an_undeclared_feature(_tmp_cwd):
+def test_cli_replay_runs_a_scenario_written_for_an_undeclared_feature(_tmp_cwd):
     (_tmp_cwd / "x.toml").write_text("", encoding="utf-8")
     code, out, _ = _cli(["replay", "x.toml"], [GOOD], GATED)
-    assert code == 0 and "scenario skipped: it needs optional feature(s) sandbox_escalation" in out
+    assert code == 0
+    assert "optional features: declared none; shown by behaviour none" in out
+    assert "NOT_APPLICABLE W" in out and "PASS           A" in out
     code, out, _ = _cli(["replay", "x.toml", "--require-features", "sandbox_escalation"],
                         [GOOD], GATED)
     assert code == 1 and "REQUIRED sandbox_escalation is required" in out
+    # shown by behaviour in the replayed scenario: judged, and the demand is met
+    shows = NeedyScenario("shows", marks=("A:ok", "V:ok"), publishes=1)
+    web = (criterion("A"), criterion("V", required=(Feature.WEB_PROJECTION,)))
+    code, out, _ = _cli(["replay", "x.toml", "--require-features", "web_projection"],
+                        [shows], web)
+    assert code == 0 and "shown by behaviour web_projection" in out and "PASS           V" in out
 
 
 # --------------------------------------------------------------------------- the reference
 
 
-def test_the_reference_declaring_no_features_still_meets_the_whole_core():
-    """Declaring features away skips optional scenarios but leaves every core criterion
-    exercised and passed: the core is tested by core scenarios alone."""
+def test_the_reference_declaring_no_features_is_judged_on_everything_its_behaviour_shows():
+    """Declaring features away changes nothing for an implementation that has them: every
+    scenario runs, its behaviour shows all four optional features, and all 55 criteria are
+    judged and pass; the level names them "shown, not declared"."""
     import reference_impl
     from harness.mutants.mutant import Mutant, MutantImplementation
 
@@ -398,12 +497,16 @@ def test_the_reference_declaring_no_features_still_meets_the_whole_core():
     level = result.conformance
     assert level.core_met and not level.core_not_passed, level.core_not_passed
     assert len(level.core_criteria) == len(CRITERIA) - 4
-    assert set(level.not_claimed) == {f.value for f in OPTIONAL_FEATURES}
-    assert result.gate_passed
-    assert {s.id for s in result.scenarios if s.status is ScenarioStatus.SKIPPED} >= {
-        "l4-concurrent-duplicates", "l1-old-checkpoints", "l2-escalation-after-sandbox"}
-    na = {c.id for c in result.criteria if c.status is CriterionStatus.NOT_APPLICABLE}
-    assert na == {"L1.6", "L2.11", "L4.10", "L5.4"}
+    assert level.not_claimed == () and level.claimed == level.shown_not_declared
+    assert set(level.shown_not_declared) == {f.value for f in OPTIONAL_FEATURES}
+    assert result.gate_passed, level.headline
+    assert all(c.status is CriterionStatus.PASSED for c in result.criteria)
+    assert all(s.status is ScenarioStatus.PASSED and not s.faults_excused
+               for s in result.scenarios)
+    shown = {s.id: s.features_shown for s in result.scenarios}
+    assert "multi_instance" in shown["l4-concurrent-duplicates"]
+    assert "checkpoint_import" in shown["l1-old-checkpoints"]
+    assert "sandbox_escalation" in shown["l2-escalation-after-sandbox"]
 
 
 def test_the_docs_table_lists_what_each_optional_feature_gates():

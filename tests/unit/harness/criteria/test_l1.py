@@ -665,8 +665,56 @@ def test_l1_6_not_exercised_without_loads_and_not_applicable_without_the_feature
     b = TraceBuilder("s1")
     b.model("s1")
     assert v("L1.6", b.build()).status is Status.NOT_EXERCISED
-    b, _, _ = _load(features=(Feature.APPROVALS,))
+    # undeclared, and no fixture ever accepted: n/a
+    b = TraceBuilder("s-v1", features=(Feature.APPROVALS,))
+    b.driver("load_checkpoint", session_id="s-v1", fixture="v1")
+    b.raised("load_checkpoint", "ValueError", "no such format")
     assert v("L1.6", b.build()).status is Status.NOT_APPLICABLE
+
+
+def test_l1_6_applies_undeclared_once_a_fixture_is_accepted():
+    # the behaviour shows checkpoint_import although the implementation declares nothing:
+    # the load is judged like any other, a good one passes, a lost history fails
+    b, _, _ = _load(features=(Feature.APPROVALS,))
+    assert v("L1.6", b.build()).status is Status.PASS
+    b, load, request = _load(carried=False, features=(Feature.APPROVALS,))
+    verdict = v("L1.6", b.build())
+    assert verdict.status is Status.FAIL and {load, request} <= all_indexes(verdict)
+
+
+def test_l1_6_a_refused_fixture_is_na_undeclared_unless_another_load_shows_the_feature():
+    b = TraceBuilder("s-v1", features=())
+    b.driver("load_checkpoint", session_id="s-v1", fixture="v1")
+    refused = b.add("driver_raised", {"method": "load_checkpoint", "exception": "ValueError",
+                                      "message": "no earlier format", "expected": False,
+                                      "refused": True})
+    assert v("L1.6", b.build()).status is Status.NOT_APPLICABLE
+    # the same implementation accepts another fixture in the scenario: in force, so the
+    # refusal of the first is judged like any failed load
+    b.driver("load_checkpoint", session_id="s-v1", fixture="v2")
+    b.returned("load_checkpoint", None)
+    b.turn("s-v1", "carry on")
+    b.model("s-v1", messages=[*HISTORY, user("carry on")])
+    b.turn_returns("s-v1")
+    verdict = v("L1.6", b.build())
+    assert verdict.status is Status.FAIL and refused in all_indexes(verdict)
+
+
+def test_l1_6_a_skipped_load_step_judges_nothing_and_says_why():
+    # the implementation declares no fixture (the documented way to have no old format):
+    # the harness skipped the step, and the turn after it carries no history, rightly
+    b = TraceBuilder("s-v1")
+    reason = "the implementation declares no checkpoint fixture 'v1' (declared: none)"
+    b.add("driver_call", {"method": "load_checkpoint", "skipped": reason,
+                          "args": {"session_id": "s-v1", "fixture": "v1"}})
+    b.add("driver_return", {"method": "load_checkpoint", "result": None, "skipped": reason})
+    b.turn("s-v1", "carry on")
+    b.model("s-v1", messages=[user("carry on")])
+    b.turn_returns("s-v1")
+    verdict = v("L1.6", b.build())
+    assert verdict.status is Status.NOT_EXERCISED
+    assert "load step skipped: the implementation declares no checkpoint fixture" in \
+        verdict.evidence[0].note
 
 
 # --------------------------------------------------------------------------- L1.7

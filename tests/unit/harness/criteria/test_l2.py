@@ -890,7 +890,58 @@ def _escalation(denial_started=False, escalated_started=True, outcome="failed"):
 def test_l2_10_passes_when_execution_started_is_exact():
     b, _ = _escalation()
     verdict = v("L2.10", b.build())
-    assert verdict.status is Status.PASS and verdict.exercised == 2
+    # only the post-sandbox escalation exercises it; the pre-call denial is checked only
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+
+
+def _pre_call_denial_only(started=False):
+    b = TraceBuilder(session("s1", rules=[("deny", "Bash", "rm *", "command")]),
+                     tools=[("Bash", "bash")])
+    b.model("s1", [call("c0", "Bash", {"command": "rm -rf build"})])
+    point = b.observe(op_view("s1", "c0", "Bash", {"command": "rm -rf build"}, permission="deny",
+                              execution_started=started))
+    return b, point
+
+
+def test_l2_10_a_pre_call_denial_alone_is_not_its_hard_case():
+    # writing execution_started=false on every denial passes a pre-call denial: it proves
+    # nothing about the hard case, so it is not exercised (the gate then fails on it)
+    b, _ = _pre_call_denial_only()
+    verdict = v("L2.10", b.build())
+    assert verdict.status is Status.NOT_EXERCISED
+    assert "no sandboxed run asked for escalation" in verdict.evidence[0].note
+    # ...while a wrong one still fails
+    b, point = _pre_call_denial_only(started=True)
+    verdict = v("L2.10", b.build())
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+
+
+def test_l2_10_judges_the_escalation_of_an_implementation_without_the_feature():
+    # the world asked for escalation; an implementation without sandbox_escalation takes it
+    # as a definite failure (no prompt, no unsandboxed run): L2.10 is core and judges it
+    b = TraceBuilder(session("s1", rules=[("allow", "Bash")]), tools=[("Bash", "bash")],
+                     features=())
+    b.model("s1", [call("s1c", "Bash", NPM)])
+    row = b.executed("s1", "s1c", "Bash", NPM, status="error", error_kind="permission_denied",
+                     effect="partial", escalation_requested=True)
+
+    def final(started, outcome):
+        t = TraceBuilder(session("s1", rules=[("allow", "Bash")]), tools=[("Bash", "bash")],
+                         features=())
+        t.events, t.points = list(b.events), list(b.points)
+        point = t.observe(op_view("s1", "s1c", "Bash", NPM, outcome=outcome,
+                                  failure_kind="permission_denied", execution_started=started))
+        return t.build(), point
+
+    good, _ = final(True, "failed")
+    verdict = v("L2.10", good)
+    assert verdict.status is Status.PASS and verdict.exercised == 1
+    bad, point = final(False, "not_started")
+    verdict = v("L2.10", bad)
+    assert verdict.status is Status.FAIL and {row, point} <= all_indexes(verdict)
+    # L2.11 on the same trace: the implementation never acted on the request (no feature
+    # shown, none declared), so it is not applicable
+    assert v("L2.11", good).status is Status.NOT_APPLICABLE
 
 
 def test_l2_10_fails_when_a_pre_call_denial_claims_a_start():
@@ -977,6 +1028,17 @@ def test_l2_11_not_exercised_without_escalation_and_not_applicable_without_featu
     b.model("s1", [call("c1", "Bash", NPM)])
     b.executed("s1", "c1", "Bash", NPM)
     assert v("L2.11", b.build()).status is Status.NOT_EXERCISED
+    b.features = (Feature.AUTO_MODE,)  # undeclared, and nothing asked for escalation
+    assert v("L2.11", b.build()).status is Status.NOT_APPLICABLE
+
+
+def test_l2_11_judges_an_escalation_the_implementation_acted_on_without_declaring_it():
+    # an unsandboxed retry is the behaviour that shows sandbox_escalation: undeclared, the
+    # criterion still judges it (with its own approval it passes, without any it fails)
     b, _ = _retry()
     b.features = (Feature.AUTO_MODE,)
-    assert v("L2.11", b.build()).status is Status.NOT_APPLICABLE
+    assert v("L2.11", b.build()).status is Status.PASS
+    b, marks = _retry(approval="none")
+    b.features = ()
+    verdict = v("L2.11", b.build())
+    assert verdict.status is Status.FAIL and {marks["asked"], marks["retry"]} <= all_indexes(verdict)

@@ -607,9 +607,33 @@ def test_l4_10_not_exercised_without_concurrent_turns():
 
 
 def test_l4_10_not_applicable_for_single_instance_implementations():
+    # multi_instance undeclared, and the second open refused (the documented way): A runs
+    # the turn alone and L4.10 has nothing to judge
     tb = TB(S1, features=(Feature.APPROVALS,))
+    args = {"session_id": "s1", "user_text": "go", "hold_at": "after_revalidation"}
+    _driver(tb, "driver_call", 1, "concurrent_turn", args={**args, "role": "A"})
+    tb.respond("s1", (W,), instance=1)
+    _hit(tb, "after_revalidation", "hold", CTX, IN_FLIGHT, instance=1)
+    _driver(tb, "driver_call", 2, "open", args={}, concurrent_with=1)
+    _driver(tb, "driver_raised", 2, "open", exception="RuntimeError", refused=True,
+            message="another live instance holds <data_dir>", expected=False)
+    tb.executed("s1", W, instance=1)
+    _driver(tb, "driver_return", 1, "concurrent_turn", result=None)
+    tb.observe("quiescent", Observation(operations=(op(W),), result_records=1))
+    verdict = check("L4.10", tb.build())
+    assert verdict.status is Status.NOT_APPLICABLE
+    assert "neither declares multi_instance nor showed it" in verdict.evidence[0].note
+
+
+def test_l4_10_judges_a_second_instance_opened_without_declaring_multi_instance():
+    # B opened and took the turn: the behaviour shows multi_instance, so the duplicate it
+    # executed is judged although nothing was declared
+    tb = TB(S1, features=(Feature.APPROVALS,))
+    row, _ = _concurrent(tb, twice=True)
+    assert_fail_at(check("L4.10", tb.build()), row)
+    tb = TB(S1, features=())
     _concurrent(tb)
-    assert check("L4.10", tb.build()).status is Status.NOT_APPLICABLE
+    assert_pass(check("L4.10", tb.build()))
 
 
 def test_l4_9_an_unrecovered_in_flight_record_claims_nothing():

@@ -102,14 +102,21 @@ def test_item_outcomes():
     assert kind == "fail" and text.startswith("scenario hung errored: hung in run_turn")
 
 
-def test_a_scenario_needing_an_undeclared_feature_is_a_skipped_item(monkeypatch):
-    from harness.contract import conformance
+def test_a_scenario_written_for_an_undeclared_feature_is_an_item_like_any_other():
+    # nothing is skipped for what an implementation declares: a gated criterion is n/a on
+    # it when the behaviour did not show the feature, judged (and may fail) when it did
     from harness.contract import Feature
 
-    monkeypatch.setattr(conformance, "missing_features", lambda s, declared: (Feature.WEB_PROJECTION,))
-    (skipped,) = _judged(GOOD)
-    kind, text = scenario_outcome(skipped, None, {}, TITLES)
-    assert kind == "skip" and "web_projection" in text and "does not declare" in text
+    gated = criterion("W", required=(Feature.WEB_PROJECTION,))
+    quiet = FakeScenario("quiet", marks=("A:ok", "W:bad"))
+    shows = FakeScenario("shows", marks=("A:ok", "W:bad"), publishes=1)
+    judged = [judge_scenario(FakeImplementation(), s, 0, criteria=(CRITERIA[0], gated),
+                             runner=fake_runner(), fault_renderer=render_faults,
+                             impl_spec="python:m:f") for s in (quiet, shows)]
+    titles = {**TITLES, "W": "title W"}
+    assert scenario_outcome(judged[0], None, {}, titles) == ("pass", "")
+    kind, text = scenario_outcome(judged[1], None, {}, titles)
+    assert kind == "fail" and text.startswith("W title W: failed")
 
 
 def test_a_demanded_feature_the_implementation_does_not_declare_fails_a_full_run():

@@ -641,3 +641,125 @@ def test_checked_parts_skip_a_field_whose_tuple_passed_and_check_rows_per_field(
     assert not parts.fit(c.Observation(sessions=(session, other),
                                        operations=(session,)))  # type: ignore[arg-type]
     assert checked == [session, other, session]
+
+
+# --------------------------------------------------------------------------- one instance at a time
+
+
+class SingleInstanceImpl(FakeImpl):
+    """Refuses to open a second instance while one is live on the data dir (the documented
+    way for an implementation without ``multi_instance``). No crash support: a dropped
+    instance would keep its claim."""
+
+    def __init__(self, features: tuple[c.Feature, ...] = (), **flags) -> None:
+        super().__init__(**flags)
+        self.info = c.ImplementationInfo("single", "0.1", features=features)
+        self.live: set[str] = set()
+
+    def open(self, data_dir: str, world: c.World) -> FakeRuntime:
+        if data_dir in self.live:
+            raise RuntimeError("another live instance holds this data dir")
+        self.live.add(data_dir)
+        runtime = FakeRuntime(self, data_dir, world)
+        runtime.close = lambda: self.live.discard(data_dir)  # type: ignore[method-assign]
+        return runtime
+
+
+def test_an_implementation_without_multi_instance_may_refuse_the_second_instance():
+    from harness.criteria import feature_evidence
+
+    result = run(SingleInstanceImpl(), "runner_concurrent.toml")
+    assert result.error == "" and result.trace.completed, result.error
+    (refused,) = kinds(result, Kind.DRIVER_RAISED)
+    assert refused.instance == 1 and refused.data["method"] == "open"
+    assert refused.data["refused"] is True and refused.data["expected"] is False
+    calls = [e for e in kinds(result, Kind.DRIVER_CALL) if e.data["method"] == "concurrent_turn"]
+    assert [e.data["args"]["role"] for e in calls] == ["A"]  # B never took the turn
+    assert [row.instance for row in result.trace.ledger()] == [0]  # A finished alone
+    assert feature_evidence.shown(result.trace) == ()
+
+
+def test_a_refused_second_instance_is_a_run_error_when_multi_instance_is_declared():
+    result = run(SingleInstanceImpl(features=(c.Feature.MULTI_INSTANCE,)), "runner_concurrent.toml")
+    assert not result.trace.completed
+    assert "open on instance 1 raised RuntimeError: another live instance" in result.error
+    (raised,) = kinds(result, Kind.DRIVER_RAISED)
+    assert "refused" not in raised.data
+
+
+def test_a_fault_on_the_path_of_a_feature_neither_declared_nor_shown_is_excused():
+    # after_prepare's second hit is B's: refused, it never comes. The scenario is written
+    # for multi_instance, which the implementation neither declares nor showed: excused
+    text = CONCURRENT_CRASH.format(fault='failpoint = "after_prepare"\nhits = "2"\naction = "crash"',
+                                   more="")
+    result = run(SingleInstanceImpl(), text)
+    assert result.error == "" and result.unfired == () and result.trace.completed
+    (line,) = result.excused
+    assert line.startswith("fault 1: after_prepare, hit #2 -> crash")
+    assert line.endswith("[excused: the scenario is written for multi_instance, which the "
+                         "implementation neither declares nor showed]")
+    # neighbours: declared (no excuse: the refusal and the unfired fault are errors), and
+    # shown though undeclared (B opened and took the turn, so the plan is judged as for a
+    # declared feature: B never reached after_prepare, and that is an error again)
+    declared = run(SingleInstanceImpl(features=(c.Feature.MULTI_INSTANCE,)), text)
+    assert declared.excused == () and not declared.trace.completed
+    undeclared = FakeImpl()
+    undeclared.info = c.ImplementationInfo("fake", "0.1", features=())
+    shown = run(undeclared, text)
+    assert shown.excused == () and not shown.trace.completed
+    assert "fault 1: after_prepare, hit #2 -> crash" in shown.error
+
+
+CHECKPOINT_STEP = """
+id = "t"
+stage = "l1"
+[[sessions]]
+id = "s1"
+[[tools]]
+name = "write_file"
+kind = "write"
+[[model]]
+text = "carried on"
+[[steps]]
+do = "load_checkpoint"
+fixture = "ckpt_v1"
+[[steps]]
+do = "turn"
+text = "carry on"
+"""
+
+
+class RefusingLoader(FakeImpl):
+    """Names a fixture, and refuses it: load_checkpoint raises."""
+
+    def __init__(self, features: tuple[c.Feature, ...] = ()) -> None:
+        super().__init__()
+        self.info = c.ImplementationInfo("loader", "0.1", features=features,
+                                         checkpoint_fixtures=("ckpt_v1.json",))
+
+    def checkpoint_fixture(self, name: str) -> bytes:
+        return (DATA / name).read_bytes()
+
+    def open(self, data_dir: str, world: c.World) -> FakeRuntime:
+        runtime = FakeRuntime(self, data_dir, world)
+
+        def refuse(session_id: str, data: bytes) -> None:
+            raise ValueError("this runtime reads no earlier checkpoint format")
+
+        runtime.load_checkpoint = refuse  # type: ignore[method-assign]
+        return runtime
+
+
+def test_an_implementation_without_checkpoint_import_may_refuse_a_fixture():
+    from harness.criteria import feature_evidence
+
+    result = run(RefusingLoader(), CHECKPOINT_STEP)
+    assert result.error == "" and result.trace.completed, result.error
+    (refused,) = kinds(result, Kind.DRIVER_RAISED)
+    assert refused.data["method"] == "load_checkpoint" and refused.data["refused"] is True
+    assert [e.data["method"] for e in kinds(result, Kind.DRIVER_RETURN)][-1] == "run_turn"
+    assert feature_evidence.shown(result.trace) == ()
+    # declared, the same refusal is a run error
+    declared = run(RefusingLoader(features=(c.Feature.CHECKPOINT_IMPORT,)), CHECKPOINT_STEP)
+    assert not declared.trace.completed
+    assert "load_checkpoint on instance 0 raised ValueError" in declared.error

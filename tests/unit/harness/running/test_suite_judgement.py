@@ -17,7 +17,10 @@ S1 = FakeScenario("s1", marks=("A:ok", "E:raise"), failpoints=("after_result_sav
 S2 = FakeScenario("s2", stage="l1", file="scenarios/l1/two.toml", marks=("A:ok", "B:ok", "B:bad"),
                   failpoints=("after_tool_returned",))
 HUNG = FakeScenario("hung", error="hung in run_turn after 20s", marks=("C:ok", "B:bad"))
-WEB = dataclasses.replace(S1, id="web")  # needs an undeclared optional feature: skipped
+WEB = dataclasses.replace(S1, id="web", marks=("A:ok", "D:bad"))  # D n/a: web_projection neither declared nor shown
+SHOWN = dataclasses.replace(S1, id="shown", marks=("D:ok",), publishes=2)  # shown: D judged
+EXCUSED = dataclasses.replace(S1, id="excused", marks=("A:ok", "C:ok", "D:ok"), publishes=1,
+                              excused=("fault 1: after_prompt, hit #1 -> crash: did not fire",))
 CRITERIA = (criterion("A"), criterion("B", "l1"), criterion("C"),
             criterion("D", required=(Feature.WEB_PROJECTION,)), criterion("E", "m"))
 ARGS = dict(criteria=CRITERIA, impl_spec="python:my.mod:make")
@@ -33,17 +36,8 @@ def _comparable(result):
     return dataclasses.replace(result, run=dataclasses.replace(result.run, started="", duration_s=0.0))
 
 
-@pytest.fixture
-def web_needs_a_feature(monkeypatch):
-    from harness.contract import conformance
-
-    real = conformance.missing_features
-    monkeypatch.setattr(conformance, "missing_features",
-                        lambda s, declared: (Feature.WEB_PROJECTION,) if s.id == "web" else real(s, declared))
-
-
-def test_judged_one_at_a_time_through_json_equals_one_run(web_needs_a_feature):
-    scenarios = (S1, S2, HUNG, WEB)
+def test_judged_one_at_a_time_through_json_equals_one_run():
+    scenarios = (S1, S2, HUNG, WEB, SHOWN, EXCUSED)
     whole = run_suite(FakeImplementation(), scenarios, 7, runner=fake_runner(),
                       fault_renderer=render_faults, **ARGS)
     parts = combine_judgements(FakeImplementation().info, [_judged_through_json(s) for s in scenarios],
@@ -51,14 +45,26 @@ def test_judged_one_at_a_time_through_json_equals_one_run(web_needs_a_feature):
     assert _comparable(parts) == _comparable(whole)
     statuses = {c.id: c.status for c in parts.criteria}
     assert statuses == {"A": CriterionStatus.PASSED, "B": CriterionStatus.FAILED,
-                        "C": CriterionStatus.NOT_EXERCISED, "D": CriterionStatus.NOT_APPLICABLE,
+                        "C": CriterionStatus.NOT_EXERCISED, "D": CriterionStatus.PASSED,
                         "E": CriterionStatus.ERROR}
     # the excerpt travelled with the judgement although the trace did not
     b = next(c for c in parts.criteria if c.id == "B")
     assert [v.scenario for v in b.violations] == ["s2", "hung"]
     assert any('"B:bad"' in line for line in b.violations[0].excerpt)
     assert [s.status for s in parts.scenarios] == [ScenarioStatus.FAILED, ScenarioStatus.FAILED,
-                                                   ScenarioStatus.ERROR, ScenarioStatus.SKIPPED]
+                                                   ScenarioStatus.ERROR, ScenarioStatus.PASSED,
+                                                   ScenarioStatus.PASSED, ScenarioStatus.PASSED]
+    # the behaviour that shows a feature travels too; D:bad where it was not shown is n/a
+    by_id = {s.id: s for s in parts.scenarios}
+    assert by_id["web"].features_shown == () and by_id["shown"].features_shown == ("web_projection",)
+    assert {v.criterion_id: v.status for v in by_id["web"].verdicts}["D"] == "not_applicable"
+    assert parts.features_shown == ("web_projection",)
+    assert parts.conformance.shown_not_declared == ("web_projection",)
+    # an excused scenario's passes count for nothing (C only passed there: not exercised)
+    excused = {v.criterion_id: v for v in by_id["excused"].verdicts}
+    assert by_id["excused"].faults_excused == EXCUSED.excused
+    assert excused["C"].status == "not_exercised" and "not counted" in excused["C"].evidence[0].note
+    assert excused["D"].status == "not_exercised"
 
 
 def test_a_subset_of_criteria_judges_only_those():

@@ -68,13 +68,19 @@ def test_score_lines_show_each_class_and_each_criterion():
     assert "X1 0/1" in text and "L1.1 1/2" in text and "L1.2 -" in text
 
 
-def test_the_levels_mutant_declares_everything_away_and_carries_a_core_defect():
-    (mutant,) = mutants_levels.MUTANTS
-    assert mutant.trust_class == "core_level" and "core_level" in TRUST_CLASSES
-    assert mutant.features == ()
-    implementation = MutantImplementation(reference_impl.implementation(), mutant)
-    assert implementation.info.features == ()
-    assert by_name(mutant.name) is mutant
+def test_the_levels_mutants_declare_everything_away_and_carry_a_defect():
+    core, *shown = mutants_levels.MUTANTS
+    assert core.trust_class == "core_level" and "core_level" in TRUST_CLASSES
+    # a defect of an optional feature the behaviour still shows (L5.4's projections,
+    # L2.11's escalation): caught although nothing is declared
+    assert [(m.trust_class, m.expected) for m in shown] == [
+        ("shown_features", ("L5.4",)), ("shown_features", ("L2.11",))]
+    assert "shown_features" in TRUST_CLASSES
+    for mutant in mutants_levels.MUTANTS:
+        assert mutant.features == ()
+        implementation = MutantImplementation(reference_impl.implementation(), mutant)
+        assert implementation.info.features == ()
+        assert by_name(mutant.name) is mutant
     keeps = Mutant("keeps", "x", ("X1",), contextlib.nullcontext)
     assert MutantImplementation(reference_impl.implementation(), keeps).info.features == tuple(Feature)
 
