@@ -467,8 +467,13 @@ class Runtime:
                 db.execute("UPDATE sessions SET turn_status = 'running', cancelled = 0"
                            " WHERE session_id = ?", (wait["session_id"],))
         session_id, execution_id = wait["session_id"], wait["execution_id"]
-        if applied:
-            self.announce_answer(wait, approve)
+        if not applied:
+            # a lost wait: the answer changes nothing and drives nothing (driving the session
+            # after a failed request would ask the model again: a hidden retry, M4)
+            row = self.store.one("SELECT turn_status FROM sessions WHERE session_id = ?",
+                                 session_id)
+            return {"session_id": session_id, "status": row["turn_status"], "final_text": ""}
+        self.announce_answer(wait, approve)
         op = self.op(execution_id)
         try:  # the answered operation is carried to its result, then the loop goes on
             self.pipeline(session_id, {"tool_call_id": op["tool_call_id"], "tool": op["tool"],

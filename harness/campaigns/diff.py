@@ -23,16 +23,17 @@ Guarantees of :func:`run_diff`:
   (with their first evidence note) and replay command are kept. Equal views with different
   verdicts (the failing criteria, or whether the run errored) are ``verdicts_differ``: an
   implementation's store and realtime events are not in the view, but the criteria read them.
-  A scenario needing an optional feature one side does not declare is ``skipped`` on both
-  (nothing to compare), and a case whose worker process died is ``error``.
+  Every scenario runs on both sides, whatever features they declare (features are judged
+  by behaviour; a side without one refuses it the documented way); a case whose worker
+  process died is ``error``.
 * **Determinism.** Nothing wall-clock or machine-specific is in the result: the same
   implementations, cases and seed give the same result, and ``diff.json`` byte for byte.
   With ``jobs`` > 1 the cases run in the worker pool (:mod:`harness.running.parallel`; a worker
   runs both sides of its case), and the result is that of ``jobs`` = 1 (the pool hands
   results back in case order).
 * **Verdict.** :attr:`DiffResult.differs` is true when some case diverged, its verdicts
-  differ or it errored, or when no case could be compared at all (every one skipped):
-  "no difference" is claimed only over cases that ran.
+  differ or it errored, or when no case could be compared at all: "no difference" is claimed
+  only over cases that ran.
 * **Reports.** ``diff.json`` (:func:`to_dict`, the result's dataclasses as plain data) and
   ``diff.md``, written as one set (:func:`harness.report.report_set.write_set`).
 """
@@ -240,21 +241,12 @@ def diff_case(scenario: Any, seed: int, sides: tuple[tuple[str, Implementation],
               criteria: Sequence[Criterion], runner: Callable[..., Any],
               time_limit_s: float, exact_text: bool = False) -> CaseDiff:
     """Run ``scenario`` on both sides (A, then B) and compare (see the module docstring)."""
-    from harness.contract import conformance
     from harness.running.suite import display_path, judge_scenario
     from harness.trace.determinism import RecordingRunner
 
     file = display_path(getattr(scenario, "file", ""))
-    missing = [(label, spec, conformance.missing_features(
-                    scenario, tuple(str(f) for f in implementation.info.features)))
-               for label, (spec, implementation) in zip("AB", sides)]
-    if any(features for _, _, features in missing):
-        why = "; ".join(f"{label} ({spec}) does not declare {', '.join(f.value for f in features)}"
-                        for label, spec, features in missing if features)
-        skipped = [_unrun_side(scenario, seed, spec, SKIPPED, why if features else "")
-                   for _, spec, features in missing]
-        return CaseDiff(scenario.id, file, SKIPPED, skipped[0], skipped[1],
-                        note=f"needs an optional feature: {why}")
+    # Every scenario runs on both sides: optional features are judged by behaviour, and a
+    # side without one refuses it the documented way (harness.criteria.feature_evidence).
     judged: list[tuple[Any, tuple[WorldEvent, ...]]] = []
     for spec, implementation in sides:
         recording = RecordingRunner(runner)

@@ -362,14 +362,17 @@ def generated_workloads(seed: int, count: int, context: Any) -> list[Any]:
 
 
 def implementation_context(implementation: Implementation) -> Any:
-    """What the implementation declares that a workload may name: its checkpoint fixtures
-    (by stem) and its optional features."""
+    """What a workload may name of the implementation: its checkpoint fixtures (by stem), and
+    every optional feature whatever it declares. Features are judged by behaviour
+    (:mod:`harness.criteria.feature_evidence`): an implementation without one refuses it the
+    documented way (a second instance's ``open`` raises, an escalation request is a definite
+    failure), and workloads that ask for it are how the behaviour gets the chance to show."""
     from harness.campaigns.workloads import Context
+    from harness.contract import OPTIONAL_FEATURES
 
     info = implementation.info
     fixtures = tuple(Path(path).stem for path in getattr(info, "checkpoint_fixtures", ()) or ())
-    features = frozenset(str(f) for f in getattr(info, "features", ()) or ())
-    return Context(fixtures=fixtures, features=features)
+    return Context(fixtures=fixtures, features=frozenset(str(f) for f in OPTIONAL_FEATURES))
 
 
 def load_workload(data: Mapping[str, Any]) -> Any:
@@ -588,6 +591,12 @@ def regression_data(data: Mapping[str, Any], outcome: Outcome) -> dict[str, Any]
     out["stage"] = stage
     out["title"] = ("a generated workload failing " + ", ".join(outcome.failing)
                     if outcome.failing else "a generated workload whose run did not complete")
+    from harness.contract.conformance import scenario_requirements
+
+    # a scenario file says which optional features its content needs, as the bundled ones do
+    needs = sorted(f.value for f in scenario_requirements(load_workload(data)))
+    if needs:
+        out["requires"] = needs
     return out
 
 

@@ -49,12 +49,25 @@ def test_the_same_seed_draws_the_same_workloads_and_another_seed_others():
     assert len(set(first)) > 30  # mostly distinct cases
 
 
-def test_features_the_implementation_lacks_are_never_drawn():
+def test_what_a_context_lacks_is_never_drawn():
     bare = Context(fixtures=(), features=frozenset())
     for workload in G.draw_chunk(3, 0, bare, 60):
         assert not {"concurrency", "checkpoints", "escalation"} & set(workload.features)
         assert not [s for s in workload.data["steps"]
                     if s["do"] in ("concurrent_turn", "load_checkpoint")]
+
+
+def test_features_are_drawn_for_every_implementation_and_fixtures_only_when_declared():
+    """Features are judged by behaviour: workloads ask for them whatever is declared; only a
+    checkpoint fixture must be one the implementation names."""
+    from harness.contract import ImplementationInfo
+
+    class Bare:
+        info = ImplementationInfo(name="bare", version="0")
+
+    context = G.implementation_context(Bare())
+    assert {"multi_instance", "sandbox_escalation"} <= context.features and context.fixtures == ()
+    assert G.implementation_context(REFERENCE).fixtures
 
 
 def test_a_short_campaign_on_the_reference_finds_nothing_and_is_deterministic():
