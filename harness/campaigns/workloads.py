@@ -788,8 +788,9 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
             if draw(st.booleans()):
                 steps_.append({"do": "answer", "wait": "next", "approve": draw(st.booleans())})
         if draw(st.booleans()):
+            # a version no drawn fault uses (those count up from 2, at most three of them)
             steps_.insert(1, {"do": "update_rules", "session": "s1", "rules": [],
-                              "permission_version": 2})
+                              "permission_version": 9})
         script = [{"review": review, "outcome": draw(st.sampled_from(
             ("risk_deny", "risk_deny", "timeout", "service_error", "cancelled", "allow")))}
             for review in range(1, draw(st.integers(2, 6)) + 1)]
