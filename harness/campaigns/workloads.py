@@ -701,10 +701,15 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
                                          "times": draw(st.integers(1, 4))}
                 if first == "hang":
                     entry["seconds"] = 5.0
-                behaviours_.append(entry)
                 if first == "transient" and draw(st.booleans()):
-                    # the retry cannot start: the attempt that ran stays on record
-                    behaviours_.append({"call": call_id, "behaviour": "unavailable"})
+                    # an idempotent call's attempt ran and failed transiently, and its
+                    # automatic retry cannot start: the attempt that ran stays on record
+                    calls[-1] = {"id": call_id, "tool": "ping", "args": {"host": "h1"}}
+                    entry["times"] = 1
+                    behaviours_ += [entry, {"call": call_id, "behaviour": "unavailable",
+                                            "times": 3}]
+                    continue
+                behaviours_.append(entry)
         model = [{"session": "s1", "tool_calls": calls}, {"session": "s1", "text": "Done."}]
         steps_ = [{"do": "turn", "session": "s1", "text": "run them all"}]
         fault = ([{"failpoint": Failpoint.DURING_DIAGNOSTICS_WRITE.value, "hits": "1",
