@@ -536,6 +536,7 @@ FAMILIES: tuple[str, ...] = (
     "denial_counting",     # risk-denial streaks across faults, versions, sessions, repeats
     "repeat_keys",         # failing commands again: reworded, respelt, elsewhere, evicted
     "long_operation",      # dangerous parts past 800 characters or after the first command
+    "classifier_outcomes", # timeouts, service errors, cancellations, late verdicts in a streak
 )
 """Targeted workloads for situations a random swarm reaches rarely: each is built around its
 situation, with the rest (verdicts, behaviours, faults) drawn as usual. About half of the
@@ -853,6 +854,35 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         data = _base([{"id": "s1", "mode": "auto"}], model,
                      [{"do": "turn", "session": "s1", "text": "clean up"}], features,
                      classifier={"dangerous": list(DANGEROUS)})
+    elif family == "classifier_outcomes":
+        timeout_s = draw(st.sampled_from((5.0, 30.0)))
+        sessions_ = [{"id": "s1", "mode": "auto", "thresholds": {
+            "consecutive_denials_max": draw(st.integers(2, 3)),
+            "cumulative_denials_max": draw(st.integers(3, 5)),
+            "classifier_timeout_s": timeout_s}}]
+        count = draw(st.integers(2, 5))
+        model = []
+        for number in range(1, count + 1):
+            if draw(st.booleans()):
+                call = _dangerous_call(draw, f"c{number}")
+            else:
+                call = {"id": f"c{number}", "tool": "send_email",
+                        "args": {"to": "team@example.com", "body": f"note {number}"}}
+            model.append({"session": "s1", "tool_calls": [call]})
+        model.append({"session": "s1", "text": "Done."})
+        script = []
+        for review in range(1, count + 1):
+            outcome = draw(st.sampled_from(("timeout", "service_error", "cancelled", "allow",
+                                            "risk_deny")))
+            entry: dict[str, Any] = {"review": review, "outcome": outcome}
+            if outcome == "allow" and draw(st.booleans()):
+                entry["delay_s"] = timeout_s + 10.0  # a late allow: a timeout
+            script.append(entry)
+        steps_ = [{"do": "turn", "session": "s1", "text": "tidy up"}]
+        if draw(st.booleans()):
+            steps_.append({"do": "answer", "wait": "next", "approve": draw(st.booleans())})
+        data = _base(sessions_, model, steps_, features,
+                     classifier={"dangerous": list(DANGEROUS), "script": script})
     elif family == "escalation_answer":
         if "sandbox_escalation" not in context.features:
             return draw(family_workload("idempotent_crash", context))
@@ -891,10 +921,10 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
 @st.composite
 def workloads(draw: Any, context: Context = Context()) -> Workload:
     """One whole workload (see the module docstring): a swarm of features, or a family."""
-    # four fair bits, not sampled_from: Hypothesis favours the first entries of a list, and
-    # the last families were drawn a few times in a thousand (shrinks to 0: no family)
-    bits = [draw(st.booleans()) for _ in range((len(FAMILY_CHOICES) - 1).bit_length())]
-    family = FAMILY_CHOICES[sum(bit << i for i, bit in enumerate(bits)) % len(FAMILY_CHOICES)]
+    # Hypothesis favours the first entries of a list (and False over True), so the later
+    # families were drawn a few times in a thousand; a Random that Hypothesis seeds (no
+    # global random: its seed is a draw like any other) picks uniformly
+    family = draw(st.randoms(use_true_random=False)).choice(FAMILY_CHOICES)
     if family is not None:
         data, features = draw(family_workload(family, context))
         workload = Workload(data, tuple(sorted(features)))

@@ -24,7 +24,7 @@ CONTEXT = G.implementation_context(REFERENCE)
 
 def test_every_drawn_workload_loads_and_uses_only_its_drawn_features():
     seen: set[str] = set()
-    for chunk in range(3):
+    for chunk in range(4):
         for workload in G.draw_chunk(11, chunk, CONTEXT):
             scenario = G.load_workload(workload.data)
             assert scenario.id == workload.data["id"]
@@ -100,7 +100,7 @@ ISSUE_CLASSES = (
 def test_a_short_campaign_reaches_every_class_of_situation_and_the_reference_passes_it():
     """Each class of situation the hand-written suite missed has a generated family that
     reaches it: read from the traces (reached_classes), not from what was planned."""
-    result = G.run_generation(REFERENCE, seed=2, budget=200, criteria=default_criteria(),
+    result = G.run_generation(REFERENCE, seed=5, budget=250, criteria=default_criteria(),
                               runner=default_runner(), jobs=1)
     assert result.failure is None and not result.invalid, (
         result.failure and result.failure.outcome.brief())
