@@ -262,6 +262,11 @@ def _across(trace: Trace, pts, session_id: str, a, b, keys: int) -> list[Evidenc
         or (e.kind == Kind.CLASSIFIER_REQUEST and e.data.get("outcome") == "allow")
         for e in between
     )
+    # any answer completes an approval, the one the cumulative threshold triggered included,
+    # and a new message answers a pending one "no" (found by generation: that refusal evicted
+    # a failure entry at the moment it reset the cumulative count, as L3.5 asks)
+    answered = any(a.index < answer.index <= b.index or a.index < answer.settled <= b.index
+                   for answer in approval_answers.answers(trace))
     after = {(c.session_id, c.permission_version): c for c in b.observation.denial_counters}
     for before in a.observation.denial_counters:
         if before.session_id != session_id:
@@ -269,7 +274,7 @@ def _across(trace: Trace, pts, session_id: str, a, b, keys: int) -> list[Evidenc
         now = after.get((before.session_id, before.permission_version))
         cumulative = now.cumulative if now else 0
         consecutive = now.consecutive if now else 0
-        if cumulative < before.cumulative and not approved:
+        if cumulative < before.cumulative and not approved and not answered:
             found.append(_ev(
                 f"session {session_id} v{before.permission_version}: cumulative denials "
                 f"dropped {before.cumulative} -> {cumulative} across the eviction of "

@@ -292,7 +292,10 @@ def check_l2_2(trace: Trace) -> Verdict:
             continue
         if _never_decided(trace, op):
             continue
-        if F.value(view.decided_by) in (DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value):
+        if F.value(view.decided_by) in (DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value,
+                                        DecisionSource.REVALIDATION.value):
+            # (revalidation: a rule change voided the decision before the start, and the
+            # contract refuses such a call without a new review; found by generation)
             continue
         if op.prompts or _denial_streak(trace, revs, op.session_id, op.served[0].end_index):
             continue
