@@ -853,8 +853,15 @@ def check_l1_7(trace: Trace) -> Verdict:
                             and later.latest is not None
                             and F.value(later.latest.decided_by) == DecisionSource.REPEAT_GUARD.value
                             # refused for its own key's failures, not as a repeat of this one
-                            # (found by generation: the corrected call's own earlier failure)
-                            and not O.must_refuse(trace, listed, later)):
+                            # (found by generation: the corrected call's own earlier failure,
+                            # or an earlier call of its key that a crash or the tool left unknown)
+                            and not O.must_refuse(trace, listed, later)
+                            and not any(
+                                prior.precedes(later) and prior.session_id == later.session_id
+                                and prior.tool == later.tool and _failure_any(prior)
+                                and F.expected_dedup_key(trace, prior.session_id, prior.tool, prior.args)
+                                == F.expected_dedup_key(trace, later.session_id, later.tool, later.args)
+                                for prior in listed)):
                         violations.append(_ev(
                             f"{F.describe(later)}: a corrected call after the parameter error of "
                             f"{op.tool_call_id} was refused as a repeat",
