@@ -542,7 +542,14 @@ def check_l3_9(trace: Trace) -> Verdict:
                    and (p := prompts_by_wait.get(a.wait_id)) is not None
                    and p.data.get("session_id") == call.session_id
                    and same_key(str(p.data.get("tool_call_id", "")))]
-        if len(denied_ids) < th.failure_repeat_limit or failures or refused or any(
+        # a run of the same operation a crash cut after its start is unknown, never retried
+        # (L1.7), and uses the budget too (found by generation in process mode)
+        cut = [e for e in trace.of_kind(Kind.FAILPOINT) if e.index < call.index
+               and e.data.get("action") == "crash"
+               and e.data.get("name") in ("after_start_recorded", "after_tool_returned")
+               and (e.data.get("context") or {}).get("session_id") == call.session_id
+               and same_key(str((e.data.get("context") or {}).get("tool_call_id", "")))]
+        if len(denied_ids) < th.failure_repeat_limit or failures or refused or cut or any(
                 r.outcome != ClassifierOutcome.RISK_DENY for r in history):
             continue
         if not s.can_approve(config):
