@@ -51,6 +51,14 @@ CODEX = Profile(
             CIRCUIT_BREAKER_SOURCE,
         ),
         Divergence(
+            "L3.5",
+            "the breaker counts denials in a window of the last 50 reviews (10 of them trip it), "
+            "not by the session's thresholds and reset rules: after a cumulative count the "
+            "reset rules expect to send the next action to the owner, it goes to the reviewer "
+            "again (seen on a generated workload, regression-generated-f9c38200e1)",
+            CIRCUIT_BREAKER_SOURCE,
+        ),
+        Divergence(
             "L3.3",
             "in a non-interactive session the breaker ends the turn too (TurnAborted): the "
             "denial that trips it is not handed back to the model and the loop does not go on "
