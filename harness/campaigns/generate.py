@@ -83,10 +83,6 @@ class CaseResult:
     """Only when run with a reference to compare (:func:`first_catch`): the reference fails
     this case too, so it says nothing about the implementation."""
 
-    @property
-    def catches(self) -> bool:
-        return self.outcome.failed and not self.reference_failed
-
 
 @dataclass(frozen=True, slots=True)
 class InvalidCase:
@@ -293,6 +289,14 @@ def _restart_after_threshold_approval(trace: Trace) -> bool:
     and a crash or restart after the answer."""
     from harness.criteria.denial_oracle import replay
 
+    # cheap first: the denial oracle's replay runs only for a case with an approving answer
+    # followed by a crash or restart (this runs for every generated case)
+    approvals = [e.index for e in trace.of_kind(Kind.DRIVER_CALL)
+                 if e.data.get("method") == "answer_approval" and not e.data.get("skipped")
+                 and (e.data.get("args") or {}).get("approve")]
+    if not approvals or not any(e.index > approvals[0]
+                                for e in trace.of_kind(Kind.CRASH, Kind.RESTART)):
+        return False
     armed = {m.index for m in replay(trace).moments if m.what == "prompt" and m.armed_all}
     if not armed:
         return False
@@ -487,9 +491,9 @@ def run_generation(
                              criteria=criteria, runner=runner, time_limit_s=time_limit_s)
 
         results = run_cases(work, len(round_), jobs=jobs, reuse_workers=True)
-        for (chunk, count), item in zip(round_, results):
+        for position, ((chunk, _count), item) in enumerate(zip(round_, results)):
             if isinstance(item, CaseFailure):  # a worker died: run the chunk here instead
-                item = work(round_.index((chunk, count)))
+                item = work(position)
             cases.extend(item.cases)
             invalid.extend(item.invalid)
             if progress:

@@ -572,7 +572,6 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
     features = frozenset({family})
     script_classifier = draw(classifier(frozenset({"classifier_faults"}) if draw(st.booleans())
                                         else frozenset()))
-    versions_holder: list[_Versions] = []
 
     def some_faults(sessions_: list[dict[str, Any]]) -> list[dict[str, Any]]:
         chosen = draw(st.sets(st.sampled_from(("crashes", "raises", "cancels", "rule_changes")),
@@ -580,7 +579,6 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         if not chosen:
             return []
         versions = _Versions(sessions_)
-        versions_holder.append(versions)
         return draw(faults(frozenset(chosen), sessions_, versions))
 
     if family == "twin_sessions":

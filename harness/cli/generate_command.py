@@ -15,19 +15,6 @@ from harness.contract.errors import EXIT_CONFORMANCE_FAILURE, EXIT_OK, UsageErro
 MIX_SHOWN_MAX = 40
 
 
-def _positive(kind: str) -> Any:
-    def parse(text: str) -> float:
-        try:
-            value = float(text) if kind == "seconds" else int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text} must be > 0 {kind}")
-        return value
-
-    return parse
-
-
 def add_parser(sub: Any) -> None:
     from harness.campaigns.generate import DEFAULT_BUDGET, DEFAULT_REGRESSIONS_DIR
     from harness.cli import options as cli
@@ -46,9 +33,9 @@ def add_parser(sub: Any) -> None:
     cli.add_impl_option(parser)
     cli.add_seed_option(parser)
     bound = parser.add_mutually_exclusive_group()
-    bound.add_argument("--budget", type=_positive("cases"), default=None, metavar="N",
+    bound.add_argument("--budget", type=cli.positive_int, default=None, metavar="N",
                        help=f"cases to generate (default: {DEFAULT_BUDGET})")
-    bound.add_argument("--time-s", type=_positive("seconds"), default=None, metavar="T",
+    bound.add_argument("--time-s", type=cli.positive_float, default=None, metavar="T",
                        help="generate until T wall-clock seconds have passed (a prefix of the "
                        "seed's cases: the cases do not depend on the time)")
     parser.add_argument(
@@ -127,15 +114,13 @@ def cmd_generate(args: argparse.Namespace, ctx: Any) -> int:
                 handle.write("\n")
         except OSError as exc:
             raise UsageError(f"--report {args.report!r}: {exc.strerror or exc}") from None
-    code = EXIT_OK
     if result.invalid:
         ctx.out(f"INVALID: {len(result.invalid)} drawn workload(s) the loader rejected (a bug of "
                 f"the vocabulary, please report it): {shorten(result.invalid[0].problem, 200)}")
-        code = EXIT_CONFORMANCE_FAILURE
     failure = result.failure
     if failure is None:
         ctx.out(f"no failure in {cases} generated cases")
-        return code
+        return EXIT_OK if result.passed else EXIT_CONFORMANCE_FAILURE
     ctx.out(f"FAILURE at case {failure.first_index}, shrunk in {failure.shrink_runs} runs: "
             f"{failure.outcome.brief()}")
     if failure.outcome.error:

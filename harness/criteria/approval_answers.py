@@ -138,3 +138,13 @@ def _store_rejected(trace: Trace, wait_id: str, after: int) -> bool:
                 return wait.status is WaitStatus.REJECTED
         return False
     return False
+
+
+@by_identity(2)
+def refusals(trace: Trace) -> tuple[tuple[int, TraceEvent], ...]:
+    """Every refusal of a prompted wait (the owner's "no", or a new message's): when it was
+    given, and the prompt it answered. An owner's refusal of an operation uses its repeat
+    budget (docs/contract.md), which the repeat judgements of L1.x and L3.x both read."""
+    prompts = {str(p.data.get("wait_id", "")): p for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
+    return tuple((answer.index, prompts[answer.wait_id]) for answer in answers(trace)
+                 if not answer.approve and answer.wait_id in prompts)

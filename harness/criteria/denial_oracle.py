@@ -231,9 +231,7 @@ def _needs(trace: Trace, changes: tuple[s.RuleChange, ...], all_reviews: tuple[s
     prompted = {(p.data.get("session_id"), p.data.get("tool_call_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
     ran = {s.ledger_key(e) for e in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE)}
     requests = s.model_requests(trace)
-    prompts = {str(p.data.get("wait_id", "")): p for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
-    refusals = [(a.index, prompts[a.wait_id]) for a in approval_answers.answers(trace)
-                if not a.approve and a.wait_id in prompts]
+    refusals = approval_answers.refusals(trace)
     steps = []
     for key, call in sorted(s.first_emissions(trace).items(), key=lambda kv: kv[1].index):
         if call.tool is None or call.args is None:

@@ -515,7 +515,6 @@ def check_l3_9(trace: Trace) -> Verdict:
     prompted |= {(w.session_id, w.tool_call_id) for p in trace.observations for w in p.observation.approval_waits}
     exercised, violations = 0, []
     emitted = s.first_emissions(trace)
-    prompts_by_wait = {str(p.data.get("wait_id", "")): p for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
     for key, call in sorted(emitted.items(), key=lambda kv: kv[1].index):
         config = configs.get(call.session_id)
         if config is None or config.mode is not Mode.AUTO or call.tool is None or call.args is None:
@@ -538,10 +537,9 @@ def check_l3_9(trace: Trace) -> Verdict:
         denied_ids = {r.tool_call_id for r in history if r.outcome == ClassifierOutcome.RISK_DENY}
         # the owner's refusals of the same operation do use the budget (docs/contract.md;
         # found by generation: a refused fallback, then the repeat guard)
-        refused = [a for a in approval_answers.answers(trace) if not a.approve and a.index < call.index
-                   and (p := prompts_by_wait.get(a.wait_id)) is not None
-                   and p.data.get("session_id") == call.session_id
-                   and same_key(str(p.data.get("tool_call_id", "")))]
+        refused = [prompt for at, prompt in approval_answers.refusals(trace) if at < call.index
+                   and prompt.data.get("session_id") == call.session_id
+                   and same_key(str(prompt.data.get("tool_call_id", "")))]
         # a run of the same operation a crash cut after its start is unknown, never retried
         # (L1.7), and uses the budget too (found by generation in process mode)
         cut = [e for e in trace.of_kind(Kind.FAILPOINT) if e.index < call.index

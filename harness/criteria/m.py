@@ -13,7 +13,7 @@ from harness.criteria import answer_provenance as P
 from harness.criteria import trace_readings as s
 from harness.criteria import unfinished_stream_calls, user_messages
 from harness.criteria.base import Criterion, Verdict, judge
-from harness.trace.record import Kind, Trace, TraceEvent
+from harness.trace.record import Trace, TraceEvent
 
 END_STATUS = {
     "end": ModelRequestStatus.COMPLETED,
@@ -301,10 +301,8 @@ def check_m5(trace: Trace) -> Verdict:
         for event, payload in s.lifecycle_of(trace, "turn_ended"):
             if stream.index < event.index < horizon and payload.get("session_id") == session:
                 status = (payload.get("data") or {}).get("status")
-                if status == TurnStatus.CANCELLED.value and any(
-                        stream.index < c.index < event.index and c.data.get("method") == "cancel"
-                        and (c.data.get("args") or {}).get("session_id") == session
-                        for c in trace.of_kind(Kind.DRIVER_CALL)):
+                if status == TurnStatus.CANCELLED.value and s.cancelled(trace, session, stream.index,
+                                                                        event.index):
                     break  # the session was cancelled meanwhile (found by generation: another
                     # instance's cancel while this one's EOF was held)
                 if status == TurnStatus.COMPLETED.value or (how == "eof" and status != TurnStatus.INCOMPLETE.value):

@@ -715,10 +715,11 @@ def innermost_span(spans: Iterable[DriverSpan], index: int, methods: Iterable[st
     return best
 
 
-def cancelled(trace: Trace, session_id: str, after: int = -1) -> bool:
-    """Did the harness cancel the session (driver ``cancel`` call) after event ``after``?"""
+def cancelled(trace: Trace, session_id: str, after: int = -1, before: int | None = None) -> bool:
+    """Did the harness cancel the session (driver ``cancel`` call) after event ``after`` (and
+    before event ``before``, when given)?"""
     return any(
-        e.index > after and e.data.get("method") == "cancel"
+        e.index > after and (before is None or e.index < before) and e.data.get("method") == "cancel"
         and (e.data.get("args") or {}).get("session_id", session_id) == session_id
         for e in trace.of_kind(Kind.DRIVER_CALL)
     )
