@@ -67,8 +67,9 @@ def sha256_prefixed(text: str) -> str:
 
 
 def test_the_page_has_every_example_and_list_this_test_knows():
-    assert set(EXAMPLES) == {"canonical_json", "execution_id", "args_digest", "result_digest",
-                             "projection", "thresholds", "crash_fault"}
+    assert set(EXAMPLES) == {"canonical_json", "canonical_refused", "execution_id",
+                             "args_digest", "result_digest", "projection", "thresholds",
+                             "crash_fault"}
     assert set(LISTS) == set(ENUM_LISTS) | {"projection_statuses", "RecoveryAction",
                                             "CORE_FEATURES"}
 
@@ -77,8 +78,20 @@ def test_the_page_has_every_example_and_list_this_test_knows():
 
 
 def test_canonical_json_example():
+    assert len(EXAMPLES["canonical_json"]) >= 4  # plain, escapes, floats, non-BMP names
     for example in EXAMPLES["canonical_json"]:
         assert c.canonical_json(example["value"]) == example["canonical"]
+    # the page's examples hold what RFC 8785 changed: floats, and a name past U+FFFF
+    assert any(isinstance(v, float) for e in EXAMPLES["canonical_json"]
+               for v in e["value"].values())
+    assert any(max(k) > "\uffff" for e in EXAMPLES["canonical_json"] for k in e["value"])
+
+
+def test_what_the_page_says_has_no_canonical_text_is_refused_as_it_says():
+    for example in EXAMPLES["canonical_refused"]:
+        with pytest.raises(c.CanonicalJsonError) as refused:
+            c.canonical_json(example["value"])
+        assert example["refused"] in str(refused.value)
 
 
 def test_execution_id_example_and_its_spelled_out_formula():
