@@ -4,6 +4,7 @@ equal what ``harness.contract.conformance`` and the criteria use. A page that dr
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import itertools
@@ -225,6 +226,27 @@ def test_the_feature_table_names_the_bundled_scenarios_written_for_each_feature(
             actual[feature.value].add(relative.as_posix())
     assert documented == actual
     assert actual["multi_instance"] and actual["checkpoint_import"]  # the scan works
+
+
+# --------------------------------------------------------------------------- types
+
+
+def documented_types() -> dict[str, list[str]]:
+    """``#### `Name` `` heading of "Types, field by field" -> the fields its table lists."""
+    start = TEXT.index("## Types, field by field")
+    section = TEXT[start:TEXT.index("\n## ", start + 1)]
+    found: dict[str, list[str]] = {}
+    for match in re.finditer(r"^#### `(\w+)`", section, re.M):
+        rows = table_rows_of(section[match.start():], match.group(0))
+        found[match.group(1)] = [ticked(row[0])[0] for row in rows]
+    return found
+
+
+def test_every_field_of_every_type_is_explained_in_order():
+    types = {name: [f.name for f in dataclasses.fields(value)] for name, value in vars(c).items()
+             if isinstance(value, type) and dataclasses.is_dataclass(value)}
+    assert len(types) > 25  # the scan sees the face
+    assert documented_types() == types
 
 
 # --------------------------------------------------------------------------- events
