@@ -157,6 +157,7 @@ class _Index:
             key = (str(projection.get("session_id", "")), str(projection.get("tool_call_id", "")))
             self.publications.setdefault(key, []).append(event)
         self.reviews: list[TraceEvent] = list(trace.of_kind(Kind.CLASSIFIER_REQUEST))
+        self.crashes: tuple[TraceEvent, ...] = trace.crashes()
         self.requests: list[TraceEvent] = list(trace.of_kind(Kind.MODEL_REQUEST))
         self.stream_ends: dict[str, list[TraceEvent]] = {}
         for event in trace.of_kind(Kind.MODEL_STREAM_END):
@@ -436,8 +437,29 @@ def _served_at(hit: _Hit) -> int:
     return served
 
 
+def _cut_off(hit: _Hit) -> TraceEvent | None:
+    """The crash that cut this run off between its start record and its saved result (a
+    crash after its ``after_start_recorded`` hit with no ``after_result_saved`` hit of the
+    run before it), if any: the result is then the ``unknown`` a recovery records."""
+    anchor = hit.run_anchor()
+    if anchor < 0:
+        return None
+    saved = [h.index for h in hit.previous_hits(Failpoint.AFTER_RESULT_SAVED.value)
+             if h.index > anchor]
+    for crash in hit.index.crashes:
+        if anchor < crash.index < hit.at and not any(i < crash.index for i in saved):
+            return crash
+    return None
+
+
 def _expected_result(hit: _Hit, op: OperationView) -> list[Problem]:
-    """The saved result must be the one the world's attempts of this run give."""
+    """The saved result must be the one the world's attempts of this run give; for a run a
+    crash cut off before its result was saved, the ``unknown`` a recovery records (its
+    digest is not judged here: the host never saw the tool's answer). Found by an outside
+    implementation whose ``recover()`` passes the checkpoint failpoints while it folds such
+    a call (issue 31, case 1): nothing in the contract forbids that."""
+    if op.outcome is Outcome.UNKNOWN and _cut_off(hit) is not None:
+        return []
     run = hit.attempts(after=hit.run_anchor())
     if not run:
         if op.outcome is not Outcome.NOT_STARTED:

@@ -112,11 +112,14 @@ def check_l2_1(trace: Trace) -> Verdict:
             computed = decision.source.value
             point = op.latest_point.index
             if computed in _STATIC_DENY:
-                if F.value(view.permission) != Permission.DENY.value or stored not in (
-                    computed, DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value
-                ):
+                accepted = (computed, DecisionSource.REPEAT_GUARD.value,
+                            DecisionSource.CANCELLATION.value)
+                if _voided_by_rule_change(trace, op, point):
+                    accepted += (DecisionSource.REVALIDATION.value,)
+                if F.value(view.permission) != Permission.DENY.value or stored not in accepted:
                     violations.append(_ev(
-                        f"{F.describe(op)}: {computed} denies it, the store says "
+                        f"{F.describe(op)}: {computed} of permission version "
+                        f"{view.identity.permission_version} denies it, the store says "
                         f"{F.value(view.permission)} by {stored}", (point,)))
             elif stored in LAYER_ORDER and computed in LAYER_ORDER:
                 if LAYER_ORDER.index(stored) > LAYER_ORDER.index(computed):
@@ -130,6 +133,17 @@ def check_l2_1(trace: Trace) -> Verdict:
         if judged:
             exercised += 1
     return judge("L2.1", exercised, violations, "no operation reached the permission check")
+
+
+def _voided_by_rule_change(trace: Trace, op: F.Op, point: int) -> bool:
+    """Did the session's rules change between the call's first sighting and the reading at
+    ``point``? A decision taken, or a verdict asked, under the old version is then void, and
+    the contract records the refusal as ``revalidation`` (a classifier verdict voided during
+    its review; an owner's approval, or a wait asked, under the old version), whichever
+    version the record is then bound to: the docs leave that free, so a deny layer of the new
+    version may be named by it too (issue 31, case 4: an outside implementation bound a
+    voided verdict to the new version, whose explicit deny L2.1 then demanded)."""
+    return bool(F.rule_changes_between(trace, op.session_id, op.first_seen, point))
 
 
 # --------------------------------------------------------------------------- L2.2
