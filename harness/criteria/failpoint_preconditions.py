@@ -478,14 +478,17 @@ def _expected_result(hit: _Hit, op: OperationView) -> list[Problem]:
         return []
     status, output = str(last.data.get("status", "")), str(last.data.get("output", ""))
     wanted = (Outcome.SUCCEEDED,) if status == "ok" else (Outcome.FAILED, Outcome.UNKNOWN)
+    row = f"ledger row {last.data.get('ledger_seq', '?')}"
     problems = []
     if op.outcome not in wanted:
         problems.append(Problem(f"the saved outcome is {op.outcome.value}; the ledger's last row "
-                                f"says {status} (expected {'/'.join(w.value for w in wanted)})",
+                                f"({row}) says {status} (expected "
+                                f"{'/'.join(w.value for w in wanted)})", (last.index,), rows))
+    expected = result_digest(status, output)
+    if op.result_digest != expected:
+        problems.append(Problem(f"the saved result digest {op.result_digest} is not {expected}, "
+                                f"the digest of the ledger's last row ({row}: {status})",
                                 (last.index,), rows))
-    if op.result_digest != result_digest(status, output):
-        problems.append(Problem("the saved result digest is not the digest of the ledger's last "
-                                f"row ({op.result_digest})", (last.index,), rows))
     return problems
 
 
@@ -574,8 +577,11 @@ def _after_permission_decision(hit: _Hit) -> list[Problem]:
     anchor = max(hit.last_hit(Failpoint.AFTER_PREPARE.value), _served_at(hit))
     reviewed = _reviews_since(hit, anchor, None)
     if op is not None and reviewed and op.classifier_outcome is None:
-        problems.append(Problem("the classifier reviewed it but no classifier outcome is "
-                                "recorded with the decision", tuple(e.index for e in reviewed)))
+        answered = str((reviewed[-1].data or {}).get("outcome", "?"))
+        problems.append(Problem(f"the classifier reviewed it (answer {answered}) but no "
+                                f"classifier outcome is recorded with the decision "
+                                f"({op.permission.value} by {op.decided_by.value})",
+                                tuple(e.index for e in reviewed)))
     _no_result_yet(hit, op, problems)
     _not_started_yet(hit, op, problems)
     _no_pending_wait(hit, op, problems)
@@ -626,7 +632,8 @@ def _after_revalidation(hit: _Hit) -> list[Problem]:
     op = _needs_op(hit, problems)
     if op is not None and op.permission.value != "allow":
         problems.append(Problem(f"revalidation passed an operation whose permission is "
-                                f"{op.permission.value}"))
+                                f"{op.permission.value} (decided by {op.decided_by.value} under "
+                                f"permission version {op.identity.permission_version})"))
     _not_started_yet(hit, op, problems)
     if not hit.attempts():
         _no_result_yet(hit, op, problems)

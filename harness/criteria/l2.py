@@ -122,14 +122,17 @@ def check_l2_1(trace: Trace) -> Verdict:
                         f"{view.identity.permission_version} denies it, the store says "
                         f"{F.value(view.permission)} by {stored}", (point,)))
             elif stored in LAYER_ORDER and computed in LAYER_ORDER:
+                version = view.identity.permission_version
                 if LAYER_ORDER.index(stored) > LAYER_ORDER.index(computed):
                     violations.append(_ev(
-                        f"{F.describe(op)}: decided by {stored} although {computed} comes first",
+                        f"{F.describe(op)}: decided {F.value(view.permission)} by {stored} "
+                        f"although {computed} comes first under permission version {version}",
                         (point,)))
                 elif stored in _STATIC_DENY:
                     violations.append(_ev(
-                        f"{F.describe(op)}: denied by {stored} although that layer does not match; "
-                        f"the precedence gives {computed}", (point,)))
+                        f"{F.describe(op)}: denied by {stored} although that layer does not match "
+                        f"under permission version {version}; the precedence gives {computed}",
+                        (point,)))
         if judged:
             exercised += 1
     return judge("L2.1", exercised, violations, "no operation reached the permission check")
@@ -532,9 +535,11 @@ def check_l2_5(trace: Trace) -> Verdict:
         if mine[-1] is review and not _voided(trace, revs, review):
             view = op.latest
             if view is not None and F.value(view.classifier_outcome) != expected:
+                number = review.event.data.get("review", "?")
                 violations.append(_ev(
-                    f"{F.describe(op)}: the classifier answered {expected!r}, the store recorded "
-                    f"{F.value(view.classifier_outcome)!r}", (review.event.index, op.latest_point.index)))
+                    f"{F.describe(op)}: the classifier answered {expected!r} (review {number}), "
+                    f"the store recorded {F.value(view.classifier_outcome)!r} at "
+                    f"'{op.latest_point.label}'", (review.event.index, op.latest_point.index)))
         if expected != "allow":
             for row in F.attempt_rows(op):
                 if row.index < review.event.index:
@@ -543,8 +548,9 @@ def check_l2_5(trace: Trace) -> Verdict:
                 approved = F.approval_between(trace, op, review.event.index, row.index)
                 if allowed_later is None and approved is None:
                     violations.append(_ev(
-                        f"{F.describe(op)}: executed after a {expected!r} review with no explicit allow",
-                        (review.event.index, row.index), (_seq(row),)))
+                        f"{F.describe(op)}: executed (ledger row {_seq(row)}) after a {expected!r} "
+                        f"review (review {review.event.data.get('review', '?')}) with no explicit "
+                        "allow", (review.event.index, row.index), (_seq(row),)))
                 break
     return judge("L2.5", exercised, violations, "no classifier review of a known operation")
 

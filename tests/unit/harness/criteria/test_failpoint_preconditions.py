@@ -286,7 +286,11 @@ def test_an_unknown_result_without_a_crash_cutting_the_run_is_still_a_violation(
     problems = [v.evidence.note for v in fp.violations(b.build())]
     assert len(problems) == 2 and all(p.startswith("failpoint placement: after_result_saved")
                                       for p in problems)
-    assert "the ledger's last row says ok (expected succeeded)" in problems[0]
+    # the messages name what they compared: the ledger row, its status, both digests
+    assert "the saved outcome is unknown; the ledger's last row (ledger row 1) says ok " \
+           "(expected succeeded)" in problems[0]
+    assert f"the saved result digest None is not {DIGEST}, the digest of the ledger's last " \
+           "row (ledger row 1: ok)" in problems[1]
     # a crash after the result was saved does not excuse it either
     b2 = TraceBuilder(S)
     served(b2)
