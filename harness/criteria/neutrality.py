@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
+from harness.criteria.base import CriteriaError
 from harness.criteria.pipeline_model import Chooser, Path, walk
 from harness.faults.plan import Action, render
 from harness.scenarios import Scenario, StepKind
@@ -53,7 +54,7 @@ class Finding:
         return f"{self.file}: {self.scenario}: {self.what}: {self.why}"
 
 
-class TooManyPaths(Exception):
+class TooManyPaths(CriteriaError):
     """More than :data:`PATHS_MAX` paths: the scenario cannot be checked exhaustively."""
 
 

@@ -58,7 +58,6 @@ from harness.contract import (
     ClassifierOutcome,
     DecisionSource,
     Failpoint,
-    Mode,
     Rule,
     SessionConfig,
     ToolCall,
