@@ -706,8 +706,15 @@ def _after_checkpoint_saved(hit: _Hit) -> list[Problem]:
     op = _needs_op(hit, problems)
     _result_saved(hit, op, problems)
     if op is not None and hit.probe is not None and not hit.folding_checkpoints(op):
-        saved = hit.last_hit(Failpoint.AFTER_RESULT_SAVED.value)
-        before = hit.index.probes.get((saved, "probe:failpoint:after_result_saved"))
+        # A checkpoint first seen since the result was saved folds it. Without an
+        # after_result_saved hit (a recovery saving a cut-off call's unknown passes none,
+        # and may fold several calls in one checkpoint naming another), since its previous
+        # hit.
+        earlier = (hit.previous_hits(Failpoint.AFTER_RESULT_SAVED.value)
+                   or hit.previous_hits())
+        before = (hit.index.probes.get((earlier[-1].index,
+                                        f"probe:failpoint:{earlier[-1].data.get('name')}"))
+                  if earlier else None)
         known = {(c.session_id, c.sequence) for c in before.checkpoints} if before else None
         newer = [c for c in hit.probe.checkpoints if c.session_id == op.session_id
                  and known is not None and (c.session_id, c.sequence) not in known]

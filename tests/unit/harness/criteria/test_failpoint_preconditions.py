@@ -276,6 +276,33 @@ def test_a_recovery_may_pass_the_checkpoint_failpoints_for_a_cut_off_call(crash_
     assert names(b.build()) == []
 
 
+def test_one_recovery_checkpoint_may_fold_two_cut_off_calls():
+    """A recover() that folds two calls a crash cut off into one checkpoint (its
+    last_execution_id names the other) and passes after_checkpoint_saved for each: this one
+    is folded by a checkpoint first seen since its previous hit."""
+    b = TraceBuilder(S)
+    served(b)
+    hit(b, "after_start_recorded", STARTED)
+    b.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    b.crash("after_tool_returned", context=CTX, with_failpoint=False)
+    b.restart()
+    b.driver("recover")
+    hit(b, "during_checkpoint_build", UNKNOWN)
+    other = CheckpointView(S, 1, 3, 0, 100, execution_id_for(S, "c2"))
+    hit(b, "after_checkpoint_saved", UNKNOWN, checkpoints=[other])
+    assert names(b.build()) == []
+    # with that checkpoint already there before (nothing new folded it): a violation
+    b2 = TraceBuilder(S)
+    served(b2)
+    hit(b2, "after_start_recorded", STARTED)
+    b2.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    b2.crash("after_tool_returned", context=CTX, with_failpoint=False)
+    b2.restart()
+    hit(b2, "during_checkpoint_build", UNKNOWN, checkpoints=[other])
+    hit(b2, "after_checkpoint_saved", UNKNOWN, checkpoints=[other])
+    assert names(b2.build()) == ["after_checkpoint_saved"]
+
+
 def test_an_unknown_result_without_a_crash_cutting_the_run_is_still_a_violation():
     b = TraceBuilder(S)
     served(b)
