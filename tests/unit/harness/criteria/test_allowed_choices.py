@@ -96,3 +96,20 @@ def test_case_4_a_void_verdict_bound_to_the_new_version_passes():
     assert (final.permission.value, final.decided_by.value,
             final.identity.permission_version) == ("deny", "revalidation", 2)
     assert_passes(result)
+
+
+@pytest.mark.slow  # the whole bundled suite four times (about two minutes)
+@pytest.mark.parametrize("choice", [RECOVERY_PASSES_CHECKPOINT_FAILPOINTS,
+                                    DENY_PATH_WITHOUT_FAILPOINTS, CANCELLED_CALL_NOT_DECIDED,
+                                    VOID_VERDICT_BOUND_TO_NEW_VERSION], ids=lambda c: c.name)
+def test_each_allowed_choice_passes_the_whole_bundled_suite(choice):
+    from harness.scenarios import bundled_suite_dir, discover
+
+    implementation = MutantImplementation(reference_impl.implementation(), choice)
+    broken = []
+    for scenario in discover([bundled_suite_dir()]):
+        result = judge_scenario(implementation, scenario, 0).result
+        failing = [v.criterion_id for v in result.verdicts if str(v.status) in ("fail", "error")]
+        if str(result.status) != "passed" or failing:
+            broken.append(f"{scenario.id}: {result.status} {failing} {result.error[:120]}")
+    assert broken == []
