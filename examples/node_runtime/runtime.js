@@ -38,6 +38,7 @@ const COUNTED_DENIALS = new Set([
   'hard_constraint', 'capability', 'plan_mode', 'explicit_deny', 'ask_rule', 'default_ask', 'default_deny',
   'approval', 'repeat_guard',
 ]);
+const LAYERS = new Set(['hard_constraint', 'capability', 'plan_mode', 'explicit_deny']);
 const COUNTED_FAILURE_KINDS = new Set(['failed', 'param_error', 'unknown']);
 
 const DENY_REASONS = {
@@ -475,9 +476,16 @@ class Runtime {
     if (!layer && sess.mode === 'plan' && !(spec && spec.kind === 'read')) layer = 'plan_mode';
     if (!layer && this.budget(op.session_id, op.dedup_key, version) >= th.failure_repeat_limit) layer = 'repeat_guard';
     if (!layer && policy.hasRule(sess, 'deny', op.tool, op.args)) layer = 'explicit_deny';
+    let boundVersion = version;
     if (layer) {
       permission = 'deny';
-      by = withdrawn && layer !== 'repeat_guard' && layer !== 'hard_constraint' ? 'revalidation' : layer;
+      by = layer;
+      if (withdrawn && layer !== 'repeat_guard' && layer !== 'hard_constraint') {
+        // a wait withdrawn because the rules changed before its prompt, now forbidden:
+        // refused with revalidation, bound to the version the wait was asked under
+        by = 'revalidation';
+        boundVersion = op.permission_version;
+      }
     } else if (policy.hasRule(sess, 'ask', op.tool, op.args)) {
       permission = canAsk ? 'ask' : 'deny';
       by = 'ask_rule';
@@ -510,14 +518,13 @@ class Runtime {
       by = canAsk ? 'default_ask' : 'default_deny';
     }
 
-    const now = this.session(op.session_id);
     op.permission = permission;
     op.decided_by = by;
     op.decided = true;
     op.classifier_outcome = classifierOutcome;
     op.fallback = fallback;
     op.stage = 'decided';
-    op.permission_version = now.permission_version;
+    op.permission_version = boundVersion; // the version the decision was taken under, void or not
     if (permission === 'deny') op.reason = this.denyReason(by, classifierOutcome, classifierReason);
     const tx = this.journal.tx().op(op);
     if (classifierOutcome === 'risk_deny' && by === 'classifier' && !op.risk_counted) {
@@ -709,11 +716,13 @@ class Runtime {
 
   // A refusal before the tool ran: decision and "not executed" result in one commit.
   refuse(op, by, { started }) {
-    const sess = this.session(op.session_id);
+    // The identity carries the version of the rules that decided_by names: a deny layer
+    // refusing under the rules in force binds it to that version; a `revalidation` or
+    // `cancellation` refusal voids the earlier decision and keeps its version (GUESSES.md).
+    if (LAYERS.has(by)) op.permission_version = this.session(op.session_id).permission_version;
     op.permission = 'deny';
     op.decided_by = by;
     op.decided = true;
-    op.permission_version = sess.permission_version;
     op.reason = DENY_REASONS[by] || `denied (${by})`;
     this.emit('permission_decided', op.session_id, { eid: op.execution_id, data: { permission: 'deny', decided_by: by } });
     this.saveDenial(op, { started });
