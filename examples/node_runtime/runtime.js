@@ -235,6 +235,7 @@ class Runtime {
     if (wait.status !== 'pending') return this.turnResult(sid); // a lost wait: changes nothing
     const sess = this.session(sid);
     const op = this.st.o.get(wait.execution_id);
+    if (wait.purpose === 'escalation') return this.answerEscalation(wait, op, sess, approve);
     wait.status = approve ? 'approved' : 'rejected';
     wait.applied = true;
     op.permission = approve ? 'allow' : 'deny';
@@ -254,6 +255,24 @@ class Runtime {
     tx.commit(true);
     this.emit('approval_answered', sid, { eid: op.execution_id, data: { wait_id: waitId, approved: !!approve } });
     this.emit('permission_decided', sid, { eid: op.execution_id, data: { permission: op.permission, decided_by: op.decided_by } });
+    return this.drive(sid);
+  }
+
+  answerEscalation(wait, op, sess, approve) {
+    const sid = sess.session_id;
+    wait.status = approve ? 'approved' : 'rejected';
+    wait.applied = true;
+    sess.cancelled = false;
+    sess.turn_status = 'running';
+    this.emit('approval_answered', sid, { eid: op.execution_id, data: { wait_id: wait.wait_id, approved: !!approve, purpose: 'escalation' } });
+    if (approve) {
+      op.stage = 'escalate';
+      op.escalation_version = wait.permission_version;
+      op.wait_id = null;
+      this.journal.tx().wait(wait).op(op).session(sess).commit(true);
+    } else {
+      this.deliver(op, { wait, failpoints: true });
+    }
     return this.drive(sid);
   }
 
@@ -447,6 +466,8 @@ class Runtime {
           if (!wait.prompted) return this.showWait(op, wait);
           return 'waiting';
         }
+        case 'escalate':
+          return this.runEscalated(op);
         case 'started':
           throw new Error(`operation ${op.execution_id} was started and has no result: only recover() may settle it`);
         default:
@@ -635,6 +656,12 @@ class Runtime {
 
   showWait(op, wait) {
     const sess = this.session(op.session_id);
+    if (wait.purpose === 'escalation' && sess.permission_version !== wait.permission_version) {
+      // rules changed before the escalation's prompt: withdrawn, the attempt's result stands
+      wait.status = 'rejected';
+      this.deliver(op, { wait, failpoints: true });
+      return 'done';
+    }
     if (sess.permission_version !== wait.permission_version) {
       // the rules changed between the wait's commit and its prompt: withdraw it in the
       // transaction that puts the turn back to running, and decide the call again
@@ -667,6 +694,11 @@ class Runtime {
   rejectByNewMessage(op, wait) {
     wait.status = 'rejected';
     wait.applied = true;
+    if (wait.purpose === 'escalation') {
+      this.emit('approval_answered', op.session_id, { eid: op.execution_id, data: { wait_id: wait.wait_id, approved: false, by: 'new_message', purpose: 'escalation' } });
+      this.deliver(op, { wait, failpoints: true });
+      return;
+    }
     op.permission = 'deny';
     op.decided_by = 'approval';
     op.decided = true;
@@ -746,7 +778,136 @@ class Runtime {
     by = this.gate(op);
     if (by) { this.refuse(op, by, { started: true }); return by === 'cancellation' ? 'stopped' : 'done'; }
 
-    const result = this.runTool(op);
+    const result = this.runTool(op, { sandboxed: true });
+    this.fp('after_tool_returned', this.opContext(op));
+    const asker = this.session(op.session_id);
+    if (result.escalation && asker.interactive && asker.owner_can_approve) return this.escalate(op, result);
+    this.saveResult(op, result);
+    this.fp('after_result_saved', this.opContext(op));
+    this.afterResult(op, { failpoints: true });
+    return 'done';
+  }
+
+  // ---- sandbox escalation -------------------------------------------------------------
+
+  // The sandboxed attempt asked to run outside the sandbox. Its result is saved as the
+  // operation's record (it ran: failed, permission_denied, execution_started true) in the
+  // commit that persists an escalation wait of its own; the result stands unless the owner
+  // approves that wait. Its tool message, result_saved event, checkpoint and projection
+  // wait for the answer (the record is not final until then).
+  escalate(op, result) {
+    const sess = this.session(op.session_id);
+    op.outcome = result.outcome;
+    op.failure_kind = result.failure_kind;
+    op.execution_started = true;
+    op.result_digest = result.result_digest;
+    op.reason = result.reason;
+    op.reconciliation_required = false;
+    op.delivery = 'recorded';
+    op.output = result.output || '';
+    op.provisional = true;
+    op.sandboxed_result = {
+      outcome: result.outcome, failure_kind: result.failure_kind, result_digest: result.result_digest,
+      reason: result.reason, output: op.output, permission_version: op.permission_version,
+      permission: op.permission, decided_by: op.decided_by,
+    };
+    op.stage = 'waiting';
+    const n = Array.from(this.st.w.values()).filter((w) => w.execution_id === op.execution_id).length + 1;
+    const wait = {
+      wait_id: `w:${op.execution_id}:${n}`,
+      session_id: op.session_id,
+      execution_id: op.execution_id,
+      tool_call_id: op.tool_call_id,
+      reason: 'the sandboxed attempt asks to run once more outside the sandbox',
+      status: 'pending',
+      applied: false,
+      prompted: false,
+      permission_version: sess.permission_version,
+      fallback: null,
+      purpose: 'escalation',
+    };
+    op.wait_id = wait.wait_id;
+    sess.turn_status = 'awaiting_approval';
+    const tx = this.journal.tx();
+    tx.bump('results_saved');
+    this.account(op, tx); // the attempt ran and failed: a failure of the history and the table
+    tx.wait(wait).op(op).session(sess).commit(true);
+    this.emit('approval_wait_created', op.session_id, { eid: op.execution_id, data: { wait_id: wait.wait_id, purpose: 'escalation' } });
+    this.fp('after_wait_persisted', this.opContext(op));
+    return this.showWait(op, wait);
+  }
+
+  // The sandboxed result stands: it becomes final as it was saved (decision, version and
+  // digest unchanged), reaches the model, is checkpointed and projected.
+  deliver(op, { wait = null, failpoints = true } = {}) {
+    const sess = this.session(op.session_id);
+    const r = op.sandboxed_result;
+    op.outcome = r.outcome;
+    op.failure_kind = r.failure_kind;
+    op.result_digest = r.result_digest;
+    op.reason = r.reason;
+    op.output = r.output;
+    op.permission_version = r.permission_version;
+    op.permission = r.permission;
+    op.decided_by = r.decided_by;
+    op.execution_started = true;
+    op.reconciliation_required = false;
+    op.delivery = 'recorded';
+    op.provisional = false;
+    op.has_result = true;
+    op.stage = 'result';
+    op.wait_id = null;
+    if (sess.turn_status === 'awaiting_approval') sess.turn_status = 'running';
+    const tx = this.journal.tx();
+    if (wait) tx.wait(wait);
+    tx.message(op.session_id, this.toolMessage(op, op.output));
+    tx.op(op).session(sess).commit(true);
+    this.emit('result_saved', op.session_id, { eid: op.execution_id, data: { outcome: op.outcome, failure_kind: op.failure_kind } });
+    this.emit('operation_failed', op.session_id, { eid: op.execution_id, data: { failure_kind: op.failure_kind } });
+    this.afterResult(op, { failpoints });
+  }
+
+  // null when the approved escalation may run now; else why not (the sandboxed result
+  // then stands). The approval holds under the version its wait was asked under.
+  gateEscalation(op) {
+    const sess = this.session(op.session_id);
+    if (sess.cancelled) return 'cancellation';
+    if (op.escalation_version !== sess.permission_version) {
+      const spec = this.spec(sess, op.tool);
+      const layer = policy.denyLayer(sess, spec, op.tool, op.args);
+      if (layer) return layer;
+      if (!policy.hasRule(sess, 'ask', op.tool, op.args) && policy.hasRule(sess, 'allow', op.tool, op.args)) {
+        op.escalation_version = sess.permission_version;
+        this.journal.tx().op(op).commit(false);
+        return null;
+      }
+      return 'revalidation';
+    }
+    return null;
+  }
+
+  runEscalated(op) {
+    const refused = (by) => {
+      this.emit('revalidated', op.session_id, { eid: op.execution_id, data: { passed: false, refused_by: by } });
+      this.deliver(op, { failpoints: true });
+      return by === 'cancellation' ? 'stopped' : 'done';
+    };
+    let by = this.gateEscalation(op);
+    if (by) return refused(by);
+    this.emit('revalidated', op.session_id, { eid: op.execution_id, data: { permission_version: op.escalation_version, escalation: true } });
+    this.fp('after_revalidation', this.opContext(op));
+    by = this.gateEscalation(op);
+    if (by) return refused(by);
+    const tx = this.journal.tx();
+    op.stage = 'started';
+    op.start_seq = tx.bump('seq');
+    op.permission_version = op.escalation_version;
+    tx.op(op).commit(true);
+    this.emit('execution_started', op.session_id, { eid: op.execution_id, data: { sandboxed: false } });
+    this.fp('after_start_recorded', this.opContext(op));
+    by = this.gateEscalation(op);
+    if (by) return refused(by);
+    const result = this.runTool(op, { sandboxed: false });
     this.fp('after_tool_returned', this.opContext(op));
     this.saveResult(op, result);
     this.fp('after_result_saved', this.opContext(op));
@@ -754,7 +915,7 @@ class Runtime {
     return 'done';
   }
 
-  runTool(op) {
+  runTool(op, { sandboxed }) {
     const sess = this.session(op.session_id);
     const spec = this.spec(sess, op.tool);
     const max = this.thresholds(sess).auto_retries_max;
@@ -764,7 +925,7 @@ class Runtime {
       session_id: op.session_id,
       tool: op.tool,
       args: op.args,
-      sandboxed: true,
+      sandboxed,
     };
     let attempts = 0;
     let returned = null;
@@ -805,7 +966,10 @@ class Runtime {
       if (res.escalation_requested) {
         return {
           outcome: 'failed', failure_kind: 'permission_denied', execution_started: true, result_digest: digest, output,
-          reason: 'failed: the sandboxed attempt asked to run outside the sandbox, which this runtime does not offer',
+          escalation: sandboxed,
+          reason: sandboxed
+            ? 'failed: the sandboxed attempt needs more permission than the sandbox gives; it ran partly'
+            : 'failed: the attempt outside the sandbox still asked for more permission',
         };
       }
       const kind = res.error_kind || 'failed';
@@ -843,6 +1007,7 @@ class Runtime {
     op.reconciliation_required = !!r.reconciliation_required || r.outcome === 'unknown';
     op.delivery = 'recorded';
     op.has_result = true;
+    op.provisional = false;
     op.stage = 'result';
     op.output = r.output || '';
     tx = tx || this.journal.tx();
@@ -1007,6 +1172,7 @@ class Runtime {
       if (wait && newMessage) { this.rejectByNewMessage(op, wait); continue; }
       if (wait) return; // later calls stay behind it
       if (op.stage === 'started') return;
+      if (op.provisional) { this.deliver(op, { failpoints: false }); continue; }
       this.refuse(op, 'cancellation', { started: false });
     }
   }
@@ -1096,7 +1262,8 @@ function observation(state) {
   const operations = [];
   for (const o of state.o.values()) {
     const w = o.wait_id ? state.w.get(o.wait_id) : null;
-    const [, actions] = policy.expectedProjection(o, !!(w && w.status === 'pending'));
+    const waitPending = !!(w && w.status === 'pending');
+    const [, actions] = waitPending ? ['awaiting_approval', ['approve', 'reject']] : policy.expectedProjection(o, false);
     operations.push({
       session_id: o.session_id,
       identity: { execution_id: o.execution_id, tool_call_id: o.tool_call_id, args_digest: o.args_digest, permission_version: o.permission_version },

@@ -20,8 +20,8 @@ for (const name of ['log', 'info', 'warn', 'debug']) {
 const INFO = {
   name: 'node-journal-runtime',
   version: '0.1.0',
-  // the core, plus web_projection: it publishes every projection
-  features: ['approvals', 'auto_mode', 'model_events', 'plan_mode', 'web_projection'],
+  // the core, plus web_projection (it publishes every projection) and sandbox_escalation
+  features: ['approvals', 'auto_mode', 'model_events', 'plan_mode', 'web_projection', 'sandbox_escalation'],
   checkpoint_fixtures: [],
 };
 
