@@ -271,7 +271,7 @@ class Runtime {
       op.wait_id = null;
       this.journal.tx().wait(wait).op(op).session(sess).commit(true);
     } else {
-      this.deliver(op, { wait, failpoints: true });
+      this.deliver(op, { wait });
     }
     return this.drive(sid);
   }
@@ -659,7 +659,7 @@ class Runtime {
     if (wait.purpose === 'escalation' && sess.permission_version !== wait.permission_version) {
       // rules changed before the escalation's prompt: withdrawn, the attempt's result stands
       wait.status = 'rejected';
-      this.deliver(op, { wait, failpoints: true });
+      this.deliver(op, { wait });
       return 'done';
     }
     if (sess.permission_version !== wait.permission_version) {
@@ -696,7 +696,7 @@ class Runtime {
     wait.applied = true;
     if (wait.purpose === 'escalation') {
       this.emit('approval_answered', op.session_id, { eid: op.execution_id, data: { wait_id: wait.wait_id, approved: false, by: 'new_message', purpose: 'escalation' } });
-      this.deliver(op, { wait, failpoints: true });
+      this.deliver(op, { wait });
       return;
     }
     op.permission = 'deny';
@@ -838,8 +838,9 @@ class Runtime {
   }
 
   // The sandboxed result stands: it becomes final as it was saved (decision, version and
-  // digest unchanged), reaches the model, is checkpointed and projected.
-  deliver(op, { wait = null, failpoints = true } = {}) {
+  // digest unchanged), reaches the model, is checkpointed and projected. No operation
+  // failpoint: its record was saved with the escalation wait; this is its delivery only.
+  deliver(op, { wait = null, failpoints = false } = {}) {
     const sess = this.session(op.session_id);
     const r = op.sandboxed_result;
     op.outcome = r.outcome;
@@ -878,6 +879,8 @@ class Runtime {
       if (layer) return layer;
       if (!policy.hasRule(sess, 'ask', op.tool, op.args) && policy.hasRule(sess, 'allow', op.tool, op.args)) {
         op.escalation_version = sess.permission_version;
+        // once the escalated run's start is recorded, the run is bound to it too
+        if (op.stage === 'started') op.permission_version = op.escalation_version;
         this.journal.tx().op(op).commit(false);
         return null;
       }
@@ -889,7 +892,7 @@ class Runtime {
   runEscalated(op) {
     const refused = (by) => {
       this.emit('revalidated', op.session_id, { eid: op.execution_id, data: { passed: false, refused_by: by } });
-      this.deliver(op, { failpoints: true });
+      this.deliver(op);
       return by === 'cancellation' ? 'stopped' : 'done';
     };
     let by = this.gateEscalation(op);
@@ -1172,7 +1175,7 @@ class Runtime {
       if (wait && newMessage) { this.rejectByNewMessage(op, wait); continue; }
       if (wait) return; // later calls stay behind it
       if (op.stage === 'started') return;
-      if (op.provisional) { this.deliver(op, { failpoints: false }); continue; }
+      if (op.provisional) { this.deliver(op); continue; }
       this.refuse(op, 'cancellation', { started: false });
     }
   }
