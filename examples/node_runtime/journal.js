@@ -6,13 +6,18 @@
 // "durable" commit is followed by fsync (docs/lifecycle.md, "What must be on disk before
 // what"), the others ride on the next fsync, and a power cut keeps a prefix of the lines.
 //
-// The state is the fold of the lines in order. A runtime instance folds the file once at
-// `open` and then keeps its memory in step with what it appends (it is the only writer: a
-// second live instance on the same data dir is refused, see lock.js). The inspector folds
+// The state is the fold of the lines in order. Several live instances may append to one
+// journal (`multi_instance`): each line names the instance that wrote it; an instance folds
+// the file at `open`, applies its own commits to its memory as it writes them, and folds
+// the other instances' lines with `refresh()` (called after every failpoint, the only
+// moment another instance can act while this one waits). Folding updates records in place,
+// so an object the runtime holds stays the store's current record. Starting a run is
+// claimed with an exclusive claim file, so one instance wins. The inspector folds
 // incrementally: it remembers how far it read and folds only the lines appended since.
 
 const fs = require('fs');
 const path = require('path');
+const crypto = require('crypto');
 const { parse, dumps } = require('./jsonpy');
 
 const JOURNAL = 'journal.jsonl';
@@ -37,7 +42,18 @@ class State {
       const part = commit[t];
       if (!part) continue;
       const table = this[t];
-      for (const key of Object.keys(part)) table.set(key, part[key]);
+      for (const key of Object.keys(part)) {
+        const now = table.get(key);
+        const next = part[key];
+        if (now !== undefined && now !== null && typeof now === 'object' && next !== null && typeof next === 'object') {
+          // in place: whoever holds the record sees the store's current value
+          if (Array.isArray(now)) { now.length = 0; for (const x of next) now.push(x); continue; }
+          for (const k of Object.keys(now)) if (!(k in next)) delete now[k];
+          Object.assign(now, next);
+        } else {
+          table.set(key, next);
+        }
+      }
     }
     if (commit.m) {
       for (const [sid, msg] of commit.m) {
@@ -55,7 +71,7 @@ class JournalError extends Error {}
 
 // Parse the complete lines of `text` (a torn last line, without its newline, is left for
 // later) and apply them; returns how many bytes were consumed.
-function foldText(state, text, where) {
+function foldText(state, text, where, skipInstance = null) {
   let consumed = 0;
   let start = 0;
   for (;;) {
@@ -69,7 +85,7 @@ function foldText(state, text, where) {
       } catch (e) {
         throw new JournalError(`${where}: line at byte ${consumed} is not JSON (${e.message}); the journal is damaged`);
       }
-      state.apply(commit);
+      if (skipInstance === null || commit.i !== skipInstance) state.apply(commit);
     }
     consumed += Buffer.byteLength(line, 'utf8') + 1;
     start = nl + 1;
@@ -87,19 +103,56 @@ class Journal {
     try { text = fs.readFileSync(this.file, 'utf8'); } catch (e) { if (e.code !== 'ENOENT') throw e; }
     const consumed = foldText(this.state, text, this.file);
     this.fd = fs.openSync(this.file, 'a');
+    this.readFd = fs.openSync(this.file, 'r');
+    this.readOffset = consumed;
     if (consumed < Buffer.byteLength(text, 'utf8')) {
       // a torn last line (a power cut mid-write): end it so the next commit starts clean
       fs.writeSync(this.fd, '\n');
       fs.fsyncSync(this.fd);
+      this.readOffset = Buffer.byteLength(text, 'utf8') + 1;
     }
+    this.instance = crypto.randomBytes(6).toString('hex');
+    this.claims = path.join(dataDir, 'claims');
     this.commits = 0;
     this.fsyncs = 0;
+  }
+
+  // Fold the lines other instances appended since the last read (our own are applied).
+  refresh() {
+    const size = fs.fstatSync(this.readFd).size;
+    if (size <= this.readOffset) return false;
+    const buf = Buffer.allocUnsafe(size - this.readOffset);
+    let got = 0;
+    while (got < buf.length) {
+      const n = fs.readSync(this.readFd, buf, got, buf.length - got, this.readOffset + got);
+      if (n === 0) break;
+      got += n;
+    }
+    const last = buf.lastIndexOf(10, got - 1);
+    if (last < 0) return false;
+    this.readOffset += foldText(this.state, buf.subarray(0, last + 1).toString('utf8'), this.file, this.instance);
+    return true;
+  }
+
+  // Claim run `run` of an operation: true for exactly one caller, ever.
+  claim(executionId, run) {
+    fs.mkdirSync(this.claims, { recursive: true });
+    try {
+      const fd = fs.openSync(path.join(this.claims, `${executionId}.${run}`), 'wx');
+      fs.writeSync(fd, this.instance);
+      fs.closeSync(fd);
+      return true;
+    } catch (e) {
+      if (e.code === 'EEXIST') return false;
+      throw e;
+    }
   }
 
   tx() { return new Tx(this); }
 
   close() {
     if (this.fd !== null) { fs.closeSync(this.fd); this.fd = null; }
+    if (this.readFd !== null) { fs.closeSync(this.readFd); this.readFd = null; }
   }
 }
 
@@ -148,10 +201,10 @@ class Tx {
   }
 
   commit(durable) {
-    const out = {};
+    const out = { i: this.journal.instance };
     for (const [table, key, record] of this.records) (out[table] || (out[table] = {}))[key] = record;
     Object.assign(out, this.parts);
-    if (!Object.keys(out).length) return;
+    if (Object.keys(out).length === 1) return;
     const j = this.journal;
     const line = Buffer.from(dumps(out, false) + '\n', 'utf8');
     let off = 0;

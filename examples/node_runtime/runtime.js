@@ -87,8 +87,10 @@ class Runtime {
   fp(name, context, { reportFault = true } = {}) {
     try {
       this.port.call('failpoint', { name, context });
+      this.journal.refresh();
       return false;
     } catch (e) {
+      this.journal.refresh();
       if (e instanceof WorldError && e.exception === 'InjectedFault') {
         if (reportFault) {
           this.emit('runtime_fault', context.session_id, {
@@ -285,13 +287,20 @@ class Runtime {
       const newMessage = sess.pending_user_text !== null;
       // a new message after a cancel: the cancelled turn's calls are settled first
       if (newMessage && sess.cancelled) this.settleCancelled(sid, { newMessage });
-      for (const call of this.pendingCalls(sid)) {
+      // the calls still pending, read again after each one: another instance may have
+      // answered some while this one waited at a failpoint
+      let previous = null;
+      for (let pending = this.pendingCalls(sid); pending.length; pending = this.pendingCalls(sid)) {
+        const call = pending[0];
+        if (previous !== null && previous === call) throw new Error(`call ${call.tool_call_id} of ${sid} stays pending after it was processed`);
         const r = this.processCall(sid, call, { newMessage });
         if (r === 'waiting') return this.endTurn(sid, 'awaiting_approval');
+        if (r === 'deferred') return this.endTurn(sid, 'deferred');
         if (r === 'stopped') {
           this.settleCancelled(sid, { newMessage });
           return this.endTurn(sid, 'cancelled');
         }
+        previous = call;
       }
       if (sess.pending_user_text !== null) {
         const text = sess.pending_user_text;
@@ -310,6 +319,7 @@ class Runtime {
         return this.endTurn(sid, 'cancelled');
       }
       if (step.kind === 'final') return this.endTurn(sid, 'completed', step.text);
+      if (step.kind === 'again') continue; // settle what another instance left, or ask anew
       if (step.kind === 'incomplete') return this.endTurn(sid, 'incomplete', step.text);
       if (step.kind === 'failed') {
         this.endTurn(sid, step.status === 'cancelled' ? 'cancelled' : 'failed', step.text);
@@ -324,18 +334,20 @@ class Runtime {
     this.fp('before_model_request', { session_id: sid });
     let sess = this.session(sid);
     if (sess.cancelled) return { kind: 'cancelled_turn' };
+    if (this.pendingCalls(sid).length) return { kind: 'again' }; // another instance left calls pending
     let n = sess.requests + 1;
     let rid = `${sid}/m${n}`;
     while (this.st.r.has(rid)) { n++; rid = `${sid}/m${n}`; }
     sess.requests = n;
-    const messages = this.conv(sid).slice();
-    const tools = policy.visibleTools(sess);
     const mreq = {
       request_id: rid, session_id: sid, start_events: 1, end_events: 0, status: null, partial_text: '', incomplete: false,
     };
     this.journal.tx().mreq(mreq).session(sess).commit(false);
     this.emit('model_request_started', sid, { rid });
     this.fp('after_model_request_started', { session_id: sid, request_id: rid });
+    // the conversation as the store has it now (another instance may have moved it on)
+    const messages = this.conv(sid).slice();
+    const tools = policy.visibleTools(this.session(sid));
 
     let text = '';
     const calls = [];
@@ -360,12 +372,16 @@ class Runtime {
     this.fp('after_model_stream_ended', { session_id: sid, request_id: rid });
 
     sess = this.session(sid);
+    // an answer to a conversation another instance moved on meanwhile is dropped
+    const gone = this.conv(sid).length !== messages.length;
     mreq.end_events = 1;
     mreq.status = status;
     mreq.partial_text = status === 'completed' ? '' : text;
     mreq.incomplete = status === 'incomplete';
     const tx = this.journal.tx().mreq(mreq);
-    if (status === 'completed') {
+    if (gone) {
+      // nothing of it joins the conversation
+    } else if (status === 'completed') {
       const msg = { role: 'assistant', content: text };
       if (calls.length) msg.tool_calls = calls.map((c) => ({ tool_call_id: c.tool_call_id, tool: c.tool, args: c.args }));
       tx.message(sid, msg);
@@ -377,6 +393,7 @@ class Runtime {
 
     if (status === 'failed' || status === 'cancelled') return { kind: 'failed', status, error, text };
     if (this.session(sid).cancelled) return { kind: 'cancelled_turn' };
+    if (gone) return { kind: 'again' };
     if (status === 'incomplete') return { kind: 'incomplete', text };
     if (!calls.length) return { kind: 'final', text };
     return { kind: 'calls' };
@@ -393,6 +410,8 @@ class Runtime {
         return 'stopped';
       }
       op = this.prepare(sid, call);
+      if (op.has_result) return 'done'; // another instance carried it to its result meanwhile
+      if (op.stage !== 'prepared') return this.advance(op, { newMessage });
       if (this.session(sid).cancelled) {
         this.refuse(op, 'cancellation', { started: false });
         return 'stopped';
@@ -469,7 +488,9 @@ class Runtime {
         case 'escalate':
           return this.runEscalated(op);
         case 'started':
-          throw new Error(`operation ${op.execution_id} was started and has no result: only recover() may settle it`);
+          // another instance recorded its start and has not saved its result: it holds the
+          // call (L4.10); this turn comes back later
+          return 'deferred';
         default:
           return 'done';
       }
@@ -522,6 +543,7 @@ class Runtime {
       } else {
         reviewed = true;
         const verdict = this.review(op, sess);
+        if (op.stage !== 'prepared') return null; // another instance decided it meanwhile
         classifierOutcome = verdict.outcome;
         classifierReason = verdict.reason || '';
         const now = this.session(op.session_id);
@@ -655,6 +677,7 @@ class Runtime {
   }
 
   showWait(op, wait) {
+    if (wait.status !== 'pending') return this.advance(op); // another instance answered it
     const sess = this.session(op.session_id);
     if (wait.purpose === 'escalation' && sess.permission_version !== wait.permission_version) {
       // rules changed before the escalation's prompt: withdrawn, the attempt's result stands
@@ -688,6 +711,7 @@ class Runtime {
     wait.prompted = true;
     this.journal.tx().wait(wait).commit(false);
     this.fp('after_prompt', this.opContext(op));
+    if (wait.status !== 'pending') return this.advance(op); // answered meanwhile
     return 'waiting';
   }
 
@@ -765,9 +789,14 @@ class Runtime {
     if (by) { this.refuse(op, by, { started: false }); return by === 'cancellation' ? 'stopped' : 'done'; }
     this.emit('revalidated', op.session_id, { eid: op.execution_id, data: { permission_version: op.permission_version } });
     this.fp('after_revalidation', this.opContext(op));
+    if (op.stage !== 'decided') return this.advance(op); // another instance took it on
     by = this.gate(op);
     if (by) { this.refuse(op, by, { started: false }); return by === 'cancellation' ? 'stopped' : 'done'; }
 
+    if (!this.journal.claim(op.execution_id, 1)) {
+      this.journal.refresh();
+      return op.has_result ? 'done' : 'deferred'; // another instance won the start
+    }
     const tx = this.journal.tx();
     op.execution_started = true;
     op.stage = 'started';
@@ -899,8 +928,13 @@ class Runtime {
     if (by) return refused(by);
     this.emit('revalidated', op.session_id, { eid: op.execution_id, data: { permission_version: op.escalation_version, escalation: true } });
     this.fp('after_revalidation', this.opContext(op));
+    if (op.stage !== 'escalate') return this.advance(op);
     by = this.gateEscalation(op);
     if (by) return refused(by);
+    if (!this.journal.claim(op.execution_id, 2)) {
+      this.journal.refresh();
+      return op.has_result ? 'done' : 'deferred';
+    }
     const tx = this.journal.tx();
     op.stage = 'started';
     op.start_seq = tx.bump('seq');
@@ -1230,7 +1264,7 @@ class Runtime {
     for (const sid of Array.from(this.st.s.keys())) {
       const sess = this.session(sid);
       const unshown = Array.from(this.st.w.values()).some((w) => w.session_id === sid && w.status === 'pending' && !w.prompted);
-      const running = sess.turn_status === 'running';
+      const running = sess.turn_status === 'running' || sess.turn_status === 'deferred';
       if (!running && !unshown && !sess.cancelled) continue;
       if (!running && !unshown && sess.cancelled) {
         if (this.pendingCalls(sid).length) this.settleCancelled(sid);

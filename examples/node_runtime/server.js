@@ -11,7 +11,6 @@
 const { Endpoint, RpcError } = require('./rpc');
 const { Journal, Reader } = require('./journal');
 const { Runtime, observation } = require('./runtime');
-const lock = require('./lock');
 
 for (const name of ['log', 'info', 'warn', 'debug']) {
   console[name] = (...args) => process.stderr.write(args.map(String).join(' ') + '\n');
@@ -20,15 +19,15 @@ for (const name of ['log', 'info', 'warn', 'debug']) {
 const INFO = {
   name: 'node-journal-runtime',
   version: '0.1.0',
-  // the core, plus web_projection (it publishes every projection) and sandbox_escalation
-  features: ['approvals', 'auto_mode', 'model_events', 'plan_mode', 'web_projection', 'sandbox_escalation'],
+  // the core, plus web_projection (it publishes every projection), sandbox_escalation and
+  // multi_instance (several live instances append to one journal)
+  features: ['approvals', 'auto_mode', 'model_events', 'plan_mode', 'web_projection', 'sandbox_escalation', 'multi_instance'],
   checkpoint_fixtures: [],
 };
 
 let initialized = false;
 let runtime = null;
 let journal = null;
-let lockFile = null;
 const readers = new Map(); // data dir -> Reader (inspector)
 const lastToken = new Map(); // data dir -> the reading token answered last
 
@@ -67,7 +66,6 @@ const handlers = {
   open(p) {
     needInit();
     if (runtime) throw new RpcError(-32002, 'a runtime is already open in this process');
-    lockFile = lock.acquire(p.data_dir);
     journal = new Journal(p.data_dir);
     runtime = new Runtime(journal, endpoint);
     return null;
@@ -85,8 +83,6 @@ const handlers = {
   close() {
     needRuntime().close();
     journal.close();
-    lock.release(lockFile);
-    lockFile = null;
     return null;
   },
   inspect(p) {
@@ -104,7 +100,6 @@ const handlers = {
   },
   shutdown() {
     endpoint.write({ jsonrpc: '2.0', id: handlers.shutdownId, result: null });
-    if (lockFile) lock.release(lockFile);
     process.exit(0);
   },
 };
