@@ -9,8 +9,9 @@
 // The state is the fold of the lines in order. Several live instances may append to one
 // journal (`multi_instance`): each line names the instance that wrote it; an instance folds
 // the file at `open`, applies its own commits to its memory as it writes them, and folds
-// the other instances' lines with `refresh()` (called after every failpoint, the only
-// moment another instance can act while this one waits). Folding updates records in place,
+// the other instances' lines with `refresh()` (called at the start of every driver call
+// and after every failpoint, the only moment another instance can act while this one
+// waits). Folding updates records in place,
 // so an object the runtime holds stays the store's current record. Starting a run is
 // claimed with an exclusive claim file, so one instance wins. The inspector folds
 // incrementally: it remembers how far it read and folds only the lines appended since.

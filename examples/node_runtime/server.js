@@ -38,6 +38,9 @@ function needInit() {
 function needRuntime() {
   needInit();
   if (!runtime) throw new RpcError(-32002, 'no runtime open: send open {data_dir} first');
+  // another live instance may have written since this one last read: every driver call
+  // starts from the store as it is now
+  runtime.journal.refresh();
   return runtime;
 }
 
