@@ -584,6 +584,7 @@ class Runtime {
     if (reviewed) this.emit('classifier_reviewed', op.session_id, { eid: op.execution_id, data: { outcome: classifierOutcome } });
     this.emit('permission_decided', op.session_id, { eid: op.execution_id, data: { permission, decided_by: by } });
     this.fp('after_permission_decision', this.opContext(op));
+    if (op.stage !== 'decided') return null; // another instance carried it on meanwhile
 
     if (this.session(op.session_id).cancelled && permission !== 'deny') {
       // a verdict the session was cancelled after is void; an ask is not put to anyone
