@@ -7,7 +7,8 @@ simulator and TigerBeetle's VOPR work the same way). Guarantees of :func:`run_ge
 
 * **Deterministic per seed.** Cases come in *chunks* of :data:`CHUNK` workloads; chunk ``k`` is
   what Hypothesis draws under the seed :func:`chunk_seed` ``(seed, k)`` (example database off,
-  no deadline, health checks off), and every case runs with the campaign seed as its run seed.
+  no deadline, health checks off) from the ``k``-th entry of the schedule (:func:`chunk_plan`:
+  the swarm or one family, in turn), and every case runs with the campaign seed as its run seed.
   So the same seed gives the same cases in the same order and the same trace digests, with
   one job or many, and a ``--time-s`` campaign is a prefix of a ``--budget`` one.
 * **Parallel.** With ``jobs`` > 1 each worker process draws and runs whole chunks
@@ -53,8 +54,11 @@ from harness.contract.errors import HarnessError, ScenarioError
 from harness.criteria.base import Criterion
 from harness.trace.record import Kind, Trace
 
-CHUNK = 100
-"""Workloads per chunk: the unit a worker draws and runs, and the unit of determinism."""
+CHUNK = 10
+"""Workloads per chunk: the unit a worker draws and runs, and the unit of determinism. Each
+chunk is one entry of the workload schedule (the swarm, or one family:
+:data:`harness.campaigns.workloads.FAMILY_SCHEDULE`), so it is small: every family comes up
+within every few hundred cases."""
 DEFAULT_BUDGET = 200
 DEFAULT_MAX_SHRINK_RUNS = 300
 DEFAULT_REGRESSIONS_DIR = os.path.join("scenarios", "regressions")
@@ -338,6 +342,13 @@ def _settings(hypothesis: Any, examples: int, *, shrink: bool = True) -> Any:
     )
 
 
+def chunk_plan(chunk: int) -> str | None:
+    """What chunk ``chunk`` draws: ``None`` (the swarm) or a family's name."""
+    from harness.campaigns.workloads import FAMILY_SCHEDULE
+
+    return FAMILY_SCHEDULE[chunk % len(FAMILY_SCHEDULE)]
+
+
 def draw_chunk(seed: int, chunk: int, context: Any, count: int = CHUNK) -> list[Any]:
     """The workloads of chunk ``chunk`` (at most ``count``), in draw order."""
     hypothesis = require_hypothesis()
@@ -350,7 +361,7 @@ def draw_chunk(seed: int, chunk: int, context: Any, count: int = CHUNK) -> list[
 
     settings = _settings(hypothesis, count)
     test = hypothesis.seed(chunk_seed(seed, chunk))(
-        settings(hypothesis.given(workloads(context))(record)))
+        settings(hypothesis.given(workloads(context, chunk_plan(chunk)))(record)))
     test()
     return drawn[:count]
 
@@ -560,7 +571,7 @@ def _shrink_and_record(implementation: Implementation, failing: CaseResult, *, s
 
     settings = _settings(hypothesis, chunk_count, shrink=shrink)
     test = hypothesis.seed(chunk_seed(seed, chunk))(
-        settings(hypothesis.given(workloads(context))(prop)))
+        settings(hypothesis.given(workloads(context, chunk_plan(chunk)))(prop)))
     try:
         test()
     except _Counterexample as found:

@@ -110,6 +110,65 @@ SPELLINGS: dict[str, tuple[str, ...]] = {
     "git status": ("git  status", "git status ."),
     "make build": ("make  build", "make 'build'"),
 }
+RESPELLINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "respelt_space": {"ls -la": ("ls  -la",), "git status": ("git  status",),
+                      "make build": ("make  build",)},
+    "respelt_quotes": {"pytest -q tests": ("pytest -q 'tests'", 'pytest -q "tests"'),
+                       "make build": ("make 'build'",)},
+    "respelt_order": {"ls -la": ("ls -al", "ls -l -a"), "pytest -q tests": ("pytest tests -q",),
+                      "git status": ("git status .",)},
+}
+"""SPELLINGS by how they differ: white space only, quoting only, or the order or form of the
+arguments; a shell treats the first two alike, the contract never does."""
+RACE_HOLDS: tuple[Failpoint, ...] = (
+    Failpoint.DURING_CLASSIFIER_REVIEW, Failpoint.AFTER_REVALIDATION,
+    Failpoint.AFTER_PERMISSION_DECISION, Failpoint.AFTER_REVALIDATION,
+    Failpoint.AFTER_START_RECORDED, Failpoint.AFTER_PROMPT, Failpoint.AFTER_TOOL_RETURNED,
+    Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_REVALIDATION,
+    Failpoint.AFTER_MODEL_STREAM_ENDED, Failpoint.BEFORE_MODEL_REQUEST,
+)
+"""Where the ``review_race`` family holds the first of two instances: the revalidation, after
+which the start claim decides which instance runs, three times in eleven; around a model
+request, in a conversation of two calls."""
+ESCALATION_VARIANTS: tuple[str, ...] = (
+    "approved", "refused", "non_interactive", "cannot_approve", "restart_before_answer",
+    "forbidden_at_wait", "forbidden_at_prompt",
+)
+"""The ``escalation_answer`` family's owners: one who approves or refuses, none who can, the
+harness restarting before the answer, rules forbidding the escalation before the prompt or
+after it."""
+CRASH_POINTS: tuple[tuple[Failpoint, int], ...] = (
+    (Failpoint.AFTER_START_RECORDED, 1), (Failpoint.AFTER_START_RECORDED, 2),
+    (Failpoint.AFTER_TOOL_RETURNED, 1), (Failpoint.AFTER_RESULT_SAVED, 1),
+    (Failpoint.AFTER_PERMISSION_DECISION, 2), (Failpoint.AFTER_PREPARE, 2),
+    (Failpoint.AFTER_MODEL_STREAM_ENDED, 2), (Failpoint.AFTER_MODEL_REQUEST_STARTED, 2),
+    (Failpoint.BEFORE_MODEL_REQUEST, 2), (Failpoint.AFTER_CHECKPOINT_SAVED, 1),
+)
+"""Where the ``crash_batch`` family crashes: around an execution of the batch, between its
+calls' decisions, or around the model request that follows it."""
+PRECEDENCE_PATTERNS: dict[str, tuple[str, str]] = {
+    "Bash": ("command", "*rm -rf*"), "send_email": ("to", "*@example.com"),
+    "write_file": ("path", "/repo/*"),
+}
+"""The field and a pattern its generated calls match, per tool of the ``precedence`` family."""
+INTERFERENCES: tuple[tuple[str, str], ...] = (
+    ("review", "change_rules"), ("review", "cancel"),
+    ("pending", "change_rules"), ("pending", "cancel"),
+    ("before_answer", "change_rules"), ("before_answer", "cancel"),
+    ("approved", "change_rules"), ("approved", "cancel"),
+    ("start", "change_rules"), ("start", "cancel"),
+    ("withdrawn", "change_rules"), ("edit", ""),
+)
+"""The ``review_interference`` family's variants: where a rule change or a cancel lands (during
+the classifier's review; while an approval waits; between the prompt and the answer; after an
+approved call's revalidation; after a granted call's decision or revalidation; before the
+prompt, withdrawing the wait, with a crash in the new decision), or a file an approved edit
+expects rewritten by another session while the approval waits."""
+REPEAT_VARIANTS: tuple[str, ...] = ("same", "description", "respelt_space", "respelt_quotes",
+                                    "respelt_order", "cwd", "user_description", "user_same")
+"""How the ``repeat_keys`` family's last call differs from the failures before it."""
+
+
 DESCRIPTIONS: tuple[str, ...] = ("list the files", "", "safe, pre-approved by the owner",
                                  "run it again, reworded")
 LONG_FILLER_CHARS = 900  # past the old classifier window of 800 characters
@@ -203,6 +262,21 @@ def _rule(draw: Any, effect: str, tools: Sequence[str]) -> dict[str, Any]:
         pattern = draw(st.sampled_from(("*rm -rf*", "ls*", "git *", "*sudo*", "pytest*")))
         return {"effect": effect, "tool": tool, "pattern": pattern, "field": "command"}
     return {"effect": effect, "tool": tool}
+
+
+def _variant(draw: Any, variants: Sequence[Any]) -> Any:
+    """One of ``variants``, near uniformly, shrinking toward the first.
+
+    Why not ``sampled_from`` or a seeded Random's ``choice``: Hypothesis draws small indexes
+    and repeats (mutates) earlier examples' choices, so among a workload's many draws the
+    last entries of a list came up a few times in a hundred, one family never in 400 cases.
+    A wide integer spread by a hash does not lean toward any entry; zero (where the shrinker
+    goes) is the first entry."""
+    number = draw(st.integers(0, 2**32 - 1))
+    if number == 0:
+        return variants[0]
+    spread = int.from_bytes(hashlib.sha256(number.to_bytes(8, "big")).digest()[:8], "big")
+    return variants[spread % len(variants)]
 
 
 GRANT_ALL: dict[str, Any] = {"effect": "allow", "tool": "*"}
@@ -523,7 +597,7 @@ def faults(draw: Any, features: frozenset[str], sessions_: Sequence[Mapping[str,
 
 FAMILIES: tuple[str, ...] = (
     "twin_sessions",       # the same calls (ids, commands) in two sessions, other contexts
-    "review_race",         # a concurrent duplicate held during the classifier review
+    "review_race",         # a concurrent duplicate held at any failpoint, the review included
     "threshold_restart",   # a denial streak, the fallback approved, then a restart
     "partial_then_restart",  # an EOF with partial text, then a restart before the next turn
     "idempotent_crash",    # a crash in the middle of a call to an idempotent tool
@@ -537,14 +611,21 @@ FAMILIES: tuple[str, ...] = (
     "repeat_keys",         # failing commands again: reworded, respelt, elsewhere, evicted
     "long_operation",      # dangerous parts past 800 characters or after the first command
     "classifier_outcomes", # timeouts, service errors, cancellations, late verdicts in a streak
+    "crash_batch",         # denied and running calls in one response, a crash, recovery
 )
 """Targeted workloads for situations a random swarm reaches rarely: each is built around its
-situation, with the rest (verdicts, behaviours, faults) drawn as usual. About half of the
-workloads are one of these; Hypothesis shrinks toward none (the first choice)."""
-FAMILY_CHOICES: tuple[str | None, ...] = tuple(
-    choice for family in FAMILIES for choice in (None, family))
-"""None and the families interleaved: Hypothesis favours the first choices of a list, so each
-family sits beside a None instead of all of them after every None."""
+situation, with the rest (verdicts, behaviours, faults) drawn as usual, and the variant
+that decides its situation drawn near uniformly among a few (:func:`_variant`). Two chunks
+in three are one family's (:data:`FAMILY_SCHEDULE`)."""
+FAMILY_SCHEDULE: tuple[str | None, ...] = tuple(
+    choice for index, family in enumerate(FAMILIES)
+    for choice in ((None, family) if index % 2 == 0 else (family,)))
+"""What each chunk of a campaign draws, in turn (chunk ``k`` takes entry ``k`` modulo the
+length): ``None`` is the swarm, a name that family. A swarm chunk for every two families, so
+one case in three is a swarm's. Why a schedule and not a draw: Hypothesis draws small
+indexes and repeats earlier examples' choices, so a drawn family was anything but uniform
+(one of fifteen never came up in 400 cases); taken in turn, every family gets its share of
+every few hundred cases, and its variants (drawn inside it) their share of the family's."""
 
 
 def _base(sessions_: list[dict[str, Any]], model: list[dict[str, Any]],
@@ -602,15 +683,38 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
     elif family == "review_race":
         if "multi_instance" not in context.features:
             return draw(family_workload("version_review", context))
-        sessions_ = [{"id": "s1", "mode": "auto"}]
+        # two instances deliver the same first response; the first is held at one failpoint
+        # of the pipeline (uniformly: the classifier's review, the wait, the prompt, the
+        # revalidation, the start...) while the other runs: one execution, one record
+        hold = _variant(draw, RACE_HOLDS)
+        session: dict[str, Any] = {"id": "s1"}
+        steps_ = [{"do": "concurrent_turn", "session": "s1", "text": "do it once",
+                   "optional": True, "hold_at": hold.value}]
+        if hold is Failpoint.DURING_CLASSIFIER_REVIEW or (
+                hold not in (Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_PROMPT)
+                and draw(st.booleans())):
+            session["mode"] = "auto"
+        elif hold in (Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_PROMPT) or draw(st.booleans()):
+            session["rules"] = [{"effect": "ask", "tool": "*"}]
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+        else:
+            session["rules"] = [dict(GRANT_ALL)]
         model = [{"session": "s1", "tool_calls": [draw(st.sampled_from((
                       {"id": "c1", "tool": "send_email", "args": {"to": "a@example.com", "body": "x"}},
+                      {"id": "c1", "tool": "write_file", "args": {"path": "/repo/out.txt", "content": "one"}},
                       _dangerous_call(draw, "c1"))))], "repeat": 2},
                  {"session": "s1", "text": "Done."}]
-        steps_ = [{"do": "concurrent_turn", "session": "s1", "text": "do it once",
-                   "optional": True, "hold_at": Failpoint.DURING_CLASSIFIER_REVIEW.value}]
-        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
-                     faults=some_faults(sessions_))
+        if hold in (Failpoint.AFTER_MODEL_STREAM_ENDED, Failpoint.BEFORE_MODEL_REQUEST):
+            # a conversation the held instance no longer owns when it resumes: two calls in
+            # turn, then an answer every instance may be served
+            session = {"id": "s1", "rules": [dict(GRANT_ALL)]}
+            steps_ = steps_[:1]
+            model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": "write_file",
+                                                        "args": {"path": "/repo/a.txt", "content": "one"}}]},
+                     {"session": "s1", "tool_calls": [{"id": "c2", "tool": "write_file",
+                                                        "args": {"path": "/repo/b.txt", "content": "two"}}]},
+                     {"session": "s1", "text": "Done.", "repeat": 3}]
+        data = _base([session], model, steps_, features, classifier=script_classifier)
     elif family == "threshold_restart":
         consecutive = draw(st.integers(1, 3))
         sessions_ = [{"id": "s1", "mode": "auto", "thresholds": {
@@ -658,7 +762,7 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         # kind: the documented pipeline passes each of these failpoints on its first hit, so
         # the fault is required (not optional): a failpoint an implementation skips for some
         # tool kinds or some decisions is an error here, as in a hand-written scenario.
-        how = draw(st.sampled_from(("grant", "ask", "auto")))
+        how = _variant(draw, ("grant", "ask", "auto", "ask"))
         session: dict[str, Any] = {"id": "s1"}
         if how == "grant":
             session["rules"] = [dict(GRANT_ALL)]
@@ -677,7 +781,7 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
             steps_.append({"do": "answer", "wait": "c1", "approve": True})
         elif how == "auto":
             points.append(Failpoint.DURING_CLASSIFIER_REVIEW)
-        point = draw(st.sampled_from(points))
+        point = _variant(draw, points)
         action = draw(st.sampled_from(("crash", "raise")))
         if action == "raise" and point in (Failpoint.AFTER_PROMPT,):
             action = "crash"  # a raise at the prompt leaves the wait for the answer step
@@ -694,20 +798,19 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
             call_id = f"c{number}"
             calls.append({"id": call_id, "tool": tool, "args": _args(draw, tool, frozenset(), [])})
             first = draw(st.sampled_from(("param_error", "fail", "transient", "unavailable",
-                                          "unknown", "claims_not_executed", "hang", "ok")))
-            if first != "ok":
+                                          "unknown", "claims_not_executed", "hang", "ok",
+                                          "ran_then_unavailable")))
+            if first == "ran_then_unavailable":
+                # an idempotent call's attempt ran and failed transiently, and its automatic
+                # retry cannot start: the attempt that ran stays on record
+                calls[-1] = {"id": call_id, "tool": "ping", "args": {"host": "h1"}}
+                behaviours_ += [{"call": call_id, "behaviour": "transient", "times": 1},
+                                {"call": call_id, "behaviour": "unavailable", "times": 3}]
+            elif first != "ok":
                 entry: dict[str, Any] = {"call": call_id, "behaviour": first,
                                          "times": draw(st.integers(1, 4))}
                 if first == "hang":
                     entry["seconds"] = 5.0
-                if first == "transient" and draw(st.booleans()):
-                    # an idempotent call's attempt ran and failed transiently, and its
-                    # automatic retry cannot start: the attempt that ran stays on record
-                    calls[-1] = {"id": call_id, "tool": "ping", "args": {"host": "h1"}}
-                    entry["times"] = 1
-                    behaviours_ += [entry, {"call": call_id, "behaviour": "unavailable",
-                                            "times": 3}]
-                    continue
                 behaviours_.append(entry)
         model = [{"session": "s1", "tool_calls": calls}, {"session": "s1", "text": "Done."}]
         steps_ = [{"do": "turn", "session": "s1", "text": "run them all"}]
@@ -720,8 +823,15 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
     elif family == "precedence":
         auto = draw(st.booleans())
         tool = draw(st.sampled_from(("Bash", "send_email", "write_file")))
-        drawn_rules = [{"effect": draw(st.sampled_from(("allow", "ask", "deny"))), "tool": tool}
-                       for _ in range(draw(st.integers(1, 3)))]
+        drawn_rules = []
+        for _ in range(draw(st.integers(1, 3))):
+            rule = {"effect": draw(st.sampled_from(("allow", "ask", "deny"))), "tool": tool}
+            if draw(st.booleans()):
+                # a rule on one field of the tool's calls, matching this call or not: the
+                # tool stays offered to the model, only the matching operations are ruled
+                field, pattern = PRECEDENCE_PATTERNS[tool]
+                rule.update(field=field, pattern=draw(st.sampled_from((pattern, "*nothing*"))))
+            drawn_rules.append(rule)
         if draw(st.booleans()):
             drawn_rules.insert(0, dict(GRANT_ALL))
         session = {"id": "s1", "rules": drawn_rules, **({"mode": "auto"} if auto else {})}
@@ -738,43 +848,72 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         data = _base([session], model, steps_, features,
                      classifier={"script": [{"review": 1, "outcome": verdict}]})
     elif family == "review_interference":
-        where = draw(st.sampled_from(("review", "approval", "start", "edit")))
+        # which interference, where: each variant is one situation revalidation must notice
+        where, action = _variant(draw, INTERFERENCES)
         tool = draw(st.sampled_from(("send_email", "write_file", "deploy")))
         args = _args(draw, tool, frozenset(), [])
         session: dict[str, Any] = {"id": "s1"}
+        sessions_ = [session]
         model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool, "args": args}]},
                  {"session": "s1", "text": "Done."}]
         steps_: list[dict[str, Any]] = [{"do": "turn", "session": "s1", "text": "do it"}]
-        action = draw(st.sampled_from(("cancel", "change_rules")))
         fault: dict[str, Any] = {"hits": "1", "action": action, "optional": True, "session": "s1"}
         if action == "change_rules":
-            fault["rules"] = draw(st.sampled_from(([], [{"effect": "deny", "tool": tool}],
-                                                   [dict(GRANT_ALL)])))
+            # refusing or asking again (what revalidation must notice) three times in four; a
+            # grant changes the version, not the answer
+            fault["rules"] = draw(st.sampled_from(([{"effect": "deny", "tool": tool}], [],
+                                                   [dict(GRANT_ALL)],
+                                                   [{"effect": "deny", "tool": tool}])))
             fault["permission_version"] = 2
         if where == "review":
             session["mode"] = "auto"
             fault["failpoint"] = Failpoint.DURING_CLASSIFIER_REVIEW.value
-        elif where == "approval":
+        elif where == "pending":  # while the approval waits, at the wait or the prompt
             fault["failpoint"] = draw(st.sampled_from((Failpoint.AFTER_PROMPT,
                                                        Failpoint.AFTER_WAIT_PERSISTED))).value
             steps_.append({"do": "answer", "wait": "c1", "approve": True})
+        elif where == "before_answer":  # a step between the prompt and the answer
+            steps_.append({"do": "update_rules", "session": "s1", "rules": fault["rules"],
+                           "permission_version": 2} if action == "change_rules"
+                          else {"do": "cancel", "session": "s1"})
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+            fault = {}
+        elif where == "approved":  # after the approved call's revalidation, before its start
+            fault["failpoint"] = Failpoint.AFTER_REVALIDATION.value
+            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+        elif where == "withdrawn":
+            # an auto session's call asks by rule; the rules change before the prompt, so the
+            # wait is withdrawn and the call goes back to the classifier, which a crash
+            # interrupts: recovery must find the turn running and decide the call again
+            session["mode"] = "auto"
+            session["rules"] = [{"effect": "ask", "tool": tool}]
+            fault.update(failpoint=Failpoint.AFTER_WAIT_PERSISTED.value, rules=[])
+            data = _base(sessions_, model, steps_, features, classifier={"dangerous": list(DANGEROUS)},
+                         faults=[fault, {"failpoint": Failpoint.DURING_CLASSIFIER_REVIEW.value,
+                                         "hits": "1", "action": "crash", "optional": True}])
+            return data, features
         elif where == "start":
             session["rules"] = [dict(GRANT_ALL)]
             fault["failpoint"] = draw(st.sampled_from((Failpoint.AFTER_PERMISSION_DECISION,
                                                        Failpoint.AFTER_REVALIDATION))).value
-        else:  # an edit whose file another write changes while its approval is pending
-            session["rules"] = [{"effect": "ask", "tool": "edit_file"},
-                                {"effect": "allow", "tool": "write_file"}]
+        else:
+            # an edit whose file another session rewrites while the edit's approval is
+            # pending: revalidation must see the file precondition broken
+            session["rules"] = [{"effect": "ask", "tool": "edit_file"}]
+            sessions_.append({"id": "s2", "rules": [dict(GRANT_ALL)]})
             model = [{"session": "s1", "tool_calls": [
                          {"id": "c1", "tool": "edit_file",
                           "args": {"path": "/repo/a.txt", "old": "alpha", "new": "ALPHA",
-                                   "expect_sha": "{{sha256:/repo/a.txt}}"}},
-                         {"id": "c2", "tool": "write_file",
+                                   "expect_sha": "{{sha256:/repo/a.txt}}"}}]},
+                     {"session": "s2", "tool_calls": [
+                         {"id": "w1", "tool": "write_file",
                           "args": {"path": "/repo/a.txt", "content": "changed"}}]},
+                     {"session": "s2", "text": "Done."},
                      {"session": "s1", "text": "Done."}]
-            steps_.append({"do": "answer", "wait": "c1", "approve": True})
+            steps_ += [{"do": "turn", "session": "s2", "text": "rewrite it"},
+                       {"do": "answer", "wait": "c1", "approve": True}]
             fault = {}
-        data = _base([session], model, steps_, features, classifier=script_classifier,
+        data = _base(sessions_, model, steps_, features, classifier=script_classifier,
                      faults=[fault] if fault else [])
     elif family == "denial_counting":
         count = draw(st.integers(1, 2))
@@ -798,39 +937,56 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
         script = [{"review": review, "outcome": draw(st.sampled_from(
             ("risk_deny", "risk_deny", "timeout", "service_error", "cancelled", "allow")))}
             for review in range(1, draw(st.integers(2, 6)) + 1)]
+        if draw(st.booleans()):
+            # a crash right after one of the streak's decisions: no count may be lost or
+            # counted twice by the recovery
+            drawn_faults = [{"failpoint": Failpoint.AFTER_PERMISSION_DECISION.value,
+                             "hits": str(draw(st.integers(1, 4))), "action": "crash",
+                             "optional": True}]
+        else:
+            drawn_faults = some_faults(sessions_)
         data = _base(sessions_, model, steps_, features,
                      classifier={"dangerous": list(DANGEROUS), "script": script},
-                     faults=some_faults(sessions_))
+                     faults=drawn_faults)
     elif family == "repeat_keys":
         limit = draw(st.integers(1, 2))
         sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)],
                       "thresholds": {"failure_repeat_limit": limit}}]
-        base = draw(st.sampled_from(sorted(SPELLINGS)))
-        first = {"command": base, "description": "first try"}
-        if draw(st.booleans()):
-            first["cwd"] = "/repo"
+        how = _variant(draw, REPEAT_VARIANTS)
+        if how.startswith("user_"):
+            # a user tool's own description field is part of what it does: another one is
+            # another operation, the same one a repeat
+            tool = "make_note"
+            first = {"title": "note", "description": "first"}
+            variant = dict(first, description="second" if how == "user_description" else "first")
+        else:
+            tool = "Bash"
+            base = draw(st.sampled_from(sorted(RESPELLINGS[how] if how.startswith("respelt")
+                                               else SPELLINGS)))
+            first = {"command": base, "description": "first try"}
+            if draw(st.booleans()):
+                first["cwd"] = "/repo"
+            variant = dict(first)
+            if how == "description":
+                variant["description"] = "reworded"
+            elif how.startswith("respelt"):
+                variant["command"] = draw(st.sampled_from(RESPELLINGS[how][base]))
+            elif how == "cwd":
+                variant["cwd"] = "/repo/sub"
         model: list[dict[str, Any]] = []
         burst = draw(st.booleans())
         if burst:  # the first key's failures are evicted from the table by 16 others
-            calls = [{"id": f"k{i}", "tool": "Bash", "args": dict(first)} for i in range(limit)]
+            calls = [{"id": f"k{i}", "tool": tool, "args": dict(first)} for i in range(limit)]
             calls += [{"id": f"e{i}", "tool": "deploy", "args": {"target": f"node{i}"}}
                       for i in range(FAILURE_BURST_MIN)]
             model.append({"session": "s1", "tool_calls": calls})
         else:
-            model += [{"session": "s1", "tool_calls": [{"id": f"k{i}", "tool": "Bash",
+            model += [{"session": "s1", "tool_calls": [{"id": f"k{i}", "tool": tool,
                                                         "args": dict(first)}]}
                       for i in range(limit)]
-        variant = dict(first)
-        how = draw(st.sampled_from(("same", "description", "respelt", "cwd")))
-        if how == "description":
-            variant["description"] = "reworded"
-        elif how == "respelt":
-            variant["command"] = draw(st.sampled_from(SPELLINGS[base]))
-        elif how == "cwd":
-            variant["cwd"] = "/repo/sub"
-        model += [{"session": "s1", "tool_calls": [{"id": "again", "tool": "Bash", "args": variant}]},
+        model += [{"session": "s1", "tool_calls": [{"id": "again", "tool": tool, "args": variant}]},
                   {"session": "s1", "text": "Done."}]
-        behaviours_ = [{"tool": "Bash", "behaviour": "fail", "times": limit + 1}]
+        behaviours_ = [{"tool": tool, "behaviour": "fail", "times": limit + 1}]
         if burst:
             behaviours_.append({"tool": "deploy", "behaviour": "fail", "times": FAILURE_BURST_MIN})
         data = _base(sessions_, model, [{"do": "turn", "session": "s1", "text": "build it"}],
@@ -858,6 +1014,24 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
             "consecutive_denials_max": draw(st.integers(2, 3)),
             "cumulative_denials_max": draw(st.integers(3, 5)),
             "classifier_timeout_s": timeout_s}}]
+        if draw(st.booleans()):
+            # a risk-denial streak with one other outcome at one position (first, middle, at
+            # the threshold): what it does to the streak is the outcome's own rule
+            position = draw(st.integers(1, 3))
+            outcome = _variant(draw, ("allow", "timeout", "service_error", "cancelled",
+                                      "late_allow"))
+            entry = {"review": position, "outcome": "allow" if outcome == "late_allow" else outcome}
+            if outcome == "late_allow":
+                entry["delay_s"] = timeout_s + 10.0
+            sessions_[0]["thresholds"]["consecutive_denials_max"] = 3
+            sessions_[0]["thresholds"]["cumulative_denials_max"] = draw(st.integers(3, 5))
+            model = [{"session": "s1", "tool_calls": [_dangerous_call(draw, f"c{number}")]}
+                     for number in range(1, 6)] + [{"session": "s1", "text": "Done."}]
+            data = _base(sessions_, model,
+                         [{"do": "turn", "session": "s1", "text": "tidy up"},
+                          {"do": "answer", "wait": "next", "approve": True}], features,
+                         classifier={"dangerous": list(DANGEROUS), "script": [entry]})
+            return data, features
         count = draw(st.integers(2, 5))
         model = []
         for number in range(1, count + 1):
@@ -884,20 +1058,61 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
     elif family == "escalation_answer":
         if "sandbox_escalation" not in context.features:
             return draw(family_workload("idempotent_crash", context))
-        owner = draw(st.sampled_from(({}, {"interactive": False},
-                                      {"owner_can_approve": False})))
-        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)], **owner}]
+        how = _variant(draw, ESCALATION_VARIANTS)
+        owner = {"non_interactive": {"interactive": False},
+                 "cannot_approve": {"owner_can_approve": False}}.get(how, {})
         tool = draw(st.sampled_from(("write_file", "deploy", "Bash")))
+        sessions_ = [{"id": "s1", "rules": [dict(GRANT_ALL)], **owner}]
         model = [{"session": "s1", "tool_calls": [{"id": "c1", "tool": tool,
                                                      "args": _args(draw, tool, frozenset(), [])}]},
                  {"session": "s1", "text": "Done."}]
         steps_ = [{"do": "turn", "session": "s1", "text": "ship it"},
-                  {"do": "answer", "wait": "next", "approve": draw(st.booleans())}]
-        if draw(st.booleans()):
+                  {"do": "answer", "wait": "next", "approve": how != "refused"}]
+        drawn_faults: list[dict[str, Any]] = []
+        if how == "restart_before_answer":
             steps_.insert(1, {"do": "restart"})
+        elif how in ("forbidden_at_wait", "forbidden_at_prompt"):
+            # the escalation is forbidden before its owner could answer: the wait goes, the
+            # attempt's result stands, and the settlement is published
+            drawn_faults.append({
+                "failpoint": (Failpoint.AFTER_WAIT_PERSISTED if how == "forbidden_at_wait"
+                              else Failpoint.AFTER_PROMPT).value,
+                "hits": "1", "action": "change_rules", "optional": True, "session": "s1",
+                "rules": [{"effect": "deny", "tool": tool}], "permission_version": 2})
+        else:
+            drawn_faults = some_faults(sessions_)
         data = _base(sessions_, model, steps_, features, classifier=script_classifier,
-                     faults=some_faults(sessions_),
+                     faults=drawn_faults,
                      tool_behaviour=[{"call": "c1", "behaviour": "partial_escalate"}])
+    elif family == "crash_batch":
+        # one response mixing calls a rule denies (by tool, or by a field pattern of the same
+        # tool) with calls that run; a crash around one execution or one model request; then
+        # recovery, and maybe another turn: repair must settle each call by its own record
+        deny_how = _variant(draw, ("by_tool", "by_pattern"))
+        rules_ = [{"effect": "deny", "tool": "app_action"},
+                  {"effect": "deny", "tool": "deploy", "field": "target", "pattern": "prod"},
+                  dict(GRANT_ALL)]
+        calls = []
+        if deny_how == "by_tool":
+            calls.append({"id": "c1", "tool": "app_action", "args": {"action": "close"}})
+        else:
+            calls.append({"id": "c1", "tool": "deploy", "args": {"target": "prod"}})
+        calls.append({"id": "c2", "tool": "deploy", "args": {"target": "staging"}})
+        if draw(st.booleans()):
+            calls.append({"id": "c3", "tool": "write_file",
+                          "args": {"path": "/repo/out.txt", "content": "one"}})
+        if draw(st.booleans()):
+            calls.reverse()
+        model = [{"session": "s1", "tool_calls": calls}, {"session": "s1", "text": "Done."}]
+        steps_ = [{"do": "turn", "session": "s1", "text": "do all of it"}]
+        point, hit = _variant(draw, CRASH_POINTS)
+        if draw(st.booleans()):
+            steps_ += [{"do": "restart"}, {"do": "turn", "session": "s1", "text": "go on"}]
+            model.append({"session": "s1", "text": "Went on."})
+        data = _base([{"id": "s1", "rules": rules_}], model, steps_, features,
+                     classifier={"dangerous": list(DANGEROUS)},
+                     faults=[{"failpoint": point.value, "hits": str(hit), "action": "crash",
+                              "optional": True}])
     else:  # version_review
         sessions_ = [{"id": "s1", "mode": "auto"}]
         call = draw(st.sampled_from(({"tool": "send_email", "args": {"to": "a@example.com",
@@ -917,12 +1132,9 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
 
 
 @st.composite
-def workloads(draw: Any, context: Context = Context()) -> Workload:
-    """One whole workload (see the module docstring): a swarm of features, or a family."""
-    # Hypothesis favours the first entries of a list (and False over True), so the later
-    # families were drawn a few times in a thousand; a Random that Hypothesis seeds (no
-    # global random: its seed is a draw like any other) picks uniformly
-    family = draw(st.randoms(use_true_random=False)).choice(FAMILY_CHOICES)
+def workloads(draw: Any, context: Context = Context(), family: str | None = None) -> Workload:
+    """One whole workload (see the module docstring): a swarm of features (``family`` None),
+    or a workload of ``family``."""
     if family is not None:
         data, features = draw(family_workload(family, context))
         workload = Workload(data, tuple(sorted(features)))

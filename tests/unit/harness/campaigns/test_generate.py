@@ -12,7 +12,7 @@ pytest.importorskip("hypothesis")
 
 import reference_impl  # noqa: E402
 from harness.campaigns import generate as G  # noqa: E402
-from harness.campaigns.workloads import FAMILIES, FEATURES, Context  # noqa: E402
+from harness.campaigns.workloads import FAMILIES, FAMILY_SCHEDULE, FEATURES, Context  # noqa: E402
 from harness.cli import app as cli  # noqa: E402
 from harness.implementations import resolve  # noqa: E402
 from harness.running.suite import default_criteria, default_runner  # noqa: E402
@@ -24,7 +24,7 @@ CONTEXT = G.implementation_context(REFERENCE)
 
 def test_every_drawn_workload_loads_and_uses_only_its_drawn_features():
     seen: set[str] = set()
-    for chunk in range(4):
+    for chunk in range(2 * len(FAMILY_SCHEDULE)):  # the schedule twice: 16 swarm chunks
         for workload in G.draw_chunk(11, chunk, CONTEXT):
             scenario = G.load_workload(workload.data)
             assert scenario.id == workload.data["id"]
@@ -41,9 +41,9 @@ def test_every_drawn_workload_loads_and_uses_only_its_drawn_features():
 
 
 def test_the_same_seed_draws_the_same_workloads_and_another_seed_others():
-    first = [w.key() for w in G.draw_chunk(5, 1, CONTEXT, 40)]
-    again = [w.key() for w in G.draw_chunk(5, 1, CONTEXT, 40)]
-    other = [w.key() for w in G.draw_chunk(6, 1, CONTEXT, 40)]
+    first = [w.key() for w in G.draw_chunk(5, 0, CONTEXT, 40)]
+    again = [w.key() for w in G.draw_chunk(5, 0, CONTEXT, 40)]
+    other = [w.key() for w in G.draw_chunk(6, 0, CONTEXT, 40)]
     assert first == again
     assert first != other
     assert len(set(first)) > 30  # mostly distinct cases
@@ -156,3 +156,34 @@ def test_selftest_by_generation_counts_the_cases_to_catch(tmp_path, capsys):
     assert 1 <= catch["cases"] <= 60
     assert set(catch["failing"]) & {"M2", "M5"}
     assert "| eof-reported-completed |" in (tmp_path / "generation.md").read_text()
+
+
+def test_every_variant_of_every_family_is_drawn_and_the_schedule_takes_every_family(monkeypatch):
+    # a family's situations are its variants: each must come up in a few hundred cases, or
+    # the defects only one of them shows are met once in thousands (the self-test's misses)
+    from harness.campaigns import workloads as W
+
+    tables = {"INTERFERENCES": W.INTERFERENCES, "REPEAT_VARIANTS": W.REPEAT_VARIANTS,
+              "RACE_HOLDS": W.RACE_HOLDS, "ESCALATION_VARIANTS": W.ESCALATION_VARIANTS,
+              "CRASH_POINTS": W.CRASH_POINTS}
+    chosen: dict[str, set] = {name: set() for name in tables}
+    real = W._variant
+
+    def recording(draw, variants):
+        choice = real(draw, variants)
+        for name, table in tables.items():
+            if variants is table:
+                chosen[name].add(choice)
+        return choice
+
+    monkeypatch.setattr(W, "_variant", recording)
+    # the schedule eight times over: 80 cases of each family (a 2,000-case campaign has
+    # more), about 6 per variant
+    drawn = [w for chunk in range(8 * len(FAMILY_SCHEDULE)) if G.chunk_plan(chunk) is not None
+             for w in G.draw_chunk(21, chunk, CONTEXT)]
+    for name, table in tables.items():
+        assert chosen[name] == set(table), f"{name}: never drawn {set(table) - chosen[name]}"
+    planned = [G.chunk_plan(chunk) for chunk in range(len(FAMILY_SCHEDULE))]
+    assert set(planned) == set(FAMILIES) | {None}
+    assert planned.count(None) * 3 == len(planned), "one chunk in three is the swarm's"
+    assert all(set(w.features) & set(FAMILIES) for w in drawn)
