@@ -811,7 +811,10 @@ class Runtime {
     const result = this.runTool(op, { sandboxed: true });
     this.fp('after_tool_returned', this.opContext(op));
     const asker = this.session(op.session_id);
-    if (result.escalation && asker.interactive && asker.owner_can_approve) return this.escalate(op, result);
+    // an escalation asked while a new message settles the session is answered "no" by that
+    // message (docs/contract.md, "A new message answers no"): the sandboxed result stands
+    const ownerMovedOn = asker.pending_user_text !== null;
+    if (result.escalation && asker.interactive && asker.owner_can_approve && !ownerMovedOn) return this.escalate(op, result);
     this.saveResult(op, result);
     this.fp('after_result_saved', this.opContext(op));
     this.afterResult(op, { failpoints: true });
