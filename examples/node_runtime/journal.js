@@ -19,7 +19,7 @@
 const fs = require('fs');
 const path = require('path');
 const crypto = require('crypto');
-const { parse, dumps } = require('./jsonpy');
+const { fastParse, fastDumps } = require('./jsonpy');
 
 const JOURNAL = 'journal.jsonl';
 
@@ -36,9 +36,11 @@ class State {
     this.conv = new Map(); // session -> [message]
     this.checkpoints = [];
     this.x = { failures_logged: 0, results_saved: 0, starts: 0, prepares: 0, waits: 0 };
+    this.dirty = new Set(); // the tables and lists changed since the reader last answered
   }
 
   apply(commit) {
+    for (const k of Object.keys(commit)) this.dirty.add(k);
     for (const t of TABLES) {
       const part = commit[t];
       if (!part) continue;
@@ -82,7 +84,7 @@ function foldText(state, text, where, skipInstance = null) {
     if (line.trim()) {
       let commit;
       try {
-        commit = parse(line);
+        commit = fastParse(line);
       } catch (e) {
         throw new JournalError(`${where}: line at byte ${consumed} is not JSON (${e.message}); the journal is damaged`);
       }
@@ -207,7 +209,7 @@ class Tx {
     Object.assign(out, this.parts);
     if (Object.keys(out).length === 1) return;
     const j = this.journal;
-    const line = Buffer.from(dumps(out, false) + '\n', 'utf8');
+    const line = Buffer.from(fastDumps(out) + '\n', 'utf8');
     let off = 0;
     while (off < line.length) off += fs.writeSync(j.fd, line, off, line.length - off);
     j.commits++;

@@ -1295,62 +1295,90 @@ class Runtime {
 
 // ---- inspect: the durable store as the harness reads it ---------------------------------
 
-function observation(state) {
-  const sessions = [];
-  for (const s of state.s.values()) {
-    sessions.push({ session_id: s.session_id, turn_status: s.turn_status, permission_version: s.permission_version, mode: s.mode, interactive: s.interactive });
-  }
-  const operations = [];
-  for (const o of state.o.values()) {
-    const w = o.wait_id ? state.w.get(o.wait_id) : null;
-    const waitPending = !!(w && w.status === 'pending');
-    const [, actions] = waitPending ? ['awaiting_approval', ['approve', 'reject']] : policy.expectedProjection(o, false);
-    operations.push({
-      session_id: o.session_id,
-      identity: { execution_id: o.execution_id, tool_call_id: o.tool_call_id, args_digest: o.args_digest, permission_version: o.permission_version },
-      tool: o.tool,
-      args: o.args,
-      dedup_key: o.dedup_key,
-      permission: o.permission,
-      decided_by: o.decided_by,
-      outcome: o.outcome,
-      delivery: o.delivery,
-      execution_started: o.execution_started,
-      failure_kind: o.failure_kind,
-      reason: o.reason || '',
-      recovery_actions: actions,
-      reconciliation_required: !!o.reconciliation_required,
-      classifier_outcome: o.classifier_outcome,
-      result_digest: o.result_digest,
-      attempts: o.attempts || 0,
-    });
-  }
-  const approvalWaits = [];
-  for (const w of state.w.values()) {
-    approvalWaits.push({ wait_id: w.wait_id, session_id: w.session_id, execution_id: w.execution_id, tool_call_id: w.tool_call_id, reason: w.reason, status: w.status, applied: w.applied });
-  }
-  const denialCounters = Array.from(state.k.values()).map((c) => ({ session_id: c.session_id, permission_version: c.permission_version, consecutive: c.consecutive, cumulative: c.cumulative }));
-  const failureTable = [];
-  for (const entries of state.f.values()) for (const e of entries) failureTable.push(e);
-  const checkpoints = state.checkpoints.map((c) => ({
-    session_id: c.session_id, format_version: c.format_version, sequence: c.sequence, failure_entries: c.failure_entries, size_bytes: c.size_bytes, last_execution_id: c.last_execution_id,
-  }));
-  const projections = Array.from(state.p.values());
-  const modelRequests = Array.from(state.r.values()).map((r) => ({
-    request_id: r.request_id, session_id: r.session_id, start_events: r.start_events, end_events: r.end_events, status: r.status, partial_text: r.partial_text, incomplete: r.incomplete,
-  }));
-  return {
-    sessions,
-    operations,
-    approval_waits: approvalWaits,
-    denial_counters: denialCounters,
-    failure_table: failureTable,
-    checkpoints,
-    projections,
-    model_requests: modelRequests,
-    failure_events_logged: state.x.failures_logged || 0,
-    result_records: state.x.results_saved || 0,
-  };
+// Each row part of the Observation and the journal tables it is built from (a part whose
+// tables did not change since the last reading is unchanged: `inspect_parts`).
+const PART_SOURCES = {
+  sessions: ['s'],
+  operations: ['o', 'w'],
+  approval_waits: ['w'],
+  denial_counters: ['k'],
+  failure_table: ['f'],
+  checkpoints: ['c'],
+  projections: ['p'],
+  model_requests: ['r'],
+};
+
+const PART_BUILDERS = {
+  sessions(state) {
+    const sessions = [];
+    for (const s of state.s.values()) {
+      sessions.push({ session_id: s.session_id, turn_status: s.turn_status, permission_version: s.permission_version, mode: s.mode, interactive: s.interactive });
+    }
+    return sessions;
+  },
+  operations(state) {
+    const operations = [];
+    for (const o of state.o.values()) {
+      const w = o.wait_id ? state.w.get(o.wait_id) : null;
+      const waitPending = !!(w && w.status === 'pending');
+      const [, actions] = waitPending ? ['awaiting_approval', ['approve', 'reject']] : policy.expectedProjection(o, false);
+      operations.push({
+        session_id: o.session_id,
+        identity: { execution_id: o.execution_id, tool_call_id: o.tool_call_id, args_digest: o.args_digest, permission_version: o.permission_version },
+        tool: o.tool,
+        args: o.args,
+        dedup_key: o.dedup_key,
+        permission: o.permission,
+        decided_by: o.decided_by,
+        outcome: o.outcome,
+        delivery: o.delivery,
+        execution_started: o.execution_started,
+        failure_kind: o.failure_kind,
+        reason: o.reason || '',
+        recovery_actions: actions,
+        reconciliation_required: !!o.reconciliation_required,
+        classifier_outcome: o.classifier_outcome,
+        result_digest: o.result_digest,
+        attempts: o.attempts || 0,
+      });
+    }
+    return operations;
+  },
+  approval_waits(state) {
+    const waits = [];
+    for (const w of state.w.values()) {
+      waits.push({ wait_id: w.wait_id, session_id: w.session_id, execution_id: w.execution_id, tool_call_id: w.tool_call_id, reason: w.reason, status: w.status, applied: w.applied });
+    }
+    return waits;
+  },
+  denial_counters(state) {
+    return Array.from(state.k.values()).map((c) => ({ session_id: c.session_id, permission_version: c.permission_version, consecutive: c.consecutive, cumulative: c.cumulative }));
+  },
+  failure_table(state) {
+    const table = [];
+    for (const entries of state.f.values()) for (const e of entries) table.push(e);
+    return table;
+  },
+  checkpoints(state) {
+    return state.checkpoints.map((c) => ({
+      session_id: c.session_id, format_version: c.format_version, sequence: c.sequence, failure_entries: c.failure_entries, size_bytes: c.size_bytes, last_execution_id: c.last_execution_id,
+    }));
+  },
+  projections(state) { return Array.from(state.p.values()); },
+  model_requests(state) {
+    return Array.from(state.r.values()).map((r) => ({
+      request_id: r.request_id, session_id: r.session_id, start_events: r.start_events, end_events: r.end_events, status: r.status, partial_text: r.partial_text, incomplete: r.incomplete,
+    }));
+  },
+};
+
+// The parts named (all by default) and the store's two counts.
+function observation(state, parts = Object.keys(PART_BUILDERS)) {
+  const out = {};
+  for (const name of parts) out[name] = PART_BUILDERS[name](state);
+  out.failure_events_logged = state.x.failures_logged || 0;
+  out.result_records = state.x.results_saved || 0;
+  return out;
 }
 
-module.exports = { Runtime, observation, DEFAULT_THRESHOLDS };
+module.exports = { Runtime, observation, PART_SOURCES, DEFAULT_THRESHOLDS };

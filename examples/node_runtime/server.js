@@ -10,7 +10,7 @@
 
 const { Endpoint, RpcError } = require('./rpc');
 const { Journal, Reader } = require('./journal');
-const { Runtime, observation } = require('./runtime');
+const { Runtime, observation, PART_SOURCES } = require('./runtime');
 
 for (const name of ['log', 'info', 'warn', 'debug']) {
   console[name] = (...args) => process.stderr.write(args.map(String).join(' ') + '\n');
@@ -50,11 +50,31 @@ function reader(dataDir) {
   return r;
 }
 
-function readObservation(dataDir) {
+const PARTS = Object.keys(PART_SOURCES);
+
+// Reads the store and answers with the parts that changed since the reading `since` when
+// that is the token this process answered last for the data dir (inspect_since and
+// inspect_parts), else with all of them.
+function read(dataDir, since) {
   const r = reader(dataDir);
-  const changed = r.refresh();
-  if (!r.view) r.view = observation(r.state);
-  return { changed, view: r.view, token: r.token() };
+  r.refresh();
+  const token = r.token();
+  const continues = since !== undefined && since !== '' && since === lastToken.get(dataDir);
+  lastToken.set(dataDir, token);
+  const st = r.state;
+  if (!r.parts) r.parts = {};
+  const changed = PARTS.filter((name) => !(name in r.parts) || PART_SOURCES[name].some((t) => st.dirty.has(t)));
+  for (const name of changed) r.parts[name] = observation(st, [name])[name];
+  st.dirty.clear();
+  return { token, identical: continues && since === token, changed, continues, parts: r.parts, state: st };
+}
+
+function whole(o) {
+  const view = {};
+  for (const name of PARTS) view[name] = o.parts[name];
+  view.failure_events_logged = o.state.x.failures_logged || 0;
+  view.result_records = o.state.x.results_saved || 0;
+  return view;
 }
 
 let endpoint = null;
@@ -64,7 +84,7 @@ const handlers = {
     if (p.protocol_version !== 1) throw new RpcError(-32001, `protocol version ${p.protocol_version} is not spoken here (only 1)`);
     if (p.contract_version !== undefined && p.contract_version !== 1) throw new RpcError(-32001, `contract version ${p.contract_version} is not implemented here (only 1)`);
     initialized = true;
-    return { protocol_version: 1, info: INFO, inspect_since: true };
+    return { protocol_version: 1, info: INFO, inspect_since: true, inspect_parts: true };
   },
   open(p) {
     needInit();
@@ -90,16 +110,23 @@ const handlers = {
   },
   inspect(p) {
     needInit();
-    const o = readObservation(p.data_dir);
-    lastToken.set(p.data_dir, o.token);
-    return o.view;
+    return whole(read(p.data_dir));
   },
   inspect_since(p) {
     needInit();
-    const o = readObservation(p.data_dir);
-    const unchanged = p.since !== '' && p.since === lastToken.get(p.data_dir) && p.since === o.token && !o.changed;
-    lastToken.set(p.data_dir, o.token);
-    return { reading: o.token, observation: unchanged ? null : o.view };
+    const o = read(p.data_dir, p.since);
+    return { reading: o.token, observation: o.identical ? null : whole(o) };
+  },
+  inspect_parts(p) {
+    needInit();
+    const o = read(p.data_dir, p.since);
+    if (o.identical) return { reading: o.token, observation: null, unchanged: [] };
+    if (!o.continues) return { reading: o.token, observation: whole(o), unchanged: [] };
+    const view = {};
+    for (const name of o.changed) view[name] = o.parts[name];
+    view.failure_events_logged = o.state.x.failures_logged || 0;
+    view.result_records = o.state.x.results_saved || 0;
+    return { reading: o.token, observation: view, unchanged: PARTS.filter((name) => !o.changed.includes(name)) };
   },
   shutdown() {
     endpoint.write({ jsonrpc: '2.0', id: handlers.shutdownId, result: null });
