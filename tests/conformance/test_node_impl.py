@@ -11,8 +11,11 @@ sentence the docs miss.
 The gate runs through the command line, like a user's CI, and the verdict is read from its
 report.json (fixtures/report.schema.json), not only from the exit code: every scenario run
 and none errored, no criterion failed, errored or went unexercised, the core is met.
-Skipped, with the install hint, where `node` is missing. Wall time measured on 2 busy cores:
-about 60-75 s with --jobs 2 (the reference in process mode takes about as long).
+Skipped, with the install hint, where `node` is missing. Cost of the whole gate with --jobs 2:
+about 53 s of CPU (harness and Node processes together; the reference in process mode needs
+about two thirds of that, mostly because it forks its instances from a template while each
+Node instance is a fresh ~70 ms start); wall time 60-80 s on 2 cores at load ~10, and up to
+2.5 min when the shared machine ran at load ~35.
 """
 
 from __future__ import annotations
