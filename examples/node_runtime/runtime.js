@@ -30,6 +30,10 @@ const DEFAULT_THRESHOLDS = {
   classifier_timeout_s: 30.0,
 };
 const FAILURE_TABLE_CAPACITY = 16;
+// The other allowed choice for a standing sandboxed result (GUESSES.md item 53): deliver it
+// through the checkpoint and projection failpoints. Off by default; it reproduces a
+// harness judgement we believe false (NODE_RUNTIME_DELIVERY_FAILPOINTS=1).
+const DELIVERY_FAILPOINTS = process.env.NODE_RUNTIME_DELIVERY_FAILPOINTS === '1';
 const CHECKPOINT_FORMAT = 1;
 
 // Denials that spend the repeat guard's budget (docs/contract.md "The repeat guard's budget"):
@@ -873,7 +877,7 @@ class Runtime {
   // The sandboxed result stands: it becomes final as it was saved (decision, version and
   // digest unchanged), reaches the model, is checkpointed and projected. No operation
   // failpoint: its record was saved with the escalation wait; this is its delivery only.
-  deliver(op, { wait = null, failpoints = false } = {}) {
+  deliver(op, { wait = null, failpoints = DELIVERY_FAILPOINTS } = {}) {
     const sess = this.session(op.session_id);
     const r = op.sandboxed_result;
     op.outcome = r.outcome;
