@@ -1381,8 +1381,16 @@ function observation(state, parts = Object.keys(PART_BUILDERS)) {
   const out = {};
   for (const name of parts) out[name] = PART_BUILDERS[name](state);
   out.failure_events_logged = state.x.failures_logged || 0;
-  out.result_records = state.x.results_saved || 0;
+  out.result_records = resultRecords(state);
   return out;
 }
 
-module.exports = { Runtime, observation, PART_SOURCES, DEFAULT_THRESHOLDS };
+// Operations whose result record is saved (one record each, superseded in place by an
+// escalated run's).
+function resultRecords(state) {
+  let n = 0;
+  for (const o of state.o.values()) if (o.has_result || o.provisional) n++;
+  return n;
+}
+
+module.exports = { Runtime, observation, resultRecords, PART_SOURCES, DEFAULT_THRESHOLDS };

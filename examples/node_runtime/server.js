@@ -10,7 +10,7 @@
 
 const { Endpoint, RpcError } = require('./rpc');
 const { Journal, Reader } = require('./journal');
-const { Runtime, observation, PART_SOURCES } = require('./runtime');
+const { Runtime, observation, resultRecords, PART_SOURCES } = require('./runtime');
 
 for (const name of ['log', 'info', 'warn', 'debug']) {
   console[name] = (...args) => process.stderr.write(args.map(String).join(' ') + '\n');
@@ -73,7 +73,7 @@ function whole(o) {
   const view = {};
   for (const name of PARTS) view[name] = o.parts[name];
   view.failure_events_logged = o.state.x.failures_logged || 0;
-  view.result_records = o.state.x.results_saved || 0;
+  view.result_records = resultRecords(o.state);
   return view;
 }
 
@@ -125,7 +125,7 @@ const handlers = {
     const view = {};
     for (const name of o.changed) view[name] = o.parts[name];
     view.failure_events_logged = o.state.x.failures_logged || 0;
-    view.result_records = o.state.x.results_saved || 0;
+    view.result_records = resultRecords(o.state);
     return { reading: o.token, observation: view, unchanged: PARTS.filter((name) => !o.changed.includes(name)) };
   },
   shutdown() {
