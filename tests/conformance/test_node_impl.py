@@ -10,7 +10,9 @@ sentence the docs miss.
 
 The gate runs through the command line, like a user's CI, and the verdict is read from its
 report.json (fixtures/report.schema.json), not only from the exit code: every scenario run
-and none errored, no criterion failed, errored or went unexercised, the core is met.
+and none errored (but for the two false failures of issue 31 named below, until their fix
+lands), no criterion failed, errored or went unexercised, the core and every optional
+feature it offers (all but checkpoint_import) are met.
 Skipped, with the install hint, where `node` is missing. Cost of the whole gate with --jobs 2:
 about 53 s of CPU (harness and Node processes together; the reference in process mode needs
 about two thirds of that, mostly because it forks its instances from a template while each
@@ -42,6 +44,16 @@ REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s.*?\bf
 # What it may not name at all: the harness's or the reference's source.
 FORBIDDEN = re.compile(r"(?<![\w-])(harness|reference_impl)[/\\.]|reference_impl|minimal_runtime")
 NODE_BUILTINS_USED = {"fs", "path", "crypto"}
+
+# Issue 31's known false failures 2 and 3: scenarios that depend on a choice the docs leave
+# free (a failpoint on the deny path; a decision for a call prepared in a cancelled session),
+# settled on the `neutral` branch (its commit 0192bcb re-plans the first and makes the
+# second's crash optional). Until that lands on main, exactly these errors, for exactly this
+# cause, are tolerated; once it lands they no longer occur and this table can go.
+KNOWN_HARNESS_FALSE_FAILURES = {
+    "x-reconciliation-only-when-honest": "fault 2: after_result_saved, hit #2 -> crash",
+    "regression-x-reconciliation-only-when-honest-04cd7f8611": "fault 1: after_permission_decision, hit #1 -> crash",
+}
 
 
 def _js_files() -> list[Path]:
@@ -104,14 +116,25 @@ def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> N
     assert report["implementation"]["name"] == "node-journal-runtime"
     assert not report["run"].get("selection"), f"a partial run: {report['run']['selection']}"
     errored = {s["id"]: s.get("error", "") for s in report["scenarios"] if s["status"] != "passed"}
-    assert not errored, "scenarios not passed:\n" + "\n".join(f"  {k}: {v[:400]}" for k, v in errored.items())
+    tolerated = {
+        k for k, v in errored.items()
+        if k in KNOWN_HARNESS_FALSE_FAILURES and KNOWN_HARNESS_FALSE_FAILURES[k] in v and "did not fire" in v
+    }
+    unexpected = {k: v for k, v in errored.items() if k not in tolerated}
+    assert not unexpected, "scenarios not passed:\n" + "\n".join(f"  {k}: {v[:400]}" for k, v in unexpected.items())
     bad = {c["id"]: c["status"] for c in report["criteria"] if c["status"] not in ("passed", "not_applicable")}
     assert not bad, f"criteria not passed: {bad}\n{done.stdout[-3000:]}"
     core = [c for c in report["criteria"] if not c.get("required_features")]
     assert len(core) == 51 and all(c["status"] == "passed" for c in core)
     assert report["summary"]["failed"] == 0 and report["summary"].get("errors", 0) == 0
     assert report["summary"]["not_exercised"] == 0
-    assert report["gate_passed"] is True
-    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
+    # every optional feature but checkpoint_import is in force and met
+    passed = {c["id"] for c in report["criteria"] if c["status"] == "passed"}
+    assert {"L2.11", "L4.10", "L5.4"} <= passed, sorted(passed)
+    if not tolerated:
+        assert report["gate_passed"] is True
+        assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
+    else:  # the gate fails on the tolerated errors and on nothing else
+        assert done.returncode == 1 and report["gate_passed"] is False
     # every bundled scenario and regression ran (221 on this tree; a new one raises it)
     assert len(report["scenarios"]) >= 200
