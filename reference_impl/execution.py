@@ -109,6 +109,8 @@ class OperationPipeline:
         self._world = world
         self._signals = signals
         self._gate = ClassifierGate(world, signals, self._session)
+        self._owed: dict[str, Prepared] = {}
+        """Operations committed by a model request's end whose announcement is owed."""
 
     # ------------------------------------------------------------------ driver
 
@@ -140,42 +142,63 @@ class OperationPipeline:
 
     def _prepare(self, session_id: str, call: ToolCall) -> str:
         execution_id = execution_id_for(session_id, call.tool_call_id)
+        owed = self._owed.pop(execution_id, None)
+        if owed is not None:  # prepared in the model request's end transaction
+            self._announce_prepared(owed)
+            return execution_id
         # ORDERED, like the decision below: nothing outside relies on them before the start
         # record (synced, before the tool), a wait (synced, before its prompt) or a result
         # (synced); a power cut that loses them is a crash before the call was prepared.
         with self._store.transaction(Durability.ORDERED) as conn:
-            session = records.load_session(conn, session_id)
-            kind = session.tool_kind(call.tool)
-            prepared = conn.execute(
-                "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
-                " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
-                " permission, decided_by, delivery, prepared_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
-                 canonical_json(call.args),
-                 args_digest(call.tool, call.args), session.permission_version,
-                 failure_policy.dedup_key(call.tool, kind, call.args),
-                 Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
-                 Delivery.PENDING.value, self._world.now()),
-            ).rowcount
-            decision = None
-            if prepared:
-                # A decision no one has to be asked for (every layer but the classifier) is
-                # saved with the record, one commit fewer; the classifier is asked only once
-                # the record is committed, outside any transaction.
-                op = records.load_operation(conn, execution_id)
-                decision = self._decision_for(session, op, review=False)
-                if decision is not None:
-                    self._save_decision(session, op, decision, conn)
-        if prepared:  # a second delivery of the same call finds the record and says nothing
-            self._signals.emit(EventType.OPERATION_PREPARED, session_id, execution_id,
-                               tool_call_id=call.tool_call_id, tool=call.tool,
-                               permission_version=session.permission_version)
-            self._signals.failpoint(Failpoint.AFTER_PREPARE, session_id, execution_id,
-                                    call.tool_call_id)
-            if decision is not None:
-                self._announce_decision(session, op, decision)
+            prepared = self.prepare_in(conn, session_id, call, now=self._world.now())
+        if prepared is not None:  # a second delivery of the same call finds the record
+            self._announce_prepared(prepared)
         return execution_id
+
+    def prepare_in(self, conn: sqlite3.Connection, session_id: str, call: ToolCall, *,
+                   now: float) -> "Prepared | None":
+        """Inside the caller's transaction: the operation record of ``call`` with every
+        decision no one has to be asked for (every layer but the classifier, whose review is
+        a world call: it is asked only once the record is committed); None when the record
+        exists already (a second delivery says nothing). The caller announces what it
+        returns once committed: :meth:`owe_announcement`, or :meth:`run` at once."""
+        execution_id = execution_id_for(session_id, call.tool_call_id)
+        session = records.load_session(conn, session_id)
+        kind = session.tool_kind(call.tool)
+        if not conn.execute(
+            "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
+            " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
+            " permission, decided_by, delivery, prepared_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
+             canonical_json(call.args),
+             args_digest(call.tool, call.args), session.permission_version,
+             failure_policy.dedup_key(call.tool, kind, call.args),
+             Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
+             Delivery.PENDING.value, now),
+        ).rowcount:
+            return None
+        op = records.load_operation(conn, execution_id)
+        decision = self._decision_for(session, op, review=False)
+        if decision is not None:  # saved with the record: one commit fewer
+            self._save_decision(session, op, decision, conn)
+        return Prepared(session, op, decision)
+
+    def owe_announcement(self, prepared: "Prepared") -> None:
+        """``prepared`` was committed by another step's transaction (a model request's end):
+        its events and failpoints come with the next :meth:`run` of its call, at the place a
+        prepare of its own would have had them."""
+        self._owed[prepared.op.execution_id] = prepared
+
+    def _announce_prepared(self, prepared: "Prepared") -> None:
+        session, op, decision = prepared.session, prepared.op, prepared.decision
+        self._signals.emit(EventType.OPERATION_PREPARED, op.session_id, op.execution_id,
+                           tool_call_id=op.tool_call_id, tool=op.tool,
+                           permission_version=session.permission_version)
+        self._signals.failpoint(Failpoint.AFTER_PREPARE, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        if decision is not None:
+            self._announce_decision(session, op, decision)
 
     # ------------------------------------------------------------------ decide
 
@@ -704,6 +727,15 @@ class OperationPipeline:
         if op is None:
             raise StoreError(f"operation {execution_id} vanished from the store")
         return op
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An operation record just written (with its decision, when no one had to be asked)."""
+
+    session: SessionState
+    op: OperationRecord
+    decision: Decision | None
 
 
 @dataclass(frozen=True, slots=True)

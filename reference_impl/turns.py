@@ -24,10 +24,10 @@ from harness.contract import (
     TurnStatus,
     World,
 )
-from reference_impl import continuation, records
+from reference_impl import approvals, continuation, records
 from reference_impl.continuation import StepKind
 from reference_impl.events import Signals
-from reference_impl.execution import OperationPipeline, StepResult
+from reference_impl.execution import OperationPipeline, Prepared, StepResult
 from reference_impl.model_requests import SUPERSEDED, ModelReply, ModelRequester
 from reference_impl.store import Store
 from reference_impl.visibility import visible_tools
@@ -60,8 +60,29 @@ class TurnLoop:
         self._pipeline = pipeline
         self._requester = requester
 
-    def drive(self, session_id: str) -> TurnResult:
-        requests = 0
+    def open_turn(self, session_id: str, message: Message) -> TurnResult | None:
+        """Start a turn with the user's ``message``: it is committed with the start of the
+        turn's first model request (one commit), after ``before_model_request``, then the
+        loop goes on as :meth:`drive`. None when nothing was committed because the session
+        is no longer as the caller settled it (another instance, while this one waited at
+        ``before_model_request``, left calls pending or a wait open): the caller settles
+        again and retries. The caller has checked that the session is not cancelled: a
+        cancellation seen here arrived at the failpoint, and ends the turn with the message
+        kept, as if it had been committed first.
+
+        A user message is never appended after calls still pending (their results would
+        never reach the model: X3); committed before the failpoint, it would be durable while
+        the next step's failpoint says no request is started, which costs a commit of its own."""
+        opened: list[bool] = []
+        reply, final = self._ask_model(session_id, opening=message, opened=opened)
+        if reply is None:  # cancelled at before_model_request: nothing was committed
+            return self.end(session_id, TurnStatus.CANCELLED, opening=message)
+        if reply is SUPERSEDED and not opened:
+            return None
+        ended = self._after_reply(session_id, reply, final)
+        return ended if ended is not None else self.drive(session_id, requests=1)
+
+    def drive(self, session_id: str, *, requests: int = 0) -> TurnResult:
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
@@ -88,18 +109,28 @@ class TurnLoop:
             if requests == MAX_MODEL_REQUESTS_PER_DRIVE:
                 break
             requests += 1
-            reply = self._ask_model(session_id)
-            if reply is SUPERSEDED:
-                continue  # another instance moved the session on while this one waited
-            if reply is None or (reply.error is None
-                                 and reply.status is ModelRequestStatus.CANCELLED):
-                return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
-            if reply.error is not None:
-                self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
-                raise reply.error  # the very exception the stream raised (M3)
-            if reply.status is ModelRequestStatus.INCOMPLETE:
-                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+            ended = self._after_reply(session_id, *self._ask_model(session_id))
+            if ended is not None:
+                return ended
         return self.end(session_id, TurnStatus.INCOMPLETE)
+
+    def _after_reply(self, session_id: str, reply: ModelReply | None,
+                     final: TurnStatus | None) -> TurnResult | None:
+        """The turn's result when ``reply`` ends it, else None (the loop goes on);
+        ``final``: the status its end transaction ended the turn with."""
+        if reply is SUPERSEDED:
+            return None  # another instance moved the session on while this one waited
+        if reply is None or (reply.error is None
+                             and reply.status is ModelRequestStatus.CANCELLED):
+            return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
+        if reply.error is not None:
+            self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
+            raise reply.error  # the very exception the stream raised (M3)
+        if reply.status is ModelRequestStatus.INCOMPLETE:
+            return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+        if final is not None:  # the end transaction ended the turn too
+            return self.end(session_id, final, reply.text, persist=False)
+        return None
 
     def settle_pending_calls(self, session_id: str) -> StepResult:
         """Run the conversation's pending tool calls (no model request); a call that waits
@@ -116,12 +147,31 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(self, session_id: str) -> ModelReply | None:
+    def _ask_model(self, session_id: str, *, opening: Message | None = None,
+                   opened: list[bool] | None = None,
+                   ) -> tuple[ModelReply | None, TurnStatus | None]:
+        """One model request. ``opening``: the turn's user message, appended in the request's
+        start transaction when the session is as settled (``opened`` then gets True).
+        Answered with tool calls, the first is prepared in the end transaction (its
+        announcement is owed to the pipeline's next run of it); answered finally, the turn
+        ends in that transaction, whose status comes with the reply."""
         sent_at_sequence: list[int] = []
+        prepared: list[Prepared] = []
+        final: list[TurnStatus] = []
 
-        def compose(conn) -> tuple[tuple[Message, ...], tuple[str, ...]] | None:
+        def compose(conn, now: float) -> tuple[tuple[Message, ...], tuple[str, ...]] | None:
             current = continuation.state(conn, session_id)
-            if continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
+            if opening is not None:
+                if (current is not None and current.pending) or approvals.pending_of_session(
+                        conn, session_id):
+                    return None  # left unsettled meanwhile: the caller settles first
+                continuation.append_to(conn, session_id, current, opening,
+                                       reason="user_message", now=now)
+                records.set_turn_status(conn, session_id, TurnStatus.RUNNING, uncancel=True)
+                assert opened is not None
+                opened.append(True)
+                current = continuation.state(conn, session_id)
+            elif continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
                 return None
             sent_at_sequence.append(current.sequence if current else 0)
             config = records.load_session(conn, session_id).config
@@ -137,6 +187,17 @@ class TurnLoop:
                 answer = Message("assistant", reply.text, tool_calls=reply.tool_calls)
                 continuation.append_to(conn, session_id, current, answer, reason="model_answer",
                                        now=now)
+                step = continuation.next_step_of(continuation.state(conn, session_id))
+                if step.kind is StepKind.RUN_CALL:  # its first call, prepared in this commit
+                    assert step.call is not None
+                    done = self._pipeline.prepare_in(conn, session_id, step.call, now=now)
+                    if done is not None:
+                        prepared.append(done)
+                elif step.kind is StepKind.DONE and not records.load_session(
+                        conn, session_id).cancelled:  # a cancelled turn ends as such, later
+                    status = TurnStatus.INCOMPLETE if step.incomplete else TurnStatus.COMPLETED
+                    records.set_turn_status(conn, session_id, status)
+                    final.append(status)
                 return
             if reply.status is ModelRequestStatus.INCOMPLETE:
                 if reply.text:  # kept, and marked so that nobody takes it as an answer
@@ -146,13 +207,23 @@ class TurnLoop:
                 return
             records.set_turn_status(conn, session_id, _STATUS_OF_FAILED_REQUEST[reply.status])
 
-        return self._requester.request(session_id, compose, on_end)
+        reply = self._requester.request(session_id, compose, on_end)
+        for done in prepared:
+            self._pipeline.owe_announcement(done)
+        return reply, (final[0] if final else None)
 
     def end(
-        self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True
+        self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True,
+        opening: Message | None = None,
     ) -> TurnResult:
+        """End the turn (``persist``: its status committed, synced: the caller reads it
+        next), with ``opening``, a user message not yet committed, appended first."""
         if persist:
             with self._store.transaction() as conn:
+                if opening is not None:
+                    now = self._world.now()
+                    continuation.append(conn, session_id, opening, reason="user_message",
+                                        now=now)
                 records.set_turn_status(conn, session_id, status)
         self._signals.emit(EventType.TURN_ENDED, session_id, status=status.value)
         return TurnResult(session_id, status, final_text)
