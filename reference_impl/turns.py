@@ -61,23 +61,27 @@ class TurnLoop:
         self._requester = requester
 
     def open_turn(self, session_id: str, message: Message) -> TurnResult | None:
-        """Start a turn with the user's ``message``: it is committed with the start of the
-        turn's first model request (one commit), after ``before_model_request``, then the
-        loop goes on as :meth:`drive`. None when nothing was committed because the session
-        is no longer as the caller settled it (another instance, while this one waited at
-        ``before_model_request``, left calls pending or a wait open): the caller settles
-        again and retries. The caller has checked that the session is not cancelled: a
-        cancellation seen here arrived at the failpoint, and ends the turn with the message
-        kept, as if it had been committed first.
+        """Start a turn with the user's ``message``, the session settled by the caller: the
+        message is committed with the start of the turn's first model request (one commit,
+        after ``before_model_request``), then the loop goes on as :meth:`drive`. The caller
+        has checked that the session is not cancelled: a cancellation seen here arrived at
+        the failpoint, and ends the turn with the message kept.
 
-        A user message is never appended after calls still pending (their results would
-        never reach the model: X3); committed before the failpoint, it would be durable while
-        the next step's failpoint says no request is started, which costs a commit of its own."""
-        opened: list[bool] = []
-        reply, final = self._ask_model(session_id, opening=message, opened=opened)
+        While this instance waited at the failpoint, another may have run the session (the
+        same turn delivered to it too, or a turn of its own); what is committed then is
+        decided again with the start (:meth:`_Opening.verdict`): the same message already
+        reached the model through the other instance (the session is continued from where
+        it is, as a second delivery: nothing appended); calls left pending or a wait left
+        open (nothing committed; None: the caller settles again and retries, the message
+        never following calls whose results the model has not seen: X3); or nothing in the
+        way (appended, as usual)."""
+        opening = _Opening(message, continuation.state(self._store.connection, session_id))
+        reply, final = self._ask_model(session_id, opening=opening)
         if reply is None:  # cancelled at before_model_request: nothing was committed
-            return self.end(session_id, TurnStatus.CANCELLED, opening=message)
-        if reply is SUPERSEDED and not opened:
+            return self.end(session_id, TurnStatus.CANCELLED, opening=opening)
+        if reply is SUPERSEDED and opening.outcome is not _OPENED:
+            if opening.outcome is _DELIVERED:
+                return self.drive(session_id, requests=1)
             return None
         ended = self._after_reply(session_id, reply, final)
         return ended if ended is not None else self.drive(session_id, requests=1)
@@ -147,11 +151,10 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(self, session_id: str, *, opening: Message | None = None,
-                   opened: list[bool] | None = None,
+    def _ask_model(self, session_id: str, *, opening: "_Opening | None" = None,
                    ) -> tuple[ModelReply | None, TurnStatus | None]:
         """One model request. ``opening``: the turn's user message, appended in the request's
-        start transaction when the session is as settled (``opened`` then gets True).
+        start transaction when its verdict there allows (its ``outcome`` says what happened).
         Answered with tool calls, the first is prepared in the end transaction (its
         announcement is owed to the pipeline's next run of it); answered finally, the turn
         ends in that transaction, whose status comes with the reply."""
@@ -162,14 +165,12 @@ class TurnLoop:
         def compose(conn, now: float) -> tuple[tuple[Message, ...], tuple[str, ...]] | None:
             current = continuation.state(conn, session_id)
             if opening is not None:
-                if (current is not None and current.pending) or approvals.pending_of_session(
-                        conn, session_id):
-                    return None  # left unsettled meanwhile: the caller settles first
-                continuation.append_to(conn, session_id, current, opening,
+                opening.outcome = opening.verdict(conn, session_id, current)
+                if opening.outcome is not _OPENED:
+                    return None
+                continuation.append_to(conn, session_id, current, opening.message,
                                        reason="user_message", now=now)
                 records.set_turn_status(conn, session_id, TurnStatus.RUNNING, uncancel=True)
-                assert opened is not None
-                opened.append(True)
                 current = continuation.state(conn, session_id)
             elif continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
                 return None
@@ -214,16 +215,53 @@ class TurnLoop:
 
     def end(
         self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True,
-        opening: Message | None = None,
+        opening: "_Opening | None" = None,
     ) -> TurnResult:
         """End the turn (``persist``: its status committed, synced: the caller reads it
-        next), with ``opening``, a user message not yet committed, appended first."""
+        next), with ``opening``'s message, not yet committed, appended first where its
+        verdict allows."""
         if persist:
             with self._store.transaction() as conn:
                 if opening is not None:
-                    now = self._world.now()
-                    continuation.append(conn, session_id, opening, reason="user_message",
-                                        now=now)
+                    current = continuation.state(conn, session_id)
+                    if opening.verdict(conn, session_id, current) is _OPENED:
+                        continuation.append_to(conn, session_id, current, opening.message,
+                                               reason="user_message", now=self._world.now())
                 records.set_turn_status(conn, session_id, status)
         self._signals.emit(EventType.TURN_ENDED, session_id, status=status.value)
         return TurnResult(session_id, status, final_text)
+
+
+_OPENED = "opened"
+_DELIVERED = "delivered"
+_UNSETTLED = "unsettled"
+
+
+class _Opening:
+    """A turn's user message on its way into the conversation with the turn's first model
+    request, and the session's state as the caller settled it before the request's
+    failpoint (what tells, inside the start transaction, whether another instance moved the
+    session on meanwhile)."""
+
+    __slots__ = ("message", "_settled_count", "outcome")
+
+    def __init__(self, message: Message, settled: continuation.State | None) -> None:
+        self.message = message
+        self._settled_count = settled.count if settled is not None else 0
+        self.outcome: str | None = None
+
+    def verdict(self, conn, session_id: str, current: continuation.State | None) -> str:
+        """Inside a transaction: ``_DELIVERED`` when a user message of the same text was
+        appended since the session was settled (the same turn delivered to another instance,
+        which sent it to the model: appending it again would say it twice); ``_UNSETTLED``
+        when calls are pending or a wait is open (the caller settles first); else
+        ``_OPENED``: the message may be appended."""
+        count = current.count if current is not None else 0
+        if count > self._settled_count and any(
+                message.role == "user" and message.content == self.message.content
+                for message in current.log[self._settled_count:count]):
+            return _DELIVERED
+        if (current is not None and current.pending) or approvals.pending_of_session(
+                conn, session_id):
+            return _UNSETTLED
+        return _OPENED
