@@ -236,11 +236,16 @@ def fold_results(conn: sqlite3.Connection, session_id: str, *, reason: str, now:
         return Fold(None)
     sequence = _write(conn, session_id, current, tuple(folded), whole=False,
                       last_execution_id=execution_ids[-1], reason=reason, now=now).sequence
+    before = [records.load_operation(conn, execution_id) for execution_id in execution_ids]
     conn.executemany(
         "UPDATE operations SET checkpoint_sequence = ?"
         " WHERE execution_id = ? AND checkpoint_sequence IS NULL",
         [(sequence, execution_id) for execution_id in execution_ids],
     )
+    for op in before:  # as read in this transaction (by _final above: no query)
+        if op is not None:
+            records.operation_written(conn, op, checkpoint_sequence=(
+                sequence if op.checkpoint_sequence is None else op.checkpoint_sequence))
     return Fold(sequence, tuple(execution_ids))
 
 

@@ -217,16 +217,24 @@ class OperationPipeline:
         False when ``op`` was no longer waiting for one."""
         with (self._store.transaction(Durability.ORDERED) if conn is None
               else contextlib.nullcontext(conn)) as conn:
+            (start_mark,) = conn.execute(
+                "SELECT COALESCE(MAX(start_order), 0) FROM operations").fetchone()
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
                 " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
-                " start_mark = (SELECT COALESCE(MAX(start_order), 0) FROM operations)"
-                " WHERE execution_id = ? AND stage = ?",
+                " start_mark = ? WHERE execution_id = ? AND stage = ?",
                 (Stage.DECIDED.value, decision.permission.value, decision.decided_by.value,
                  session.permission_version,
                  decision.classifier_outcome.value if decision.classifier_outcome else None,
-                 decision.fallback, decision.reason, op.execution_id, Stage.PREPARED.value),
+                 decision.fallback, decision.reason, start_mark, op.execution_id,
+                 Stage.PREPARED.value),
             ).rowcount
+            if decided:  # only a decision moves a prepared record: ``op`` was the row
+                records.operation_written(
+                    conn, op, stage=Stage.DECIDED, permission=decision.permission,
+                    decided_by=decision.decided_by, permission_version=session.permission_version,
+                    classifier_outcome=decision.classifier_outcome,
+                    wait_trigger=decision.fallback, reason=decision.reason, start_mark=start_mark)
             if decided and decision.counts_as_risk_denial:
                 denial_counters.record_risk_denial(
                     conn, op.session_id, session.permission_version, op.execution_id
@@ -368,12 +376,16 @@ class OperationPipeline:
             # Rechecked inside the claim: the rules may have changed at the failpoint above.
             session = records.load_session(conn, op.session_id)
             refusal = self._bind_to_current_rules(conn, op, session)
+            current = records.load_operation(conn, op.execution_id)  # the row, in the claim
             claimed = refusal is None and bool(conn.execute(
                 "UPDATE operations SET stage = ?, execution_started = 1,"
                 " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
                 " WHERE execution_id = ? AND stage = ? AND permission = ?",
                 (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),
             ).rowcount)
+            if claimed and current is not None:
+                records.operation_written(conn, current, stage=Stage.STARTED,
+                                          execution_started=True)
             if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
         if refusal is not None:
@@ -689,7 +701,8 @@ class OperationPipeline:
         if op is None:
             op = self._operation(execution_id)
         record = results.load(conn, execution_id)
-        projection = projection_for(op, record, approvals.has_pending(conn, execution_id))
+        projection = projection_for(op, record, approvals.has_pending(conn, execution_id,
+                                                                    op.session_id))
         try:
             self._world.publish(projection)
         except Exception as exc:  # the UI is display state: the record stands

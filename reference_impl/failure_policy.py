@@ -143,14 +143,26 @@ def record_failure(
 
 def record_success(conn: sqlite3.Connection, session_id: str, dedup_key: str) -> None:
     """A call that worked is no repeat of earlier failures: its count starts again."""
+    if not _counts_repeats(conn, session_id):
+        return  # no count to reset (the common case: a session whose calls worked)
     conn.execute(
         "DELETE FROM repeat_budget WHERE session_id = ? AND dedup_key = ?", (session_id, dedup_key)
     )
 
 
+def _counts_repeats(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Does the session have any repeat-guard count (through the row cache: read again only
+    after a write to the counts)?"""
+    return read_through(conn, "repeat_budget", ("any", session_id), lambda: conn.execute(
+        "SELECT 1 FROM repeat_budget WHERE session_id = ? LIMIT 1", (session_id,)
+    ).fetchone() is not None)
+
+
 def repeat_budget_spent(
     conn: sqlite3.Connection, session_id: str, dedup_key: str, permission_version: int, limit: int
 ) -> bool:
+    if not _counts_repeats(conn, session_id):
+        return False
     row = conn.execute(
         "SELECT failures FROM repeat_budget WHERE session_id = ? AND dedup_key = ?"
         " AND permission_version = ?",

@@ -144,6 +144,21 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
     return read_through(conn, "operations", execution_id, read)
 
 
+def operation_written(conn: sqlite3.Connection, before: OperationRecord, **changed: Any) -> None:
+    """After a statement of this transaction changed exactly ``changed`` of one operation
+    row that was ``before`` (read in this same transaction: the row as it was): the row as it
+    is now goes back into the connection's row cache (every write to the table emptied it),
+    so the step after the commit reads it without a query. ``permission_version`` changes
+    the identity's. Outside a transaction nothing is kept (nothing would vouch for it)."""
+    rows = rows_of(conn)
+    if rows is None or not conn.in_transaction:
+        return
+    version = changed.pop("permission_version", None)
+    if version is not None and version != before.identity.permission_version:
+        changed["identity"] = dataclasses.replace(before.identity, permission_version=version)
+    rows.put("operations", before.execution_id, dataclasses.replace(before, **changed))
+
+
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
                     decode: Callable[[sqlite3.Row], Any]) -> Any:
     """``decode(row)``, or the view decoded last time for a row of ``kind`` with the very
