@@ -109,6 +109,7 @@ class OperationPipeline:
         self._world = world
         self._signals = signals
         self._gate = ClassifierGate(world, signals, self._session)
+        self._digest_memo: tuple[dict, str, str] | None = None
         self._owed: dict[str, Prepared] = {}
         """Operations committed by a model request's end whose announcement is owed."""
 
@@ -165,15 +166,15 @@ class OperationPipeline:
         execution_id = execution_id_for(session_id, call.tool_call_id)
         session = records.load_session(conn, session_id)
         kind = session.tool_kind(call.tool)
+        digest = args_digest(call.tool, call.args)
         if not conn.execute(
             "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
             " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
             " permission, decided_by, delivery, prepared_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
-             canonical_json(call.args),
-             args_digest(call.tool, call.args), session.permission_version,
-             failure_policy.dedup_key(call.tool, kind, call.args),
+             canonical_json(call.args), digest, session.permission_version,
+             failure_policy.dedup_key(call.tool, kind, call.args, digest),
              Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
              Delivery.PENDING.value, now),
         ).rowcount:
@@ -364,6 +365,7 @@ class OperationPipeline:
     def _execute(self, op: OperationRecord) -> bool:
         """Revalidate, claim the start, run the tool, save the result; True when this call
         saved the final result (False: refused, lost the claim, or waiting to escalate)."""
+        self._digest_memo = None  # kept only until the arguments reach the world (below)
         refusal = self._revalidation_refusal(self._store.connection,
                                              self._session(op.session_id), op)
         if refusal is not None:
@@ -411,6 +413,7 @@ class OperationPipeline:
             return False
         # Only an approved escalation runs outside the sandbox, and only once.
         sandboxed = op.stage is not Stage.ESCALATING
+        self._digest_memo = None  # the tool gets the arguments: nothing vouches for them after
         outcome, output, digest, attempts = self._invoke(started, sandboxed)
         self._signals.failpoint(Failpoint.AFTER_TOOL_RETURNED, op.session_id, op.execution_id,
                                 op.tool_call_id)
@@ -463,7 +466,7 @@ class OperationPipeline:
         if session.cancelled:
             return Decision(Permission.DENY, DecisionSource.CANCELLATION,
                             "the session was cancelled before execution")
-        if args_digest(op.tool, op.args) != op.identity.args_digest:
+        if self._args_digest(op) != op.identity.args_digest:
             return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                             "the arguments no longer match the digest bound to this operation")
         if op.decided_by is DecisionSource.APPROVAL:
@@ -731,6 +734,18 @@ class OperationPipeline:
                                     op.tool_call_id)
 
     # ------------------------------------------------------------------ reads
+
+    def _args_digest(self, op: OperationRecord) -> str:
+        """``args_digest(op.tool, op.args)``, computed once per arguments object while
+        :meth:`_execute` revalidates (up to three times before the tool; a record read again
+        with the same argument text shares its parsed arguments, see ``records``). The memo
+        is dropped before the arguments reach the world, which could change them."""
+        memo = self._digest_memo
+        if memo is not None and memo[0] is op.args and memo[1] == op.tool:
+            return memo[2]
+        digest = args_digest(op.tool, op.args)
+        self._digest_memo = (op.args, op.tool, digest)
+        return digest
 
     def _session(self, session_id: str) -> SessionState:
         return records.load_session(self._store.connection, session_id)

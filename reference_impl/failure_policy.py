@@ -71,9 +71,14 @@ def is_bash(tool: str, kind: ToolKind | None) -> bool:
     return kind is ToolKind.BASH or tool == BASH_TOOL_NAME
 
 
-def dedup_key(tool: str, kind: ToolKind | None, args: dict[str, Any]) -> str:
+def dedup_key(tool: str, kind: ToolKind | None, args: dict[str, Any],
+              digest: str | None = None) -> str:
+    """``digest``: ``args_digest(tool, args)`` when the caller has it (every tool but Bash
+    keeps all its arguments, so its key is that digest)."""
     if is_bash(tool, kind):
         args = {name: value for name, value in args.items() if name != BASH_DISPLAY_ONLY_FIELD}
+    elif digest is not None:
+        return digest
     return args_digest(tool, args)
 
 

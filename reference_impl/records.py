@@ -99,6 +99,9 @@ class OperationRecord:
         return self.identity.tool_call_id
 
 
+_OPERATION_FIELDS = tuple(field.name for field in dataclasses.fields(OperationRecord))
+
+
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     return read_through(conn, "sessions", session_id, lambda: _read_session(conn, session_id))
 
@@ -156,7 +159,9 @@ def operation_written(conn: sqlite3.Connection, before: OperationRecord, **chang
     version = changed.pop("permission_version", None)
     if version is not None and version != before.identity.permission_version:
         changed["identity"] = dataclasses.replace(before.identity, permission_version=version)
-    rows.put("operations", before.execution_id, dataclasses.replace(before, **changed))
+    rows.put("operations", before.execution_id, OperationRecord(
+        *[changed[name] if name in changed else getattr(before, name)
+          for name in _OPERATION_FIELDS]))  # dataclasses.replace, without its field lookup
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,
