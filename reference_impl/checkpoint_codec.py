@@ -96,13 +96,29 @@ class _Encoded(str):
 def _document(**fields: Any) -> bytes:
     """``canonical_json(fields)`` as UTF-8, with each :class:`_Encoded` value inserted as
     the text it is: the encoder writes an object as its sorted keys, each ``"key":value``,
-    joined by commas, and nothing else (``test_ref_checkpoint_codec`` compares the two)."""
+    joined by commas, and nothing else; a string as ``encode_basestring`` (the encoder's
+    own, UTF-8 kept) and an int as its ``repr``, as it does (``test_ref_checkpoint_codec``
+    compares the two)."""
     parts = []
     for key in sorted(fields):
         value = fields[key]
-        text = value if isinstance(value, _Encoded) else canonical_json(value)
-        parts.append(f"{canonical_json(key)}:{text}")
+        kind = type(value)
+        if kind is _Encoded:
+            text = value
+        elif kind is str:
+            text = _encode_string(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is list and not value:
+            text = "[]"
+        else:
+            text = canonical_json(value)
+        parts.append(_encode_string(key) + ":" + text)
     return ("{" + ",".join(parts) + "}").encode("utf-8")
+
+
+_encode_string = json.encoder.encode_basestring
+"""The canonical encoder's string encoding (``ensure_ascii=False``)."""
 
 
 def decode(data: bytes) -> Continuation:

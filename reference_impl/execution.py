@@ -167,19 +167,27 @@ class OperationPipeline:
         session = records.load_session(conn, session_id)
         kind = session.tool_kind(call.tool)
         digest = args_digest(call.tool, call.args)
+        args_json = canonical_json(call.args)
+        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)
         if not conn.execute(
             "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
             " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
             " permission, decided_by, delivery, prepared_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
-             canonical_json(call.args), digest, session.permission_version,
-             failure_policy.dedup_key(call.tool, kind, call.args, digest),
+             args_json, digest, session.permission_version, dedup_key,
              Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
              Delivery.PENDING.value, now),
         ).rowcount:
             return None
-        op = records.load_operation(conn, execution_id)
+        rows = self._store.rows
+        if rows is not None:  # a result is only ever saved for a record that exists: none yet
+            rows.put("result_records", execution_id, None)
+        op = records.operation_inserted(  # the row as inserted, its defaults included
+            conn, session_id, execution_id, call.tool_call_id, digest,
+            session.permission_version, call.tool, args_json, dedup_key, Stage.PREPARED.value,
+            Permission.ASK.value, DecisionSource.DEFAULT_ASK.value, None, "", "", 0,
+            Delivery.PENDING.value, None, 0)
         decision = self._decision_for(session, op, review=False)
         if decision is not None:  # saved with the record: one commit fewer
             self._save_decision(session, op, decision, conn)

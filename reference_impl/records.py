@@ -147,6 +147,17 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
     return read_through(conn, "operations", execution_id, read)
 
 
+def operation_inserted(conn: sqlite3.Connection, *values: Any) -> OperationRecord:
+    """The record of a row this transaction just inserted with ``values`` (in
+    ``_OPERATION_COLUMNS`` order, defaults included), decoded as a read of it would be, and
+    kept in the connection's row cache: read back without a query."""
+    op = _operation_from_values(*values, parts=getattr(conn, "memo", None))
+    rows = rows_of(conn)
+    if rows is not None and conn.in_transaction:
+        rows.put("operations", op.execution_id, op)
+    return op
+
+
 def operation_written(conn: sqlite3.Connection, before: OperationRecord, **changed: Any) -> None:
     """After a statement of this transaction changed exactly ``changed`` of one operation
     row that was ``before`` (read in this same transaction: the row as it was): the row as it
