@@ -409,7 +409,8 @@ class _Floor:
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
-        self._connection = sqlite3.connect(path, isolation_level=None)
+        # any thread: the peers of bench_peers.py run tools on worker threads
+        self._connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._connection.execute("PRAGMA journal_mode = WAL")
         self._connection.execute("PRAGMA synchronous = FULL")
         self._connection.execute("CREATE TABLE ops (id TEXT PRIMARY KEY, stage TEXT, body TEXT)")
