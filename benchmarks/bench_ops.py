@@ -79,6 +79,21 @@ from reference_impl import store as reference_store  # noqa: E402
 from reference_impl.store import STORE_FILE_NAME  # noqa: E402
 
 SIZES = (1, 10, 100, 1_000, 10_000)
+COMMIT_BUDGET = {"turns": (8, 3), "batch": (5, 2)}
+"""The most writing commits (of them synced) per op: a one-call turn, an operation in a batch
+(issue 29; asserted by ``tests/unit/reference_impl/test_ref_commit_budget.py``)."""
+ORDERED, SYNCED = False, True
+MINIMAL_PATTERNS = {
+    # one one-call turn: message + first request's start, its end + prepare, start, result,
+    # checkpoint, projection, the second request's start, its end + the turn's end
+    "turns": ((ORDERED, ORDERED, SYNCED, SYNCED, ORDERED, ORDERED, ORDERED, SYNCED), ()),
+    # one op of a batch (prepare, start, result, checkpoint, projection), and once per
+    # session the turn's own: message + first request's start, the second request's start,
+    # its end + the turn's end (the first request's end rides on the first prepare)
+    "batch": ((ORDERED, SYNCED, SYNCED, ORDERED, ORDERED), (ORDERED, ORDERED, SYNCED)),
+}
+"""The commit pattern of the budget, per op and per session: what a same-run replay of the
+fewest commits the failpoint table allows costs (the ``x min`` column divides by it)."""
 QUICK_SIZES = (1, 10, 100, 1_000)
 SHAPES = ("batch", "turns")
 FLOOR_COMMITS = 3
@@ -118,12 +133,15 @@ class _BenchWorld:
     ``calls_per_response`` write calls and anything else with a final text."""
 
     def __init__(self, calls_per_response: int, budget_s: float, floor: _Floor | None = None,
-                 floor_every: int = 1) -> None:
+                 floor_every: int = 1, minimal: _MinimalReplay | None = None) -> None:
         self.calls_per_response = calls_per_response
         self.tool_times: list[float] = []
         self.floor_s: list[float] = []
         """Per tool call, the time spent sampling the floor in it (excluded from the ops)."""
+        self.floor_cpu_s = 0.0
+        """CPU time of this process spent sampling (excluded from the ops' CPU)."""
         self._floor = floor
+        self._minimal = minimal
         self._floor_every = floor_every
         self._budget_s = budget_s
         self._started = time.perf_counter()
@@ -152,7 +170,11 @@ class _BenchWorld:
         sampled = 0.0
         if self._floor is not None and len(self.tool_times) % self._floor_every == 0:
             # Under the same load as the ops around it; no store transaction is open here.
+            cpu_started = time.process_time()
             sampled = self._floor.sample()
+            if self._minimal is not None:
+                sampled += self._minimal.sample()
+            self.floor_cpu_s += time.process_time() - cpu_started
         self.floor_s.append(sampled)
         return ToolResult(ToolStatus.OK, output="wrote 64 bytes")
 
@@ -211,8 +233,22 @@ class Row:
     stopped: bool
     per_op_us: float
     cpu_per_op_us: float
-    """CPU time of this process per op: what the op costs besides waiting for the disk."""
+    """CPU time of this process per op (its flushes' system time included, the floor's
+    samples left out): what the op costs besides waiting for the disk."""
+    unflushed_cpu_per_op_us: float
+    """The same in the run with every commit unflushed: the op's CPU without its flushes."""
+    minimal_per_op_us: float | None
+    """A replay of the budget's commit pattern (``MINIMAL_PATTERNS``), one insert per commit,
+    sampled inside the session's tool calls with the floor: the per-op cost of the fewest
+    commits the failpoint table allows, on this disk at this moment."""
+    ratio_to_minimal: float | None
+    """Time per op over ``minimal_per_op_us``: the target is at most 1.5."""
+    within_budget: bool
+    """Commits and synced commits per op at most ``COMMIT_BUDGET`` (for a session of one op,
+    the one-call turn's)."""
     floor_us: float
+    floor_cpu_us: float
+    """CPU time of one floor sample (three flushed commits of one row each)."""
     floor_fresh_wal_us: float
     """The floor's three commits appending to a new log (sampled around the session only):
     what a fresh store's first commits pay on this disk; no ratio uses it."""
@@ -313,13 +349,14 @@ class _Unflushed:
 
 def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool,
              floor: _Floor | None = None, counted: bool = False,
-             statements: _StatementClock | None = None) -> dict[str, Any]:
+             statements: _StatementClock | None = None,
+             minimal: _MinimalReplay | None = None) -> dict[str, Any]:
     """One session; ``counted`` traces every statement (transaction counts) and ``traced``
     every allocation: both slow the session down, so the timed run does neither. With
     ``statements`` (active around the call) the statements' time is taken from the
     session's turns only, as the session's time is."""
     floor_every = max(1, size // FLOOR_SAMPLES_PER_SESSION)
-    world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every)
+    world = _BenchWorld(size if shape == "batch" else 1, budget_s, floor, floor_every, minimal)
     runtime = implementation().open(data_dir, world)
     runtime.open_session(_config())
     empty_bytes = _store_bytes(data_dir)
@@ -337,7 +374,7 @@ def _session(shape: str, size: int, data_dir: str, budget_s: float, traced: bool
     except _OverBudget:
         stopped = True
     elapsed_s = time.perf_counter() - started - sum(world.floor_s)
-    cpu_s = time.process_time() - cpu_started  # the floor samples' CPU is a few µs each
+    cpu_s = time.process_time() - cpu_started - world.floor_cpu_s
     statement_s = statements.seconds - statement_s_before if statements else None
     peak = tracemalloc.get_traced_memory()[1] if traced else None
     if traced:
@@ -372,7 +409,8 @@ class _Floor:
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(path + suffix):
                 os.remove(path + suffix)
-        self._connection = sqlite3.connect(path, isolation_level=None)
+        # any thread: the peers of bench_peers.py run tools on worker threads
+        self._connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._connection.execute("PRAGMA journal_mode = WAL")
         self._connection.execute("PRAGMA synchronous = FULL")
         self._connection.execute("CREATE TABLE ops (id TEXT PRIMARY KEY, stage TEXT, body TEXT)")
@@ -380,6 +418,9 @@ class _Floor:
             self._allocate_wal()
         self._rows = 0
         self.samples_s: list[float] = []
+        self.cpu_s: list[float] = []
+        """Per sample, this process's CPU time: what three flushed commits cost in CPU
+        (the kernel's share of a flush included), the same for any implementation."""
 
     def _allocate_wal(self) -> None:
         """Grow the log past the automatic checkpoint's threshold once, then restart it: from
@@ -401,6 +442,7 @@ class _Floor:
         """One floor measurement; returns (and keeps) its duration in seconds."""
         self._rows += 1
         started = time.perf_counter()
+        cpu_started = time.process_time()
         for step, sql in enumerate(("INSERT INTO ops (stage, body, id) VALUES (?, ?, ?)",
                                     "UPDATE ops SET stage = ?, body = ? WHERE id = ?",
                                     "UPDATE ops SET stage = ?, body = ? WHERE id = ?")):
@@ -408,6 +450,7 @@ class _Floor:
             self._connection.execute(sql, (f"stage-{step}", "x" * 300, f"op-{self._rows}"))
             self._connection.execute("COMMIT")
         elapsed = time.perf_counter() - started
+        self.cpu_s.append(time.process_time() - cpu_started)
         self.samples_s.append(elapsed)
         return elapsed
 
@@ -434,6 +477,29 @@ class _Floor:
 
     def close(self) -> None:
         self._connection.close()
+
+
+class _MinimalReplay:
+    """The budget's commit pattern of one op (and, for a batch, the session's own commits,
+    shared by its ops), replayed in a database like the floor's at each floor sample: what
+    the fewest commits cost at that moment."""
+
+    def __init__(self, directory: str, shape: str, size: int) -> None:
+        self._per_op, self._per_session = MINIMAL_PATTERNS[shape]
+        self._size = size
+        self._replay = _Floor(directory, name="minimal")
+        self._replay.replay(list(self._per_op) * 10)  # its first commits of each kind
+        self.samples_s: list[float] = []
+        """Per sample, the cost per op of a session of ``size`` ops."""
+
+    def sample(self) -> float:
+        elapsed = self._replay.replay(list(self._per_op))
+        shared = self._replay.replay(list(self._per_session)) if self._per_session else 0.0
+        self.samples_s.append(elapsed + shared / self._size)
+        return elapsed + shared
+
+    def close(self) -> None:
+        self._replay.close()
 
 
 def _transactions_only(directory: str, pattern: list[bool],
@@ -490,18 +556,23 @@ def _warm_up(directory: str) -> None:
 def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool) -> Row:
     floor = _Floor(directory)
     fresh_floor = _Floor(directory, fresh_wal=True)
+    minimal = _MinimalReplay(directory, shape, size)
     for _ in range(FLOOR_SAMPLES_AROUND):
         floor.sample()
         fresh_floor.sample()
+        minimal.sample()
     data_dir = tempfile.mkdtemp(prefix=f"{shape}-{size}-", dir=directory)
     with _StatementClock() as statements:
         timed = _session(shape, size, data_dir, budget_s, traced=False, floor=floor,
-                         statements=statements)
+                         statements=statements, minimal=minimal)
     for _ in range(FLOOR_SAMPLES_AROUND):
         floor.sample()
         fresh_floor.sample()
+        minimal.sample()
     floor.close()
     fresh_floor.close()
+    minimal.close()
+    minimal_us = statistics.fmean(minimal.samples_s) * 1e6
     floor_us = statistics.fmean(floor.samples_s) * 1e6  # a mean, like the per-op cost
     shutil.rmtree(data_dir)
     # A second run counts the transactions (and, with ``memory``, traces allocations).
@@ -520,19 +591,33 @@ def measure(shape: str, size: int, directory: str, budget_s: float, memory: bool
     counted_ops = max(counted["ops"], 1)
     ops = max(timed["ops"], 1)
     per_op_us = timed["elapsed_s"] / ops * 1e6
+    writing_per_op = counted["writing"] / counted_ops
+    synced_per_op = counted["synced"] / counted_ops
+    if shape == "batch" and counted["ops"] > 1:  # the turn's own commits are shared
+        budget = tuple(per_op + extra / counted["ops"] for per_op, extra in zip(
+            COMMIT_BUDGET["batch"], (len(MINIMAL_PATTERNS["batch"][1]),
+                                     sum(MINIMAL_PATTERNS["batch"][1]))))
+    else:
+        budget = COMMIT_BUDGET["turns"]
     statements_per_op_us = timed["statement_s"] / ops * 1e6
     return Row(
         shape=shape, size=size, ops_done=timed["ops"], stopped=timed["stopped"],
         per_op_us=round(per_op_us, 1), cpu_per_op_us=round(timed["cpu_s"] / ops * 1e6, 1),
+        unflushed_cpu_per_op_us=round(unflushed["cpu_s"] / max(unflushed["ops"], 1) * 1e6, 1),
+        minimal_per_op_us=round(minimal_us, 1),
+        ratio_to_minimal=round(per_op_us / minimal_us, 2),
+        within_budget=(writing_per_op <= budget[0] + 1e-9
+                       and synced_per_op <= budget[1] + 1e-9),
         floor_us=round(floor_us, 1),
+        floor_cpu_us=round(statistics.fmean(floor.cpu_s) * 1e6, 1),
         floor_fresh_wal_us=round(statistics.fmean(fresh_floor.samples_s) * 1e6, 1),
         ratio_to_floor=round(per_op_us / floor_us, 2),
         last_over_first_tenth=_rounded(_flatness(timed["tool_times"], timed["floor_s"])),
         unflushed_last_over_first_tenth=_rounded(_flatness(unflushed["tool_times"],
                                                            unflushed["floor_s"])),
         transactions_per_op=round(counted["transactions"] / counted_ops, 2),
-        writing_transactions_per_op=round(counted["writing"] / counted_ops, 2),
-        synced_commits_per_op=round(counted["synced"] / counted_ops, 2),
+        writing_transactions_per_op=round(writing_per_op, 2),
+        synced_commits_per_op=round(synced_per_op, 2),
         peak_memory_bytes=peak,
         database_bytes_per_op=round(timed["bytes"] / ops, 1),
         unflushed_per_op_us=round(unflushed_per_op_us, 1),
@@ -555,11 +640,37 @@ def _cell(value: float | None, scale: float = 1.0, unit: str = "") -> str:
     return "-" if value is None else f"{value * scale:.2f}{unit}"
 
 
+CPU_TARGET_US = {"turns": 800.0, "batch": 400.0}
+"""Issue 29's CPU targets: per one-call turn, per operation in a batch."""
+MINIMAL_RATIO_TARGET = 1.5
+
+
 def _print(rows: list[Row]) -> None:
-    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'cpu/op':>8} {'floor':>8} {'fresh':>8} "
-              f"{'x floor':>7} {'last/1st':>8} {'tx/op':>6} {'wtx/op':>6} {'sync/op':>7} "
+    """Two tables: the row against the targets (budget, replay of the minimal pattern,
+    CPU), then the detail."""
+    header = (f"{'shape':<6} {'ops':>6} {'per op':>9} {'minimal':>9} {'x min':>6} "
+              f"{'cpu/op':>8} {'no-flush':>9} {'cpu tgt':>8} {'floor cpu':>9} {'commits/op':>11} "
+              f"{'budget':>7} {'x floor':>7}")
+    print("against the targets: x min <= 1.5, CPU per op (timed run / unflushed run) <= "
+          "0.8 ms per one-call turn, 0.4 ms per batch op; commits per op within the budget")
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        ops = f"{row.ops_done}" + ("!" if row.stopped else "")
+        minimal = _cell(row.minimal_per_op_us, scale=1e-3, unit="ms")
+        target = CPU_TARGET_US["turns" if row.shape == "turns" or row.size == 1 else "batch"]
+        commits = f"{row.writing_transactions_per_op:.2f}({row.synced_commits_per_op:.2f})"
+        print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms {minimal:>9} "
+              f"{_cell(row.ratio_to_minimal):>6} {row.cpu_per_op_us / 1000:>6.2f}ms "
+              f"{row.unflushed_cpu_per_op_us / 1000:>7.2f}ms {target / 1000:>6.2f}ms "
+              f"{row.floor_cpu_us / 1000:>7.2f}ms {commits:>11} {'ok' if row.within_budget else 'OVER':>7} "
+              f"{row.ratio_to_floor:>7.2f}")
+    print()
+    header = (f"{'shape':<6} {'ops':>6} {'floor':>8} {'fresh':>8} "
+              f"{'last/1st':>8} {'tx/op':>6} "
               f"{'peak MB':>8} {'DB B/op':>8} {'no-flush':>9} {'x floor':>7} {'SQL':>8} "
               f"{'x floor':>7} {'tx only':>8} {'x floor':>7} {'l/1st':>6}")
+    print("detail")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -569,11 +680,9 @@ def _print(rows: list[Row]) -> None:
         tx_only = _cell(row.transactions_only_per_op_us, scale=1e-3, unit="ms")
         tx_only_ratio = _cell(row.transactions_only_ratio_to_floor)
         peak = "-" if row.peak_memory_bytes is None else f"{row.peak_memory_bytes / 1e6:.1f}"
-        print(f"{row.shape:<6} {ops:>6} {row.per_op_us / 1000:>7.2f}ms "
-              f"{row.cpu_per_op_us / 1000:>6.2f}ms {row.floor_us:>6.0f}us "
+        print(f"{row.shape:<6} {ops:>6} {row.floor_us:>6.0f}us "
               f"{row.floor_fresh_wal_us:>6.0f}us "
-              f"{row.ratio_to_floor:>7.2f} {flat:>8} {row.transactions_per_op:>6.2f} "
-              f"{row.writing_transactions_per_op:>6.2f} {row.synced_commits_per_op:>7.2f} {peak:>8} "
+              f"{flat:>8} {row.transactions_per_op:>6.2f} {peak:>8} "
               f"{row.database_bytes_per_op:>8.0f} {row.unflushed_per_op_us / 1000:>7.2f}ms "
               f"{row.unflushed_ratio_to_floor:>7.2f} {row.statements_per_op_us / 1000:>6.2f}ms "
               f"{row.statements_ratio_to_floor:>7.2f} "

@@ -125,7 +125,14 @@ def for_operation(
     return _from_row(row) if row else None
 
 
-def has_pending(conn: sqlite3.Connection, execution_id: str) -> bool:
+def has_pending(conn: sqlite3.Connection, execution_id: str, session_id: str = "") -> bool:
+    """Does the operation have a pending wait? With its ``session_id``, answered from the
+    session's pending waits (one read per session while no wait changes, not one per
+    operation)."""
+    if session_id:
+        return any(wait.execution_id == execution_id
+                   for wait in pending_of_session(conn, session_id))
+
     def read() -> bool:
         return conn.execute(
             "SELECT 1 FROM approval_waits WHERE execution_id = ? AND status = ?",

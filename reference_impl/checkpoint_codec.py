@@ -68,17 +68,57 @@ class Continuation:
     """The version it was read from (encoding always writes the current one)."""
 
 
-def encode(continuation: Continuation) -> bytes:
-    document = {
-        "format": FORMAT_NAME,
-        "format_version": CURRENT_FORMAT_VERSION,
-        "session_id": continuation.session_id,
-        "sequence": continuation.sequence,
-        "last_execution_id": continuation.last_execution_id,
-        "messages": to_json(continuation.messages),
-        "failure_table": [to_json(entry) for entry in continuation.failure_entries],
-    }
-    return canonical_json(document).encode("utf-8")
+def encode(continuation: Continuation, message_texts: list[str] | None = None) -> bytes:
+    """``message_texts``: :func:`message_text` of each message, when the caller kept them
+    (a snapshot then costs a join, not the conversation's encoding); the same bytes."""
+    texts = message_texts if message_texts is not None else [
+        message_text(message) for message in continuation.messages]
+    return _document(
+        format=FORMAT_NAME,
+        format_version=CURRENT_FORMAT_VERSION,
+        session_id=continuation.session_id,
+        sequence=continuation.sequence,
+        last_execution_id=continuation.last_execution_id,
+        messages=_Encoded("[" + ",".join(texts) + "]"),
+        failure_table=[to_json(entry) for entry in continuation.failure_entries],
+    )
+
+
+def message_text(message: Message) -> str:
+    """One message as the ``messages`` of a checkpoint or delta carry it."""
+    return canonical_json(to_json(message))
+
+
+class _Encoded(str):
+    """A value already in canonical JSON (inserted as is by :func:`_document`)."""
+
+
+def _document(**fields: Any) -> bytes:
+    """``canonical_json(fields)`` as UTF-8, with each :class:`_Encoded` value inserted as
+    the text it is: the encoder writes an object as its sorted keys, each ``"key":value``,
+    joined by commas, and nothing else; a string as ``encode_basestring`` (the encoder's
+    own, UTF-8 kept) and an int as its ``repr``, as it does (``test_ref_checkpoint_codec``
+    compares the two)."""
+    parts = []
+    for key in sorted(fields):
+        value = fields[key]
+        kind = type(value)
+        if kind is _Encoded:
+            text = value
+        elif kind is str:
+            text = _encode_string(value)
+        elif kind is int:
+            text = int.__repr__(value)
+        elif kind is list and not value:
+            text = "[]"
+        else:
+            text = canonical_json(value)
+        parts.append(_encode_string(key) + ":" + text)
+    return ("{" + ",".join(parts) + "}").encode("utf-8")
+
+
+_encode_string = json.encoder.encode_basestring
+"""The canonical encoder's string encoding (``ensure_ascii=False``)."""
 
 
 def decode(data: bytes) -> Continuation:
@@ -216,18 +256,20 @@ class Delta:
     failure_entries: tuple[FailureEntry, ...]
 
 
-def encode_delta(delta: Delta) -> bytes:
-    document = {
-        "format": DELTA_FORMAT_NAME,
-        "format_version": DELTA_FORMAT_VERSION,
-        "session_id": delta.session_id,
-        "sequence": delta.sequence,
-        "base_messages": delta.base_messages,
-        "last_execution_id": delta.last_execution_id,
-        "messages": to_json(delta.messages),
-        "failure_table": [to_json(entry) for entry in delta.failure_entries],
-    }
-    return canonical_json(document).encode("utf-8")
+def encode_delta(delta: Delta, message_texts: list[str] | None = None) -> bytes:
+    """``message_texts``: as for :func:`encode`."""
+    texts = message_texts if message_texts is not None else [
+        message_text(message) for message in delta.messages]
+    return _document(
+        format=DELTA_FORMAT_NAME,
+        format_version=DELTA_FORMAT_VERSION,
+        session_id=delta.session_id,
+        sequence=delta.sequence,
+        base_messages=delta.base_messages,
+        last_execution_id=delta.last_execution_id,
+        messages=_Encoded("[" + ",".join(texts) + "]"),
+        failure_table=[to_json(entry) for entry in delta.failure_entries],
+    )
 
 
 def decode_delta(data: bytes) -> Delta:

@@ -86,6 +86,11 @@ class State:
     snapshot_bytes: int
     delta_bytes: int
     """Bytes of the deltas written since the snapshot this checkpoint extends."""
+    texts: list[str] = dataclasses.field(default_factory=list, repr=False, compare=False)
+    """``checkpoint_codec.message_text`` of ``log[:len(texts)]`` (at most ``count``): each
+    message encoded once, when its delta was written, so that a snapshot joins them
+    instead of encoding the conversation again. Extended with the log; a state read from
+    the store starts without them (they are encoded when a snapshot needs them)."""
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -103,12 +108,20 @@ class State:
     def last_message(self) -> Message | None:
         return self.log[self.count - 1] if self.count else None
 
-    def extended(self, added: tuple[Message, ...]) -> list[Message]:
-        """The log of this conversation followed by ``added``."""
+    def extended(self, added: tuple[Message, ...],
+                 added_texts: list[str]) -> tuple[list[Message], list[str]]:
+        """The log of this conversation followed by ``added``, and its texts (``added_texts``
+        encode ``added``; appended only where the texts cover the whole conversation)."""
+        texts = self.texts
         if len(self.log) == self.count:  # this is the latest state of its log: share it
             self.log.extend(added)
-            return self.log
-        return self.log[:self.count] + list(added)
+            if len(texts) == self.count:
+                texts.extend(added_texts)
+            return self.log, texts
+        log = self.log[:self.count] + list(added)
+        if len(texts) >= self.count:
+            return log, texts[:self.count] + added_texts
+        return log, texts[:]  # a prefix still, of a log of its own
 
 
 class ConversationView(collections.abc.Sequence):
@@ -236,11 +249,16 @@ def fold_results(conn: sqlite3.Connection, session_id: str, *, reason: str, now:
         return Fold(None)
     sequence = _write(conn, session_id, current, tuple(folded), whole=False,
                       last_execution_id=execution_ids[-1], reason=reason, now=now).sequence
+    before = [records.load_operation(conn, execution_id) for execution_id in execution_ids]
     conn.executemany(
         "UPDATE operations SET checkpoint_sequence = ?"
         " WHERE execution_id = ? AND checkpoint_sequence IS NULL",
         [(sequence, execution_id) for execution_id in execution_ids],
     )
+    for op in before:  # as read in this transaction (by _final above: no query)
+        if op is not None:
+            records.operation_written(conn, op, checkpoint_sequence=(
+                sequence if op.checkpoint_sequence is None else op.checkpoint_sequence))
     return Fold(sequence, tuple(execution_ids))
 
 
@@ -261,20 +279,27 @@ def _write(
     if last_execution_id is None:
         last_execution_id = previous.last_execution_id if previous else ""
     entries = failure_policy.table_entries(conn, session_id)
+    added_texts = [checkpoint_codec.message_text(message) for message in added]
     data = None
     if not whole and previous is not None:
         data = checkpoint_codec.encode_delta(
-            Delta(session_id, sequence, previous.count, last_execution_id, added, entries)
-        )
+            Delta(session_id, sequence, previous.count, last_execution_id, added, entries),
+            added_texts)
         if previous.delta_bytes + len(data) > max(previous.snapshot_bytes, SNAPSHOT_BYTES_MIN):
             data = None  # the deltas outgrew their snapshot: write a new one
-    log = list(added) if whole or previous is None else previous.extended(added)
+    if whole or previous is None:
+        log, texts = list(added), added_texts
+    else:
+        log, texts = previous.extended(added, added_texts)
     count = len(log) if whole or previous is None else previous.count + len(added)
     if data is None:
         conversation = tuple(log[:count])
+        if len(texts) < count:  # a state read from the store: encode what it lacks, once
+            texts.extend(checkpoint_codec.message_text(message)
+                         for message in log[len(texts):count])
         data = checkpoint_codec.encode(
-            Continuation(session_id, sequence, last_execution_id, conversation, entries)
-        )
+            Continuation(session_id, sequence, last_execution_id, conversation, entries),
+            texts[:count] if len(texts) > count else texts)
         base_sequence, chain = None, _chain("", data)
         snapshot_sequence, snapshot_bytes, delta_bytes = sequence, len(data), 0
         pending = pending_tool_calls(conversation)
@@ -291,7 +316,7 @@ def _write(
          len(entries), last_execution_id, reason, now, base_sequence, chain),
     )
     written = State(session_id, sequence, last_execution_id, log, count, pending, chain,
-                    snapshot_sequence, snapshot_bytes, delta_bytes)
+                    snapshot_sequence, snapshot_bytes, delta_bytes, texts)
     memo = getattr(conn, "memo", None)
     if memo is not None:
         memo[("continuation", session_id)] = written

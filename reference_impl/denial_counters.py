@@ -19,6 +19,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from harness.contract import Thresholds
+from reference_impl.store import read_through
 
 
 class FallbackTrigger(enum.StrEnum):
@@ -50,12 +51,15 @@ def trigger_resets_cumulative(trigger: str) -> bool:
 
 
 def read(conn: sqlite3.Connection, session_id: str, permission_version: int) -> DenialCounts:
-    row = conn.execute(
-        "SELECT consecutive, cumulative FROM denial_counters"
-        " WHERE session_id = ? AND permission_version = ?",
-        (session_id, permission_version),
-    ).fetchone()
-    return DenialCounts(row["consecutive"], row["cumulative"]) if row else DenialCounts()
+    def counts() -> DenialCounts:
+        row = conn.execute(
+            "SELECT consecutive, cumulative FROM denial_counters"
+            " WHERE session_id = ? AND permission_version = ?",
+            (session_id, permission_version),
+        ).fetchone()
+        return DenialCounts(row["consecutive"], row["cumulative"]) if row else DenialCounts()
+
+    return read_through(conn, "denial_counters", (session_id, permission_version), counts)
 
 
 def record_risk_denial(
@@ -79,6 +83,8 @@ def record_risk_denial(
 
 
 def reset_consecutive(conn: sqlite3.Connection, session_id: str, permission_version: int) -> None:
+    if read(conn, session_id, permission_version).consecutive == 0:
+        return  # nothing to reset (an allowed call after another): no write
     conn.execute(
         "UPDATE denial_counters SET consecutive = 0"
         " WHERE session_id = ? AND permission_version = ?",

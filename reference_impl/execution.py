@@ -109,6 +109,9 @@ class OperationPipeline:
         self._world = world
         self._signals = signals
         self._gate = ClassifierGate(world, signals, self._session)
+        self._digest_memo: tuple[dict, str, str] | None = None
+        self._owed: dict[str, Prepared] = {}
+        """Operations committed by a model request's end whose announcement is owed."""
 
     # ------------------------------------------------------------------ driver
 
@@ -140,42 +143,71 @@ class OperationPipeline:
 
     def _prepare(self, session_id: str, call: ToolCall) -> str:
         execution_id = execution_id_for(session_id, call.tool_call_id)
+        owed = self._owed.pop(execution_id, None)
+        if owed is not None:  # prepared in the model request's end transaction
+            self._announce_prepared(owed)
+            return execution_id
         # ORDERED, like the decision below: nothing outside relies on them before the start
         # record (synced, before the tool), a wait (synced, before its prompt) or a result
         # (synced); a power cut that loses them is a crash before the call was prepared.
         with self._store.transaction(Durability.ORDERED) as conn:
-            session = records.load_session(conn, session_id)
-            kind = session.tool_kind(call.tool)
-            prepared = conn.execute(
-                "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
-                " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
-                " permission, decided_by, delivery, prepared_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
-                 canonical_json(call.args),
-                 args_digest(call.tool, call.args), session.permission_version,
-                 failure_policy.dedup_key(call.tool, kind, call.args),
-                 Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
-                 Delivery.PENDING.value, self._world.now()),
-            ).rowcount
-            decision = None
-            if prepared:
-                # A decision no one has to be asked for (every layer but the classifier) is
-                # saved with the record, one commit fewer; the classifier is asked only once
-                # the record is committed, outside any transaction.
-                op = records.load_operation(conn, execution_id)
-                decision = self._decision_for(session, op, review=False)
-                if decision is not None:
-                    self._save_decision(session, op, decision, conn)
-        if prepared:  # a second delivery of the same call finds the record and says nothing
-            self._signals.emit(EventType.OPERATION_PREPARED, session_id, execution_id,
-                               tool_call_id=call.tool_call_id, tool=call.tool,
-                               permission_version=session.permission_version)
-            self._signals.failpoint(Failpoint.AFTER_PREPARE, session_id, execution_id,
-                                    call.tool_call_id)
-            if decision is not None:
-                self._announce_decision(session, op, decision)
+            prepared = self.prepare_in(conn, session_id, call, now=self._world.now())
+        if prepared is not None:  # a second delivery of the same call finds the record
+            self._announce_prepared(prepared)
         return execution_id
+
+    def prepare_in(self, conn: sqlite3.Connection, session_id: str, call: ToolCall, *,
+                   now: float) -> "Prepared | None":
+        """Inside the caller's transaction: the operation record of ``call`` with every
+        decision no one has to be asked for (every layer but the classifier, whose review is
+        a world call: it is asked only once the record is committed); None when the record
+        exists already (a second delivery says nothing). The caller announces what it
+        returns once committed: :meth:`owe_announcement`, or :meth:`run` at once."""
+        execution_id = execution_id_for(session_id, call.tool_call_id)
+        session = records.load_session(conn, session_id)
+        kind = session.tool_kind(call.tool)
+        digest = args_digest(call.tool, call.args)
+        args_json = canonical_json(call.args)
+        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)
+        if not conn.execute(
+            "INSERT OR IGNORE INTO operations (execution_id, session_id, tool_call_id, tool,"
+            " tool_kind, args_json, args_digest, permission_version, dedup_key, stage,"
+            " permission, decided_by, delivery, prepared_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (execution_id, session_id, call.tool_call_id, call.tool, kind.value if kind else "",
+             args_json, digest, session.permission_version, dedup_key,
+             Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
+             Delivery.PENDING.value, now),
+        ).rowcount:
+            return None
+        rows = self._store.rows
+        if rows is not None:  # a result is only ever saved for a record that exists: none yet
+            rows.put("result_records", execution_id, None)
+        op = records.operation_inserted(  # the row as inserted, its defaults included
+            conn, session_id, execution_id, call.tool_call_id, digest,
+            session.permission_version, call.tool, args_json, dedup_key, Stage.PREPARED.value,
+            Permission.ASK.value, DecisionSource.DEFAULT_ASK.value, None, "", "", 0,
+            Delivery.PENDING.value, None, 0)
+        decision = self._decision_for(session, op, review=False)
+        if decision is not None:  # saved with the record: one commit fewer
+            self._save_decision(session, op, decision, conn)
+        return Prepared(session, op, decision)
+
+    def owe_announcement(self, prepared: "Prepared") -> None:
+        """``prepared`` was committed by another step's transaction (a model request's end):
+        its events and failpoints come with the next :meth:`run` of its call, at the place a
+        prepare of its own would have had them."""
+        self._owed[prepared.op.execution_id] = prepared
+
+    def _announce_prepared(self, prepared: "Prepared") -> None:
+        session, op, decision = prepared.session, prepared.op, prepared.decision
+        self._signals.emit(EventType.OPERATION_PREPARED, op.session_id, op.execution_id,
+                           tool_call_id=op.tool_call_id, tool=op.tool,
+                           permission_version=session.permission_version)
+        self._signals.failpoint(Failpoint.AFTER_PREPARE, op.session_id, op.execution_id,
+                                op.tool_call_id)
+        if decision is not None:
+            self._announce_decision(session, op, decision)
 
     # ------------------------------------------------------------------ decide
 
@@ -194,16 +226,24 @@ class OperationPipeline:
         False when ``op`` was no longer waiting for one."""
         with (self._store.transaction(Durability.ORDERED) if conn is None
               else contextlib.nullcontext(conn)) as conn:
+            (start_mark,) = conn.execute(
+                "SELECT COALESCE(MAX(start_order), 0) FROM operations").fetchone()
             decided = conn.execute(
                 "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
                 " permission_version = ?, classifier_outcome = ?, wait_trigger = ?, reason = ?,"
-                " start_mark = (SELECT COALESCE(MAX(start_order), 0) FROM operations)"
-                " WHERE execution_id = ? AND stage = ?",
+                " start_mark = ? WHERE execution_id = ? AND stage = ?",
                 (Stage.DECIDED.value, decision.permission.value, decision.decided_by.value,
                  session.permission_version,
                  decision.classifier_outcome.value if decision.classifier_outcome else None,
-                 decision.fallback, decision.reason, op.execution_id, Stage.PREPARED.value),
+                 decision.fallback, decision.reason, start_mark, op.execution_id,
+                 Stage.PREPARED.value),
             ).rowcount
+            if decided:  # only a decision moves a prepared record: ``op`` was the row
+                records.operation_written(
+                    conn, op, stage=Stage.DECIDED, permission=decision.permission,
+                    decided_by=decision.decided_by, permission_version=session.permission_version,
+                    classifier_outcome=decision.classifier_outcome,
+                    wait_trigger=decision.fallback, reason=decision.reason, start_mark=start_mark)
             if decided and decision.counts_as_risk_denial:
                 denial_counters.record_risk_denial(
                     conn, op.session_id, session.permission_version, op.execution_id
@@ -333,6 +373,7 @@ class OperationPipeline:
     def _execute(self, op: OperationRecord) -> bool:
         """Revalidate, claim the start, run the tool, save the result; True when this call
         saved the final result (False: refused, lost the claim, or waiting to escalate)."""
+        self._digest_memo = None  # kept only until the arguments reach the world (below)
         refusal = self._revalidation_refusal(self._store.connection,
                                              self._session(op.session_id), op)
         if refusal is not None:
@@ -345,12 +386,16 @@ class OperationPipeline:
             # Rechecked inside the claim: the rules may have changed at the failpoint above.
             session = records.load_session(conn, op.session_id)
             refusal = self._bind_to_current_rules(conn, op, session)
+            current = records.load_operation(conn, op.execution_id)  # the row, in the claim
             claimed = refusal is None and bool(conn.execute(
                 "UPDATE operations SET stage = ?, execution_started = 1,"
                 " start_order = (SELECT COALESCE(MAX(start_order), 0) + 1 FROM operations)"
                 " WHERE execution_id = ? AND stage = ? AND permission = ?",
                 (Stage.STARTED.value, op.execution_id, op.stage.value, Permission.ALLOW.value),
             ).rowcount)
+            if claimed and current is not None:
+                records.operation_written(conn, current, stage=Stage.STARTED,
+                                          execution_started=True)
             if claimed:  # an allowed operation runs: the denial streak is over (L3.5)
                 denial_counters.reset_consecutive(conn, op.session_id, session.permission_version)
         if refusal is not None:
@@ -376,6 +421,7 @@ class OperationPipeline:
             return False
         # Only an approved escalation runs outside the sandbox, and only once.
         sandboxed = op.stage is not Stage.ESCALATING
+        self._digest_memo = None  # the tool gets the arguments: nothing vouches for them after
         outcome, output, digest, attempts = self._invoke(started, sandboxed)
         self._signals.failpoint(Failpoint.AFTER_TOOL_RETURNED, op.session_id, op.execution_id,
                                 op.tool_call_id)
@@ -428,7 +474,7 @@ class OperationPipeline:
         if session.cancelled:
             return Decision(Permission.DENY, DecisionSource.CANCELLATION,
                             "the session was cancelled before execution")
-        if args_digest(op.tool, op.args) != op.identity.args_digest:
+        if self._args_digest(op) != op.identity.args_digest:
             return Decision(Permission.DENY, DecisionSource.REVALIDATION,
                             "the arguments no longer match the digest bound to this operation")
         if op.decided_by is DecisionSource.APPROVAL:
@@ -666,7 +712,8 @@ class OperationPipeline:
         if op is None:
             op = self._operation(execution_id)
         record = results.load(conn, execution_id)
-        projection = projection_for(op, record, approvals.has_pending(conn, execution_id))
+        projection = projection_for(op, record, approvals.has_pending(conn, execution_id,
+                                                                    op.session_id))
         try:
             self._world.publish(projection)
         except Exception as exc:  # the UI is display state: the record stands
@@ -696,6 +743,18 @@ class OperationPipeline:
 
     # ------------------------------------------------------------------ reads
 
+    def _args_digest(self, op: OperationRecord) -> str:
+        """``args_digest(op.tool, op.args)``, computed once per arguments object while
+        :meth:`_execute` revalidates (up to three times before the tool; a record read again
+        with the same argument text shares its parsed arguments, see ``records``). The memo
+        is dropped before the arguments reach the world, which could change them."""
+        memo = self._digest_memo
+        if memo is not None and memo[0] is op.args and memo[1] == op.tool:
+            return memo[2]
+        digest = args_digest(op.tool, op.args)
+        self._digest_memo = (op.args, op.tool, digest)
+        return digest
+
     def _session(self, session_id: str) -> SessionState:
         return records.load_session(self._store.connection, session_id)
 
@@ -704,6 +763,15 @@ class OperationPipeline:
         if op is None:
             raise StoreError(f"operation {execution_id} vanished from the store")
         return op
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An operation record just written (with its decision, when no one had to be asked)."""
+
+    session: SessionState
+    op: OperationRecord
+    decision: Decision | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,9 +71,14 @@ def is_bash(tool: str, kind: ToolKind | None) -> bool:
     return kind is ToolKind.BASH or tool == BASH_TOOL_NAME
 
 
-def dedup_key(tool: str, kind: ToolKind | None, args: dict[str, Any]) -> str:
+def dedup_key(tool: str, kind: ToolKind | None, args: dict[str, Any],
+              digest: str | None = None) -> str:
+    """``digest``: ``args_digest(tool, args)`` when the caller has it (every tool but Bash
+    keeps all its arguments, so its key is that digest)."""
     if is_bash(tool, kind):
         args = {name: value for name, value in args.items() if name != BASH_DISPLAY_ONLY_FIELD}
+    elif digest is not None:
+        return digest
     return args_digest(tool, args)
 
 
@@ -143,14 +148,26 @@ def record_failure(
 
 def record_success(conn: sqlite3.Connection, session_id: str, dedup_key: str) -> None:
     """A call that worked is no repeat of earlier failures: its count starts again."""
+    if not _counts_repeats(conn, session_id):
+        return  # no count to reset (the common case: a session whose calls worked)
     conn.execute(
         "DELETE FROM repeat_budget WHERE session_id = ? AND dedup_key = ?", (session_id, dedup_key)
     )
 
 
+def _counts_repeats(conn: sqlite3.Connection, session_id: str) -> bool:
+    """Does the session have any repeat-guard count (through the row cache: read again only
+    after a write to the counts)?"""
+    return read_through(conn, "repeat_budget", ("any", session_id), lambda: conn.execute(
+        "SELECT 1 FROM repeat_budget WHERE session_id = ? LIMIT 1", (session_id,)
+    ).fetchone() is not None)
+
+
 def repeat_budget_spent(
     conn: sqlite3.Connection, session_id: str, dedup_key: str, permission_version: int, limit: int
 ) -> bool:
+    if not _counts_repeats(conn, session_id):
+        return False
     row = conn.execute(
         "SELECT failures FROM repeat_budget WHERE session_id = ? AND dedup_key = ?"
         " AND permission_version = ?",

@@ -50,10 +50,12 @@ class ModelReply:
 
 
 OnEnd = Callable[[sqlite3.Connection, ModelReply, float], None]
-Compose = Callable[[sqlite3.Connection], "tuple[tuple[Message, ...], tuple[str, ...]] | None"]
-"""Reads, inside the transaction that records a request's start, the conversation and the
-visible tools to send; None when the session no longer needs a model request (another
-instance moved it on while this one waited)."""
+Compose = Callable[[sqlite3.Connection, float],
+                   "tuple[tuple[Message, ...], tuple[str, ...]] | None"]
+"""Reads, inside the transaction that records a request's start (and at its time), the
+conversation and the visible tools to send; None when the session no longer needs a model
+request (another instance moved it on while this one waited). It may write what the
+request starts from (a turn's user message) in the same transaction."""
 
 SUPERSEDED = ModelReply("", ModelRequestStatus.CANCELLED, "")
 """The reply of a request not made: when its start was to be recorded, the session no longer
@@ -80,11 +82,12 @@ class ModelRequester:
         # ORDERED: the model relies on nothing we store; a start lost on a power cut is a
         # crash before the request, and asking again is what recovery does then.
         with self._store.transaction(Durability.ORDERED) as conn:
-            composed = compose(conn)
+            now = self._world.now()  # one time for what one transaction writes
+            composed = compose(conn, now)
             if composed is None:
                 return SUPERSEDED
             conversation, tools = composed
-            request_id = _record_start(conn, session_id, self._world.now())
+            request_id = _record_start(conn, session_id, now)
         self._signals.emit(EventType.MODEL_REQUEST_STARTED, session_id, request_id=request_id)
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_REQUEST_STARTED, session_id, request_id=request_id
@@ -96,10 +99,11 @@ class ModelRequester:
         self._signals.failpoint(
             Failpoint.AFTER_MODEL_STREAM_ENDED, session_id, request_id=request_id
         )
-        # A completed answer is only a step: its tool calls' start (or the turn's end) is the
-        # next synced commit. Any other end returns to the caller with it: synced.
+        # A completed answer with tool calls is only a step: their start is the next synced
+        # commit. Any other end returns to the caller with it (``on_end`` ends the turn in
+        # this commit when the answer is final): synced.
         durability = (Durability.ORDERED if reply.status is ModelRequestStatus.COMPLETED
-                      and reply.error is None else Durability.SYNCED)
+                      and reply.error is None and reply.tool_calls else Durability.SYNCED)
         now = self._world.now()  # one time for what one transaction writes
         with self._store.transaction(durability) as conn:
             ended = _record_end(conn, session_id, request_id, reply.status, _kept_text(reply),

@@ -46,6 +46,8 @@ class Decision:
 def rule_matches(rule: Rule, tool: str, args: dict[str, Any]) -> bool:
     if not fnmatchcase(tool, rule.tool):
         return False
+    if rule.pattern == "*":  # matches any subject (fnmatch's "*" spans newlines too)
+        return True
     return fnmatchcase(_rule_subject(rule, args), rule.pattern)
 
 

@@ -99,6 +99,9 @@ class OperationRecord:
         return self.identity.tool_call_id
 
 
+_OPERATION_FIELDS = tuple(field.name for field in dataclasses.fields(OperationRecord))
+
+
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionState:
     return read_through(conn, "sessions", session_id, lambda: _read_session(conn, session_id))
 
@@ -142,6 +145,34 @@ def load_operation(conn: sqlite3.Connection, execution_id: str) -> OperationReco
         return _operation_from_values(*row, parts=getattr(conn, "memo", None)) if row else None
 
     return read_through(conn, "operations", execution_id, read)
+
+
+def operation_inserted(conn: sqlite3.Connection, *values: Any) -> OperationRecord:
+    """The record of a row this transaction just inserted with ``values`` (in
+    ``_OPERATION_COLUMNS`` order, defaults included), decoded as a read of it would be, and
+    kept in the connection's row cache: read back without a query."""
+    op = _operation_from_values(*values, parts=getattr(conn, "memo", None))
+    rows = rows_of(conn)
+    if rows is not None and conn.in_transaction:
+        rows.put("operations", op.execution_id, op)
+    return op
+
+
+def operation_written(conn: sqlite3.Connection, before: OperationRecord, **changed: Any) -> None:
+    """After a statement of this transaction changed exactly ``changed`` of one operation
+    row that was ``before`` (read in this same transaction: the row as it was): the row as it
+    is now goes back into the connection's row cache (every write to the table emptied it),
+    so the step after the commit reads it without a query. ``permission_version`` changes
+    the identity's. Outside a transaction nothing is kept (nothing would vouch for it)."""
+    rows = rows_of(conn)
+    if rows is None or not conn.in_transaction:
+        return
+    version = changed.pop("permission_version", None)
+    if version is not None and version != before.identity.permission_version:
+        changed["identity"] = dataclasses.replace(before.identity, permission_version=version)
+    rows.put("operations", before.execution_id, OperationRecord(
+        *[changed[name] if name in changed else getattr(before, name)
+          for name in _OPERATION_FIELDS]))  # dataclasses.replace, without its field lookup
 
 
 def remembered_view(conn: sqlite3.Connection, kind: Any, row: sqlite3.Row,

@@ -13,11 +13,18 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from harness.contract import FAILURE_TABLE_CAPACITY, DecisionSource, FailureKind, Message, Outcome
+from harness.contract import (
+    FAILURE_TABLE_CAPACITY,
+    DecisionSource,
+    Delivery,
+    FailureKind,
+    Message,
+    Outcome,
+)
 from reference_impl import failure_policy, records
 from reference_impl.failure_policy import ToolOutcome
 from reference_impl.records import OperationRecord, SessionState, Stage
-from reference_impl.store import read_through
+from reference_impl.store import read_through, rows_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,8 @@ def save(
     ``to_stage=WAITING`` keeps a sandboxed attempt's result undelivered while its escalation
     waits for the owner; the run that follows an approved escalation replaces the record
     (still one per identity) and adds its attempts."""
+    current = records.load_operation(conn, op.execution_id)  # the row, in this transaction
+    previous = load(conn, op.execution_id)  # an escalation's second run adds its attempts
     moved = conn.execute(
         "UPDATE operations SET stage = ?, delivery = 'recorded', execution_started = ?"
         " WHERE execution_id = ? AND stage = ?",
@@ -66,6 +75,9 @@ def save(
     ).rowcount
     if not moved:
         return False
+    if current is not None:
+        records.operation_written(conn, current, stage=to_stage, delivery=Delivery.RECORDED,
+                                  execution_started=outcome.execution_started)
     identity = op.identity
     conn.execute(
         "INSERT INTO result_records (execution_id, session_id, tool_call_id, args_digest,"
@@ -84,6 +96,12 @@ def save(
          int(outcome.execution_started), int(outcome.reconciliation_required), result_digest,
          outcome.reason, output, attempts, now),
     )
+    rows = rows_of(conn)
+    if rows is not None:  # the record as this transaction leaves it, read without a query
+        rows.put("result_records", identity.execution_id, ResultRecord(
+            identity.execution_id, identity.tool_call_id, outcome.outcome, outcome.failure_kind,
+            outcome.execution_started, outcome.reconciliation_required, result_digest,
+            outcome.reason, output, attempts + (previous.attempts if previous else 0)))
     if outcome.failure_kind is not None:
         failure_policy.record_failure(
             conn,

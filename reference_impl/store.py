@@ -284,10 +284,11 @@ class RowCache:
     transaction that acts on it.
     """
 
-    __slots__ = ("_connection", "_tables", "_data_version", "_verified")
+    __slots__ = ("_connection", "_tables", "_data_version", "_verified", "_cursor")
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+        self._cursor: sqlite3.Cursor | None = None  # one cursor for every check
         self._tables: dict[str, dict[object, object]] = {}
         self._data_version: int | None = None  # set by verify(), once the store is open
         self._verified = False
@@ -335,8 +336,10 @@ class RowCache:
         self._verify()
 
     def _read_data_version(self) -> int:
-        (version,) = sqlite3.Connection.execute(self._connection,
-                                                "PRAGMA data_version").fetchone()
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = sqlite3.Connection.cursor(self._connection)
+        (version,) = cursor.execute("PRAGMA data_version").fetchone()
         return version
 
     def _verify(self) -> None:

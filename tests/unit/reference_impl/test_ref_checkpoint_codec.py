@@ -57,6 +57,34 @@ def test_decode_inverts_encode(continuation):
     assert decode(encode(continuation)) == continuation
 
 
+@settings(max_examples=80, deadline=None)
+@given(continuations)
+def test_encoding_from_kept_message_texts_is_the_canonical_json_of_the_document(continuation):
+    """A snapshot or delta joined from each message's kept text is byte for byte the
+    canonical JSON of the whole document (what the encoder wrote before texts were kept)."""
+    from harness.contract import canonical_json, to_json
+
+    document = {
+        "format": checkpoint_codec.FORMAT_NAME, "format_version": CURRENT_FORMAT_VERSION,
+        "session_id": continuation.session_id, "sequence": continuation.sequence,
+        "last_execution_id": continuation.last_execution_id,
+        "messages": to_json(continuation.messages),
+        "failure_table": [to_json(entry) for entry in continuation.failure_entries],
+    }
+    texts = [checkpoint_codec.message_text(m) for m in continuation.messages]
+    assert encode(continuation, texts) == encode(continuation) == \
+        canonical_json(document).encode("utf-8")
+    delta = checkpoint_codec.Delta(continuation.session_id, continuation.sequence + 1, 7,
+                                   continuation.last_execution_id, continuation.messages,
+                                   continuation.failure_entries)
+    delta_document = {**document, "format": checkpoint_codec.DELTA_FORMAT_NAME,
+                      "format_version": checkpoint_codec.DELTA_FORMAT_VERSION,
+                      "sequence": continuation.sequence + 1, "base_messages": 7}
+    assert checkpoint_codec.encode_delta(delta, texts) == \
+        canonical_json(delta_document).encode("utf-8")
+    assert checkpoint_codec.decode_delta(checkpoint_codec.encode_delta(delta)) == delta
+
+
 def _fixture(relative: str) -> tuple[bytes, dict]:
     root = resources.files("reference_impl")
     data = root.joinpath(relative).read_bytes()

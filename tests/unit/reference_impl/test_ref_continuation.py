@@ -88,7 +88,8 @@ def test_a_conversation_view_stays_what_it_was_while_its_log_grows():
             else:
                 raise AssertionError(f"view[{index}] of a one-message view did not raise")
         # extending an older state copies the log: the later view keeps its messages
-        branched = first.extended((Message("user", "again"),))
+        branched, texts = first.extended((Message("user", "again"),), ['{"again"}'])
         assert branched is not first.log and branched[1] == Message("user", "again")
+        assert texts is not first.texts and texts[1:] == ['{"again"}']  # its own, aligned
         assert tuple(later.conversation) == later.messages and len(later.conversation) == 2
     store.close()

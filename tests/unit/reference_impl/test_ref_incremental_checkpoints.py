@@ -174,36 +174,6 @@ def test_a_store_of_schema_version_1_opens_and_continues(tmp_path):
     store.close()
 
 
-def test_an_allowed_write_takes_two_synced_commits_of_five(start, data_dir):
-    """Five commits (prepare with its decision, start, result, checkpoint with diagnostics,
-    projection), of which two are synced (start, result); the other three are ordered:
-    committed without an fsync of their own (a checkpoint is derived from saved results)."""
-    calls = tuple(call(f"c{i}", "write_file", path=f"/repo/{i}.txt", content="x")
-                  for i in range(1, 11))
-    runtime = start(FakeWorld(replies={"s1": [Reply("writing", calls)]}),
-                    config(rules=(allow("write_file"),)))
-    writing, synced = [], []
-    connection = runtime._store.connection
-    changes_at_begin = [0]
-    full = [connection.execute("PRAGMA synchronous").fetchone()[0] == 2]
-
-    def trace(sql: str) -> None:
-        if sql.startswith("PRAGMA synchronous"):
-            full[0] = sql.rstrip().endswith("FULL")
-        elif sql.startswith("BEGIN"):
-            changes_at_begin[0] = connection.total_changes
-        elif sql == "COMMIT" and connection.total_changes > changes_at_begin[0]:
-            writing.append(sql)
-            synced.extend([sql] if full[0] else [])
-
-    connection.set_trace_callback(trace)
-    assert runtime.run_turn("s1", "write ten files").status is TurnStatus.COMPLETED
-    # ten operations at five each, plus the turn: user message, two model requests' start
-    # and end records, the turn's end; of which synced: two per operation, the turn's end
-    assert len(writing) == 10 * 5 + 6
-    assert len(synced) == 10 * 2 + 1
-
-
 def test_a_response_of_more_calls_than_the_request_guard_runs_them_all(start, monkeypatch):
     from reference_impl import turns
     monkeypatch.setattr(turns, "MAX_MODEL_REQUESTS_PER_DRIVE", 2)
