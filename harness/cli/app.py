@@ -454,6 +454,9 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         from harness.profiles import expectations_of
 
         expectations = expectations_of(implementation) or {}
+    from harness.profiles import not_applicable_of
+
+    not_applicable = not_applicable_of(implementation)
     chosen = _select(args, ctx, criteria)
     scenarios, extra_files = _shard_of(args, chosen.scenarios)
     renderer = ctx.deps.fault_renderer()
@@ -486,6 +489,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             expectations_mode=expectations_mode(args),
             # the determinism check keeps the first traces in this process
             jobs=1 if recording is not None else getattr(args, "jobs", 1),
+            not_applicable=not_applicable,
         )
     finally:  # an error message must not land on the live progress line
         progress_line.finish()

@@ -326,6 +326,7 @@ def run_suite(
     stop_after: Callable[[ScenarioResult], bool] | None = None,
     expectations_mode: str = EXPECTATIONS_STRICT,
     jobs: int = 1,
+    not_applicable: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
 
@@ -341,10 +342,15 @@ def run_suite(
     ``stop_after(scenario_result)`` true ends the run there (``--fail-fast``): the scenarios
     after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
     whether an unexpected pass fails the gate (recorded in the run info).
+    ``not_applicable`` maps criterion id → why the implementation cannot be judged on it
+    (a profile's or an adapter's system lacks the concept): such a criterion no scenario
+    exercised is reported ``not_applicable`` with that reason; one that was exercised keeps
+    its judged status (behaviour wins over the declaration).
     """
     criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
     expected = _check_expectations(expectations, criteria)
+    inapplicable = _check_expectations(not_applicable, criteria)
 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     clock_start = time.monotonic()
@@ -402,7 +408,7 @@ def run_suite(
         expectations_mode=expectations_mode,
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
-                           expected, required_features, not_run)
+                           expected, required_features, not_run, inapplicable)
 
 
 JudgedCase = _Judged
@@ -418,6 +424,7 @@ def assemble_result(
     expected: Mapping[str, str],
     required_features: Sequence[str] = (),
     not_run: Sequence[ScenarioResult] = (),
+    inapplicable: Mapping[str, str] | None = None,
 ) -> RunResult:
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
@@ -425,7 +432,8 @@ def assemble_result(
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
-        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
+        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
+                          inapplicable or {})
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -624,6 +632,7 @@ def _criterion_result(
     impl_spec: str,
     expected: Mapping[str, str],
     declared: Sequence[str] = (),
+    inapplicable: Mapping[str, str] | None = None,
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
     combined = combined_status(verdicts)
@@ -632,6 +641,13 @@ def _criterion_result(
         # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
+    reason = expected.get(criterion.id, "")
+    if (criterion.id in (inapplicable or {}) and combined in (
+            CriterionStatus.NOT_EXERCISED, CriterionStatus.NOT_APPLICABLE)):
+        # the system lacks the concept (a profile's or adapter's declaration with its
+        # reason); only a criterion nothing exercised: a judged one keeps its verdict
+        combined = CriterionStatus.NOT_APPLICABLE
+        reason = (inapplicable or {})[criterion.id]
     status = apply_expectation(combined, criterion.id in expected)
     violations = tuple(
         Violation(
@@ -657,7 +673,7 @@ def _criterion_result(
             item.result.id for item, v in zip(judged, verdicts) if v.exercised > 0
         ),
         violations=violations,
-        expectation_reason=expected.get(criterion.id, ""),
+        expectation_reason=reason,
         required_features=gates,
     )
 
