@@ -460,7 +460,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         from harness.profiles import expectations_of
 
         expectations = expectations_of(implementation) or {}
-    from harness.profiles import not_applicable_of
+    from harness.implementations import not_applicable_of
 
     not_applicable = not_applicable_of(implementation)
     chosen = _select(args, ctx, criteria)

@@ -41,7 +41,8 @@ def add_parser(sub: Any) -> None:
 def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
     from harness.cli.options import discover_scenarios
     from harness.campaigns.compare import compare, labelled, require_pandas, to_dict, to_html, to_markdown
-    from harness.profiles import disagreements, expectations_of, not_applicable_of
+    from harness.implementations import not_applicable_of
+    from harness.profiles import disagreements, expectations_of
     from harness.report.json_report import to_dict as report_dict
     from harness.running.suite import run_suite
 

@@ -5,8 +5,8 @@ Guarantees: :data:`PROFILES` names every profile once; :func:`load` returns a fr
 :class:`~harness.contract.errors.ImplementationLoadError` listing the known ones;
 :func:`expectations_of` gives the divergence table of a profile implementation (None for
 any other implementation), which the ``run`` command uses as its expectations;
-:func:`not_applicable_of` gives the criteria an implementation (a profile, an adapter) says
-its system cannot be judged on, with the reason (None when it says nothing).
+a profile's n/a table (criteria its system cannot be judged on) is read by
+``harness.implementations.not_applicable_of``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from harness.profiles.profile import (
 )
 
 __all__ = ["PREFIX", "PROFILES", "Behaviour", "Divergence", "Inapplicable", "Profile",
-           "ProfileImplementation", "Source", "expectations_of", "load", "not_applicable_of"]
+           "ProfileImplementation", "Source", "expectations_of", "load"]
 
 PROFILES: tuple[Profile, ...] = (CODEX, CLAUDE_CODE, CLAUDE_CODE_PRINT, OPENCODE)
 
@@ -47,14 +47,6 @@ def load(name: str) -> ProfileImplementation:
 def expectations_of(implementation: Any) -> dict[str, str] | None:
     profile = getattr(implementation, "profile", None)
     return profile.explanations() if isinstance(profile, Profile) else None
-
-
-def not_applicable_of(implementation: Any) -> dict[str, str] | None:
-    """Criterion id → why the implementation's system cannot be judged on it: a profile's
-    n/a table, or any implementation's ``not_applicable`` mapping (an adapter whose library
-    lacks a concept); None when it has none."""
-    table = getattr(implementation, "not_applicable", None)
-    return dict(table) if table else None
 
 
 def disagreements(result: Any, profile: Profile) -> tuple[tuple[str, ...], tuple[str, ...]]:

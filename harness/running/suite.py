@@ -343,9 +343,11 @@ def run_suite(
     after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
     whether an unexpected pass fails the gate (recorded in the run info).
     ``not_applicable`` maps criterion id → why the implementation cannot be judged on it
-    (a profile's or an adapter's system lacks the concept): such a criterion no scenario
-    exercised is reported ``not_applicable`` with that reason; one that was exercised keeps
-    its judged status (behaviour wins over the declaration).
+    (a profile's or an adapter's system lacks the concept, or the adapter cannot see it):
+    such a criterion is reported ``not_applicable`` with that reason, never passed, the
+    violations the scenarios found still listed. Only the harness's own profiles and
+    adapters declare it (``harness.profiles.not_applicable_of``); an implementation under
+    test has no way to.
     """
     criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
@@ -642,10 +644,11 @@ def _criterion_result(
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
     reason = expected.get(criterion.id, "")
-    if (criterion.id in (inapplicable or {}) and combined in (
-            CriterionStatus.NOT_EXERCISED, CriterionStatus.NOT_APPLICABLE)):
-        # the system lacks the concept (a profile's or adapter's declaration with its
-        # reason); only a criterion nothing exercised: a judged one keeps its verdict
+    if criterion.id in (inapplicable or {}):
+        # the system lacks the concept, or the harness cannot see it in this system (a
+        # profile's or adapter's declaration, with its reason): a verdict here would judge
+        # the harness's stand-in, not the system. n/a, never passed; what the scenarios saw
+        # stays listed under violations
         combined = CriterionStatus.NOT_APPLICABLE
         reason = (inapplicable or {})[criterion.id]
     status = apply_expectation(combined, criterion.id in expected)
