@@ -178,10 +178,10 @@ def preload() -> tuple[str, ...]:
     ``openprogram.programs`` alone takes seconds: the gate reaches it through the rules)."""
     caps = capabilities()
     modules = ["openprogram.agent.agent_loop", "openprogram.agent.types",
-               "openprogram.providers.api_registry", "openprogram.providers.enabled_models",
-               "openprogram.providers.stream", "openprogram.agent.dispatcher.types",
-               caps.gate_module]
-    for optional in ("openprogram.programs.permission_rule", "openprogram.agent.authority",
+               "openprogram.providers.api_registry", caps.gate_module]
+    for optional in ("openprogram.providers.enabled_models", "openprogram.providers.stream",
+                     "openprogram.agent.dispatcher.types",
+                     "openprogram.programs.permission_rule", "openprogram.agent.authority",
                      "openprogram.agent.questions",
                      "openprogram.agent.internals._auto_classifier",
                      "openprogram.functions._runtime", *LAZY_IMPORTS):
@@ -194,14 +194,17 @@ STORE_NOT_DRIVEN = (
     "OpenProgram's session store (the dispatcher's SessionDB) is not driven by this adapter: "
     "it keeps each turn as the dispatcher does at turn start and end, so a verdict here would "
     "judge that stand-in, not OpenProgram")
-NO_MODEL_RECORDS = ("OpenProgram's agent loop keeps no record of a model request apart from "
-                    "the conversation; the adapter reports none")
+EVENTS_NOT_TRANSLATED = (
+    "OpenProgram publishes its own events (its event layer: tool.before, question.asked...); "
+    "this adapter does not translate them into the world's lifecycle events, so a verdict "
+    "on those events would judge the adapter, not OpenProgram")
 
 
 def not_applicable(caps: Capabilities) -> dict[str, str]:
     """Criterion id -> why the adapter cannot judge OpenProgram on it."""
     table = {criterion: STORE_NOT_DRIVEN for criterion in (
         "L4.1", "L4.2", "L4.4", "L4.5", "L4.7", "L4.8")}
+    table.update({criterion: EVENTS_NOT_TRANSLATED for criterion in ("M1", "M2", "L5.5")})
     if not caps.classifier:
         why = (f"openprogram {caps.version} has no auto classifier "
                "(openprogram.agent.internals._auto_classifier is absent; its auto mode asks "
@@ -356,16 +359,18 @@ class OpenProgramRuntime:
 
     def _install(self) -> None:
         from openprogram.providers.api_registry import register_api_provider
-        from openprogram.providers.enabled_models import ENABLED_MODELS
         from openprogram.providers.types import Model
 
         provider = WorldProvider(self)
         register_api_provider(WORLD_API, provider)
         self.model = Model(id="world-model", name="the world's scripted model", api=WORLD_API,
                            provider="harness", base_url="http://world.invalid")
-        ENABLED_MODELS[f"{CLASSIFIER_PROVIDER}/{CLASSIFIER_MODEL}"] = Model(
-            id=CLASSIFIER_MODEL, name="classifier (the world's)", api=WORLD_API,
-            provider=CLASSIFIER_PROVIDER, base_url="http://world.invalid")
+        if self.caps.classifier:  # the classifier's model, enabled as a user enables it
+            from openprogram.providers.enabled_models import ENABLED_MODELS
+
+            ENABLED_MODELS[f"{CLASSIFIER_PROVIDER}/{CLASSIFIER_MODEL}"] = Model(
+                id=CLASSIFIER_MODEL, name="classifier (the world's)", api=WORLD_API,
+                provider=CLASSIFIER_PROVIDER, base_url="http://world.invalid")
         if self.caps.questions:
             import openprogram.agent.questions as questions
 
