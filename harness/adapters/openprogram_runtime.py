@@ -348,6 +348,7 @@ class OpenProgramRuntime:
         self.questions: dict[str, _Question] = {}
         self.answers: dict[str, dict[str, str]] = {}  # session -> tool_call_id -> how allowed
         self.current: dict[str, Any] = {}  # the turn in progress: session, call, request no.
+        self.futures: dict[str, concurrent.futures.Future] = {}  # session -> its running turn
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(_DaemonThreads(max_workers=1))
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
@@ -648,7 +649,6 @@ class OpenProgramRuntime:
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         future = asyncio.run_coroutine_threadsafe(self._turn(session_id, user_text), self.loop)
         self._watch(future)
-        self.futures = getattr(self, "futures", {})
         self.futures[session_id] = future
         return self._drive(session_id, future)
 

@@ -742,7 +742,8 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
         for profile in PROFILES:
             ctx.out(f"{profile.spec:<26} {profile.system}: {profile.summary} "
-                    f"({len(profile.divergences)} documented divergence(s))")
+                    f"({len(profile.divergences)} divergence(s), {len(profile.not_applicable)} "
+                    "n/a, each with its source)")
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")
