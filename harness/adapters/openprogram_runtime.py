@@ -288,6 +288,7 @@ def _plain(message: Any) -> dict[str, Any]:
                 "is_error": bool(message.is_error), "denied": bool(details.get("denied")),
                 "reason_code": details.get("reason_code", ""),
                 "ran": bool(details.get("harness_ran")),
+                "allowed_by": details.get("harness_allowed_by") or "",
                 "status": details.get("harness_status", ""),
                 "error_kind": details.get("harness_error_kind")}
     return {"role": "user", "content": _text_of(getattr(message, "content", ""))}
@@ -349,6 +350,9 @@ class OpenProgramRuntime:
         self.answers: dict[str, dict[str, str]] = {}  # session -> tool_call_id -> how allowed
         self.current: dict[str, Any] = {}  # the turn in progress: session, call, request no.
         self.futures: dict[str, concurrent.futures.Future] = {}  # session -> its running turn
+        self.answered: dict[str, str] = {}  # wait id -> session, once answered
+        self.allowed_by: dict[str, str] = {}  # call id -> the layer seen letting it run
+        self.asked_for: dict[str, str] = {}  # wait id -> call id
         self.loop = asyncio.new_event_loop()
         self.loop.set_default_executor(_DaemonThreads(max_workers=1))
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True,
@@ -396,6 +400,7 @@ class OpenProgramRuntime:
             wait_id=wait_id, session_id=session_id,
             execution_id=execution_id_for(session_id, call_id), tool_call_id=call_id,
             tool=name, args=dict(args), reason=f"OpenProgram asks: 允许执行 {tool}？"))
+        self.asked_for[wait_id] = call_id
         with self.lock:
             self.questions[wait_id] = _Question(wait_id, session_id)
             self.lock.notify_all()
@@ -473,7 +478,8 @@ class OpenProgramRuntime:
         verdict = self.world.review(ClassifierRequest(
             session_id=session_id, tool=self._scenario_tool(session_id, tool),
             operation=operation, trusted_cwd="", permission_scope="", user_requirements=""))
-        self.current["classifier"] = verdict.outcome
+        if verdict.outcome is ClassifierOutcome.ALLOW:
+            self.allowed_by[self.current.get("call_id", "")] = DecisionSource.CLASSIFIER.value
         if verdict.outcome is ClassifierOutcome.ALLOW:
             answer = {"safe": True, "reason": verdict.reason or "allowed"}
         elif verdict.outcome is ClassifierOutcome.RISK_DENY:
@@ -520,7 +526,8 @@ class OpenProgramRuntime:
                                                        "args": dict(args)}, True)
                     return AgentToolResult(
                         content=[TextContent(text=message["content"])],
-                        details={"harness_ran": message["started"],
+                        details={"harness_allowed_by": self.allowed_by.get(call_id, ""),
+                                 "harness_ran": message["started"],
                                  "harness_status": message["status"],
                                  "harness_error_kind": message["error_kind"]},
                         is_error=message["status"] != ToolStatus.OK.value)
@@ -655,20 +662,31 @@ class OpenProgramRuntime:
     def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
         with self.lock:
             question = self.questions.pop(wait_id, None)
+        if question is None and wait_id in self.answered:
+            # answered before: OpenProgram's registry ignores it (resolve returns False) and
+            # nothing is driven
+            self._resolve(wait_id, approve)
+            return self._drive(self.answered[wait_id], self.futures[self.answered[wait_id]])
         if question is None:
             raise NotOffered(f"answer_approval({wait_id!r}): OpenProgram has no such pending "
                              "question (its registry is in memory: a restart loses it)")
+        self.answered[wait_id] = question.session_id
+        if approve:
+            self.allowed_by[self.asked_for.get(wait_id, "")] = DecisionSource.APPROVAL.value
+        self._resolve(wait_id, approve)
+        return self._drive(question.session_id, self.futures[question.session_id])
+
+    def _resolve(self, wait_id: str, approve: bool) -> bool:
+        """Answer through OpenProgram's registry (False: it held no such question)."""
         if self.caps.questions:
             from openprogram.agent.questions import get_question_registry
 
-            get_question_registry().resolve(wait_id, "answered" if approve else "declined",
-                                            "允许" if approve else None)
-        else:
-            import importlib
+            return get_question_registry().resolve(
+                wait_id, "answered" if approve else "declined", "允许" if approve else None)
+        import importlib
 
-            importlib.import_module(self.caps.gate_module).approval_registry().resolve(
-                wait_id, approve)
-        return self._drive(question.session_id, self.futures[question.session_id])
+        return importlib.import_module(self.caps.gate_module).approval_registry().resolve(
+            wait_id, approve)
 
     def update_rules(self, session_id: str, rules: tuple[Rule, ...],
                      permission_version: int) -> None:
@@ -804,11 +822,14 @@ def _operation(config: SessionConfig, tool: str, call: dict[str, Any],
         outcome, kind, reason = (Outcome.NOT_STARTED, FailureKind.PERMISSION_DENIED,
                                  result["content"])
     else:
-        permission, decided = Permission.ALLOW, DecisionSource.EXACT_GRANT
+        # OpenProgram records no deciding layer: the one the adapter saw (an approved
+        # question, a classifier allow), else a rule or mode that let it run
+        permission = Permission.ALLOW
+        decided = DecisionSource(result.get("allowed_by") or DecisionSource.EXACT_GRANT.value)
         ok = result["status"] == ToolStatus.OK.value
         outcome = Outcome.SUCCEEDED if ok else Outcome.FAILED
         kind = None if ok else FailureKind(result.get("error_kind") or FailureKind.FAILED.value)
-        reason = "OpenProgram's gate let the call run (it records no deciding layer)"
+        reason = "OpenProgram's gate let the call run"
     digest = (result_digest(result["status"], result["content"])
               if result is not None and result["ran"] else None)
     return OperationView(
