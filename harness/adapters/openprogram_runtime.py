@@ -34,13 +34,15 @@ the terminal status when the turn ends (``_turn_lifecycle``'s placeholder and st
 one JSON file per session written atomically; a turn a crash cut stays ``running`` and recovery marks it ``interrupted``
 without resuming it (``reconcile_interrupted_runs``). The pending question registry is
 OpenProgram's own, in memory: a restart loses it. The store criteria this stand-in would be
-judged on instead of OpenProgram are n/a with that reason.
+judged on instead of OpenProgram are n/a with that reason. OpenProgram runs one worker per
+store: a second live instance on a data dir is refused (``multi_instance`` stays n/a).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import fcntl
 import importlib.util
 import json
 import os
@@ -93,6 +95,7 @@ CLASSIFIER_PROMPT_MARK = "工具执行安全分类器"
 """The classifier's system prompt says it is a "tool execution safety classifier": the one
 caller of the model that does."""
 STORE = "openprogram-sessions"
+LOCK = "openprogram.lock"
 HOME = "openprogram-home"
 SHELL_TOOL = "bash"
 """OpenProgram's shell tool (its gate and rules know it by this name); the scenarios' Bash."""
@@ -339,6 +342,16 @@ class OpenProgramRuntime:
     """One OpenProgram process over one data dir (a :class:`harness.contract.Runtime`)."""
 
     def __init__(self, data_dir: str, world: World, caps: Capabilities) -> None:
+        # OpenProgram runs one worker per store ("currently single-process", its
+        # _turn_lifecycle says): a second live instance on the data dir is refused, the
+        # contract's documented way out; the lock dies with the process (a SIGKILL too)
+        self.lock_file = open(Path(data_dir) / LOCK, "a+b")  # noqa: SIM115 (held for life)
+        try:
+            fcntl.flock(self.lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock_file.close()
+            raise NotOffered(f"open({data_dir!r}): another OpenProgram instance is live on this "
+                             "data dir; OpenProgram runs one worker per store") from None
         os.environ["HOME"] = str(Path(data_dir) / HOME)  # OpenProgram's state dir
         Path(os.environ["HOME"]).mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
@@ -712,6 +725,7 @@ class OpenProgramRuntime:
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.lock_file.close()  # the store is free for the next instance
 
 
 def _rules(config: SessionConfig) -> Any:
@@ -745,10 +759,16 @@ def _openprogram_message(message: dict[str, Any], model: Any) -> Any:
                              arguments=c["args"]) for c in message["tool_calls"]]
         return _assistant(model, content, message.get("stop_reason") or "stop")
     if message["role"] == "tool":
+        # the details the result was saved with, so the conversation the model is sent
+        # again on the next turn is the one it was sent before
+        details = {"denied": message["denied"], "reason_code": message["reason_code"],
+                   "harness_ran": message["ran"], "harness_status": message["status"],
+                   "harness_error_kind": message["error_kind"],
+                   "harness_allowed_by": message.get("allowed_by", "")}
         return ToolResultMessage(tool_call_id=message["tool_call_id"],
                                  tool_name=message["tool"],
                                  content=[TextContent(text=message["content"])],
-                                 is_error=message["is_error"], timestamp=0)
+                                 details=details, is_error=message["is_error"], timestamp=0)
     return UserMessage(content=message["content"], timestamp=0)
 
 
