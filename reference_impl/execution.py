@@ -292,7 +292,7 @@ class OperationPipeline:
         ruled = rule_layer_decision(config, op.tool, op.args)
         if ruled is not None:
             return ruled
-        if config.mode is not Mode.AUTO:
+        if config.mode is not Mode.AUTO or not self.policy.classifier:
             return default_decision(config, op.tool)
         if owner_can_answer(config) and (  # a policy may answer a limit otherwise
                 self.policy.denials.with_owner is denial_counters.LimitAction.ASK_OWNER):

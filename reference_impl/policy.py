@@ -8,7 +8,8 @@ never written, by the runtime.
 
 Seams: what a tripped denial limit does (:class:`~reference_impl.denial_counters.DenialPolicy`),
 what a restart does with a tool call whose start was recorded but whose result was not
-(:class:`RestartAction`), and whether pending approval waits survive a restart.
+(:class:`RestartAction`), whether pending approval waits survive a restart, and whether an
+auto-mode session has a classifier at all.
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class RestartAction(enum.StrEnum):
     """The reference: outcome unknown, reconciliation required, never re-run (L4.3)."""
     RERUN = "rerun"
     """Run the call again (at-least-once), at most ``restart_reruns_max`` times per call."""
+    MARK_FAILED = "mark_failed"
+    """Record the call as a definite failure ("Tool execution interrupted"), executed,
+    without reconciliation; the resumed turn hands that result to the model, which alone
+    may issue the call again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,10 @@ class RuntimePolicy:
     waits_survive_restart: bool = True
     """False: pending waits live in memory only, so a restart loses them: the waiting
     operation is refused and the turn goes on."""
+    classifier: bool = True
+    """False: the runtime has no classifier; an auto-mode operation that no rule decides
+    takes the default path of the other modes (ask an owner who can answer, else deny), and
+    the classifier is never called."""
 
 
 REFERENCE = RuntimePolicy()

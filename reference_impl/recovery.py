@@ -141,9 +141,10 @@ def _sessions(store: Store) -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- policy seam
 # The reference needs nothing here (its policy is the table above). A profile of a runtime
-# that re-runs interrupted calls, or keeps pending approvals in memory only, gets that
-# behaviour from the same store: the started operations go back to ``decided`` so the
-# resumed turn runs them again, and pending waits are refused as lost.
+# that re-runs interrupted calls, marks them failed, or keeps pending approvals in memory
+# only, gets that behaviour from the same store: the started operations go back to
+# ``decided`` so the resumed turn runs them again (or are saved as definite failures the
+# resumed turn hands to the model), and pending waits are refused as lost.
 
 RERUN_REASON = "the process restarted while the call was running; it runs again"
 LOST_WAIT_REASON = (
@@ -157,6 +158,8 @@ def _apply_restart_policy(
     policy: RuntimePolicy = pipeline.policy
     if policy.incomplete_calls_on_restart is RestartAction.RERUN:
         _rerun_started(store, policy.restart_reruns_max)
+    if policy.incomplete_calls_on_restart is RestartAction.MARK_FAILED:
+        _mark_started_failed(store, world, pipeline)
     if not policy.waits_survive_restart:
         _drop_pending_waits(store, world, signals, pipeline)
 
@@ -190,6 +193,30 @@ def _rerun_started(store: Store, reruns_max: int) -> None:
                                             row["execution_id"], Stage.STARTED.value))
             conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
                          (TurnStatus.RUNNING.value, row["session_id"]))
+
+
+INTERRUPTED_REASON = "Tool execution interrupted"
+
+
+def _mark_started_failed(store: Store, world: World, pipeline: OperationPipeline) -> None:
+    """Started operations without a result are saved as definite failures (executed, no
+    reconciliation) with the reason "Tool execution interrupted"; their turn resumes and
+    the model sees that result."""
+    failed = ToolOutcome(Outcome.FAILED, FailureKind.FAILED, True, False, INTERRUPTED_REASON)
+    rows = store.connection.execute(
+        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",
+        (Stage.STARTED.value,),
+    ).fetchall()
+    for row in rows:
+        op = records.load_operation(store.connection, row["execution_id"])
+        with store.transaction() as conn:
+            saved = results.save(conn, records.load_session(conn, op.session_id), op, failed,
+                                 from_stage=Stage.STARTED, attempts=1, now=world.now())
+            if saved:
+                conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
+                             (TurnStatus.RUNNING.value, op.session_id))
+        if saved:
+            pipeline.announce_result(op.session_id, op.execution_id)
 
 
 def _drop_pending_waits(

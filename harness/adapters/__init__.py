@@ -15,9 +15,12 @@ from __future__ import annotations
 import importlib.util
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 INSTALL_HINT = "pip install -e '.[adapters]'"
+OPENPROGRAM_HINT = ("pip install -e '.[openprogram]' (the PyPI release), or pip install -e "
+                    "PATH/TO/OpenProgram (a source checkout)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +31,12 @@ class AdapterInfo:
     installed: bool
     missing_reason: str
     """Empty when installed; otherwise which module is missing and how to install it."""
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
+    startup_timeout_s: float | None = None
+    """A higher ceiling for its server's ``initialize`` (its fork template imports the
+    library first); None: the launcher's default."""
+    """Criterion id -> why the installed library cannot be judged on it (its capabilities,
+    detected without importing it); the suite reports those n/a with the reason."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +46,8 @@ class _Adapter:
     server_args: tuple[str, ...]
     needs: tuple[tuple[str, str], ...]
     """(importable module, distribution that provides it)."""
+    hint: str = INSTALL_HINT
+    startup_timeout_s: float | None = None
 
 
 _LANGGRAPH_NEEDS = (("langgraph", "langgraph"),
@@ -47,6 +58,8 @@ ADAPTERS: tuple[_Adapter, ...] = tuple(
     for mode in ("sync", "async", "exit")
 ) + (
     _Adapter("dbos", "harness.adapters.dbos_server", (), (("dbos", "dbos"),)),
+    _Adapter("openprogram", "harness.adapters.openprogram_server", (),
+             (("openprogram", "openprogram"),), OPENPROGRAM_HINT, 120.0),
 )
 ALIASES = {"langgraph": "langgraph-sync"}
 
@@ -64,8 +77,16 @@ def _missing(adapter: _Adapter) -> str:
             found = False
         if not found:
             return (f"{adapter.name}: module {module!r} is not installed (distribution "
-                    f"{distribution!r}); install the adapters extra: {INSTALL_HINT}")
+                    f"{distribution!r}); install it: {adapter.hint}")
     return ""
+
+
+def _not_applicable(adapter: _Adapter) -> dict[str, str]:
+    if adapter.name != "openprogram":
+        return {}
+    from harness.adapters.openprogram_runtime import capabilities, not_applicable
+
+    return not_applicable(capabilities())
 
 
 def available() -> tuple[AdapterInfo, ...]:
@@ -73,7 +94,9 @@ def available() -> tuple[AdapterInfo, ...]:
     infos = []
     for adapter in ADAPTERS:
         missing = _missing(adapter)
-        infos.append(AdapterInfo(adapter.name, process_spec(adapter), not missing, missing))
+        infos.append(AdapterInfo(adapter.name, process_spec(adapter), not missing, missing,
+                                 {} if missing else _not_applicable(adapter),
+                                 adapter.startup_timeout_s))
     return tuple(infos)
 
 

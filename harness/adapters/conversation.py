@@ -109,12 +109,16 @@ def operation_context(session_id: str, tool_call_id: str) -> dict[str, str]:
             "execution_id": execution_id_for(session_id, tool_call_id)}
 
 
-def run_tool(world: World, config: SessionConfig, call: Mapping[str, Any]) -> dict[str, Any]:
+def run_tool(world: World, config: SessionConfig, call: Mapping[str, Any],
+             prepared: bool = False) -> dict[str, Any]:
     """Run one tool call through the world; the tool message (a world refusal becomes an
-    error message, as LangGraph's ToolNode and a DBOS step body would report it)."""
+    error message, as LangGraph's ToolNode and a DBOS step body would report it).
+    ``prepared``: the caller already called ``after_prepare`` where its library prepares
+    the call (before a permission layer the library has)."""
     session_id = config.session_id
     context = operation_context(session_id, call["id"])
-    world.failpoint(Failpoint.AFTER_PREPARE, context)
+    if not prepared:
+        world.failpoint(Failpoint.AFTER_PREPARE, context)
     world.failpoint(Failpoint.AFTER_START_RECORDED, context)
     invocation = ToolInvocation(
         identity=OperationIdentity(

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+import threading
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -93,6 +94,49 @@ class TurnState(TypedDict):
     messages: Annotated[list, operator.add]
 
 
+class KillPointWorld(SerializedWorld):
+    """The world of ``async`` durability: while a failpoint request is on its way to the
+    harness, LangGraph's background saver starts no durable write.
+
+    A crash is the harness's ``SIGKILL`` answering a failpoint request: without this, the
+    round trip (the request out, the kill back) is time in which the background thread
+    commits the previous step's writes, so every kill would land after them and ``async``
+    would look like ``sync``. A real kill at that point has no such grace. Here a save
+    that had not started when the failpoint was called waits until the harness answers
+    (no crash: it goes on) or kills (it never happens); one already running finishes, as
+    it would. Which of the two it is depends on thread timing, by design of the mode: a
+    finding it decides is reported as a rate over trials (``replay --trials K``)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(world)
+        self._pending: dict[int, int] = {}
+        self._turn = threading.Condition()
+
+    def failpoint(self, name: Failpoint, context: dict[str, Any]) -> None:
+        me = threading.get_ident()
+        with self._turn:
+            self._pending[me] = self._pending.get(me, 0) + 1
+        try:
+            super().failpoint(name, context)
+        finally:
+            with self._turn:
+                self._pending[me] -= 1
+                if not self._pending[me]:
+                    del self._pending[me]
+                self._turn.notify_all()
+
+    def wait_for_saver_turn(self) -> None:
+        """Block a durable write while another thread's failpoint request is unanswered."""
+        me = threading.get_ident()
+        with self._turn:
+            self._turn.wait_for(lambda: not (set(self._pending) - {me}))
+
+
+def _wait_for_saver_turn(world: Any) -> None:
+    if isinstance(world, KillPointWorld):
+        world.wait_for_saver_turn()
+
+
 def _thread(session_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": session_id, "checkpoint_ns": ""}}
 
@@ -106,6 +150,7 @@ def _saver_class() -> type:
         world: World | None = None
 
         def put_writes(self, config, writes, task_id, task_path=""):  # noqa: ANN001
+            _wait_for_saver_turn(self.world)
             super().put_writes(config, writes, task_id, task_path)
             session_id = str(config["configurable"]["thread_id"])
             for channel, value in writes:
@@ -115,6 +160,7 @@ def _saver_class() -> type:
                             session_id, message["tool_call_id"]))
 
         def put(self, config, checkpoint, metadata, new_versions):  # noqa: ANN001
+            _wait_for_saver_turn(self.world)
             session_id = str(config["configurable"]["thread_id"])
             newly_folded = self._newly_folded(config, checkpoint)
             for tool_call_id in newly_folded:
@@ -152,7 +198,8 @@ class LangGraphRuntime:
         from langgraph.types import Send
 
         self.data_dir = data_dir
-        self.world = SerializedWorld(world)
+        self.world = (KillPointWorld(world) if durability == "async"
+                      else SerializedWorld(world))
         self.durability = durability
         self.configs = session_configs.load_all(data_dir)
         self.connection = sqlite3.connect(str(Path(data_dir) / DATABASE),

@@ -238,6 +238,12 @@ def _add_replay(sub: Any) -> None:
     parser.add_argument(
         "--full", action="store_true", help="print trace event data without shortening it"
     )
+    parser.add_argument(
+        "--trials", type=positive_int, default=1, metavar="K",
+        help="run the scenario K times (the first one printed in full) and report, for each "
+        "criterion that failed in any trial, in how many of the K it failed: a finding that "
+        "depends on thread timing (e.g. adapter:langgraph-async) as a rate (default: 1)",
+    )
     from harness.campaigns.sweep import add_replay_options
 
     add_replay_options(parser)
@@ -457,6 +463,9 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
         from harness.profiles import expectations_of
 
         expectations = expectations_of(implementation) or {}
+    from harness.implementations import not_applicable_of
+
+    not_applicable = not_applicable_of(implementation)
     chosen = _select(args, ctx, criteria)
     scenarios, extra_files = _shard_of(args, chosen.scenarios)
     renderer = ctx.deps.fault_renderer()
@@ -493,6 +502,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             # the determinism check keeps the first traces in this process
             jobs=1 if recording is not None else getattr(args, "jobs", 1),
             expected_errors=expected_errors,
+            not_applicable=not_applicable,
         )
     finally:  # an error message must not land on the live progress line
         progress_line.finish()
@@ -756,7 +766,8 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 
         for profile in PROFILES:
             ctx.out(f"{profile.spec:<26} {profile.system}: {profile.summary} "
-                    f"({len(profile.divergences)} documented divergence(s))")
+                    f"({len(profile.divergences)} divergence(s), {len(profile.not_applicable)} "
+                    "n/a, each with its source)")
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")
@@ -852,7 +863,52 @@ def cmd_replay(args: argparse.Namespace, ctx: Context) -> int:
     status = "error" if run.error else ("failed" if failing else "passed")
     ctx.out(f"scenario {status}; trace digest {trace_digest(trace)}; "
             f"failpoints reached: {', '.join(run.failpoints_reached) or 'none'}")
+    trials = getattr(args, "trials", 1)
+    if trials > 1:
+        failing |= _report_trials(ctx, args, implementation, scenario, criteria, expectations,
+                                  (run, _failed_criteria(criteria, run, expectations)), trials)
     return EXIT_CONFORMANCE_FAILURE if (run.error or failing or undeclared) else EXIT_OK
+
+
+def _failed_criteria(criteria: Any, run: Any, expectations: Any) -> frozenset[str]:
+    """The criteria one run of a scenario fails (excused faults and expected failures out)."""
+    excused = tuple(getattr(run, "excused", ()))
+    failed = set()
+    for verdict in evaluate(criteria, run.trace):
+        if excused and not run.error:
+            verdict = not_counted_excused(verdict, excused)
+        if verdict.status in (Status.FAIL, Status.ERROR) and \
+                verdict.criterion_id not in expectations:
+            failed.add(verdict.criterion_id)
+    return frozenset(failed)
+
+
+def _report_trials(ctx: Context, args: argparse.Namespace, implementation: Any, scenario: Any,
+                   criteria: Any, expectations: Any, first: tuple[Any, frozenset[str]],
+                   trials: int) -> bool:
+    """Run the scenario ``trials - 1`` more times and print, per criterion, in how many of
+    the ``trials`` runs it failed, and how many distinct traces they gave (one: the finding
+    does not depend on timing). True when any trial failed or errored."""
+    runs = [first]
+    for _ in range(trials - 1):
+        run = ctx.deps.runner()(
+            implementation, scenario, args.seed, time_limit_s=args.time_limit_s, data_root=None)
+        runs.append((run, _failed_criteria(criteria, run, expectations)))
+    digests = {trace_digest(run.trace) for run, _ in runs}
+    errors = sum(1 for run, _ in runs if run.error)
+    ctx.out(f"trials: {trials} runs of {scenario.id}, {len(digests)} distinct trace(s), "
+            f"{errors} error(s)")
+    counts: dict[str, int] = {}
+    for _, failed in runs:
+        for criterion_id in failed:
+            counts[criterion_id] = counts.get(criterion_id, 0) + 1
+    order = [c.id for c in criteria]
+    for criterion_id in sorted(counts, key=order.index):
+        ctx.out(f"  {criterion_id:<6} failed in {counts[criterion_id]} of {trials} trials "
+                f"({100 * counts[criterion_id] / trials:.0f}%)")
+    if not counts:
+        ctx.out("  no criterion failed in any trial")
+    return bool(counts) or errors > 0
 
 
 def _mutants() -> tuple[Any, ...]:

@@ -41,6 +41,7 @@ def add_parser(sub: Any) -> None:
 def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
     from harness.cli.options import discover_scenarios
     from harness.campaigns.compare import compare, labelled, require_pandas, to_dict, to_html, to_markdown
+    from harness.implementations import not_applicable_of
     from harness.profiles import disagreements, expectations_of
     from harness.report.json_report import to_dict as report_dict
     from harness.running.suite import run_suite
@@ -69,6 +70,7 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
         ctx.err(f"matrix: {target.name or target.spec} over {len(scenarios)} scenarios")
         result = run_suite(implementation, scenarios, args.seed, criteria=ctx.deps.criteria(),
                            runner=ctx.deps.runner(), expectations=expectations_of(implementation),
+                           not_applicable=not_applicable_of(implementation),
                            time_limit_s=args.time_limit_s, impl_spec=target.spec,
                            command=f"lifecycle-harness run --impl {target.spec}")
         write_target_reports(result, report_dir / target.slug)

@@ -920,3 +920,26 @@ def op_indexes(op: Op) -> tuple[int, ...]:
 
 def describe(op: Op) -> str:
     return f"{op.session_id}/{op.tool_call_id} ({op.tool})"
+
+
+def never_decided(trace: Trace, op: Op) -> bool:
+    """Did the instance die right after preparing ``op`` (a crash at ``after_prepare`` whose
+    context names it) with nobody taking it up again (no later failpoint hit naming it, no
+    prompt, no tool attempt) and nothing saved for it? Then no permission decision was ever
+    taken: the stored permission is only what the record holds before one (a crashed
+    instance B of a concurrent turn gets no recovery), and there is no decision to judge.
+    A recovery that should have taken it up and did not is L4.8's failure
+    (:mod:`harness.criteria.prepared_calls`), not a decision L2.2 or L1.7 could judge."""
+    view = op.latest
+    if view is None or value(view.delivery) != "pending" or value(view.outcome) != "not_started":
+        return False
+    for crash, name, context in crash_points(trace):
+        if name != "after_prepare" or not context_names_op(context, op):
+            continue
+        taken_up = any(
+            context_names_op(e.data.get("context") or {}, op)
+            for e in events_between(trace, crash.index, last_index(trace) + 1, Kind.FAILPOINT)
+        ) or any(e.index > crash.index for e in (*op.prompts, *op.rows, *op.unavailable))
+        if not taken_up:
+            return True
+    return False

@@ -71,7 +71,10 @@ def _failure_any(op: F.Op) -> bool:
     if any(r.data.get("status") == "error" for r in op.rows):
         return True
     view = op.latest
-    if view is not None and (F.value(view.outcome) == "unknown" or view.reconciliation_required):
+    if view is not None and (F.value(view.outcome) in ("unknown", "failed")
+                             or view.reconciliation_required):
+        # a stored failure with no failing ledger row counts too: a runtime that records a
+        # call a crash cut as failed (the opencode profile) refuses its repeat
         return True
     return (
         view is not None
@@ -874,6 +877,7 @@ def check_l1_7(trace: Trace) -> Verdict:
         elif (
             F.pre_call_denied(op)
             and F.value(view.decided_by) in RULE_DENIAL_SOURCES
+            and not F.never_decided(trace, op)  # only the record's pre-decision value
         ):
             exercised += 1
             point = op.latest_point

@@ -206,29 +206,6 @@ def _unreviewed_executions(trace: Trace, ops, revs) -> tuple[int, list[Evidence]
     return judged, found
 
 
-def _never_decided(trace: Trace, op: F.Op) -> bool:
-    """Did the instance die right after preparing ``op`` (a crash at ``after_prepare`` whose
-    context names it) with nobody taking it up again (no later failpoint hit naming it, no
-    prompt, no tool attempt) and nothing saved for it? Then no permission decision was ever
-    taken: the stored permission is only what the record holds before one (a crashed
-    instance B of a concurrent turn gets no recovery), and there is no decision to judge.
-    A recovery that should have taken it up and did not is L4.8's failure
-    (:mod:`harness.criteria.prepared_calls`), not a decision L2.2 could judge."""
-    view = op.latest
-    if view is None or F.value(view.delivery) != "pending" or F.value(view.outcome) != "not_started":
-        return False
-    for crash, name, context in F.crash_points(trace):
-        if name != "after_prepare" or not F.context_names_op(context, op):
-            continue
-        taken_up = any(
-            F.context_names_op(e.data.get("context") or {}, op)
-            for e in F.events_between(trace, crash.index, F.last_index(trace) + 1, Kind.FAILPOINT)
-        ) or any(e.index > crash.index for e in (*op.prompts, *op.rows, *op.unavailable))
-        if not taken_up:
-            return True
-    return False
-
-
 def check_l2_2(trace: Trace) -> Verdict:
     """Full-operation review, with the task context, and authorization tied to bytes.
 
@@ -307,7 +284,7 @@ def check_l2_2(trace: Trace) -> Verdict:
             continue
         if not F.is_bash(trace, op.tool, op.session_id) or view is None:
             continue
-        if _never_decided(trace, op):
+        if F.never_decided(trace, op):
             continue
         if F.value(view.decided_by) in (DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value,
                                         DecisionSource.REVALIDATION.value):

@@ -11,5 +11,6 @@ from __future__ import annotations
 
 from harness.implementations.specs import (  # noqa: F401 - the face
     REFERENCE, PYTHON_PREFIX, Loader, register, valid_forms, resolve, InProcessImplementation,
+    not_applicable_of,
 )
 

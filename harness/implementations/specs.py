@@ -27,6 +27,8 @@ Forms (more may be registered, e.g. out-of-process launchers, with :func:`regist
 
 from __future__ import annotations
 
+import weakref
+
 import importlib
 from typing import Callable
 
@@ -237,8 +239,10 @@ def _load_mutant(name: str) -> Implementation:
 register("mutant", _load_mutant, "mutant:NAME")
 
 
-def _load_process(command: str) -> Implementation:
-    """A child process speaking the wire protocol; loading it runs its handshake once."""
+def _load_process(command: str, startup_timeout_s: float | None = None) -> Implementation:
+    """A child process speaking the wire protocol; loading it runs its handshake once.
+    ``startup_timeout_s`` raises the ceiling of the wait for its ``initialize`` (an adapter
+    whose library takes long to import; the run's time limit still bounds it)."""
     import shlex
 
     from harness.remote.launcher import ProcessImplementation
@@ -255,7 +259,8 @@ def _load_process(command: str) -> Implementation:
             "--impl process: needs a command, e.g. "
             "--impl \"process:python -m reference_impl.remote\"; see docs/protocol.md"
         )
-    implementation = ProcessImplementation(argv)
+    implementation = (ProcessImplementation(argv) if startup_timeout_s is None
+                      else ProcessImplementation(argv, startup_timeout_s=startup_timeout_s))
     implementation.info  # noqa: B018 - the handshake: fails here, not in the middle of a run
     return implementation
 
@@ -291,7 +296,31 @@ def _load_adapter(name: str) -> Implementation:
             f"--impl adapter:{name}: no such adapter; known adapters: {known}")
     if not adapter.installed:
         raise ImplementationLoadError(f"--impl adapter:{name}: {adapter.missing_reason}")
-    return _load_process(adapter.impl_spec.removeprefix("process:"))
+    implementation = _load_process(adapter.impl_spec.removeprefix("process:"),
+                                   adapter.startup_timeout_s)
+    if adapter.not_applicable:  # what the installed library lacks, or the adapter cannot see
+        _DECLARED_NOT_APPLICABLE[implementation] = dict(adapter.not_applicable)
+    return implementation
 
 
 register("adapter", _load_adapter, "adapter:NAME")
+
+_DECLARED_NOT_APPLICABLE: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = \
+    weakref.WeakKeyDictionary()
+"""The adapters this module loaded, with the criteria they cannot be judged on."""
+
+
+def not_applicable_of(implementation: Any) -> dict[str, str] | None:
+    """Criterion id -> why ``implementation``'s system cannot be judged on it: a profile's
+    n/a table (:mod:`harness.profiles`), or what an adapter loaded here declared (its
+    library lacks the concept, or the adapter cannot see it); None for anything else. An
+    implementation under test cannot declare criteria away: only the harness's own
+    profiles and adapters are read."""
+    from harness.profiles import ProfileImplementation
+
+    if isinstance(implementation, ProfileImplementation):
+        return implementation.profile.inapplicable() or None
+    try:
+        return _DECLARED_NOT_APPLICABLE.get(implementation)
+    except TypeError:  # not weak-referenceable: not one of the adapters
+        return None

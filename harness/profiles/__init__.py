@@ -4,7 +4,9 @@ Guarantees: :data:`PROFILES` names every profile once; :func:`load` returns a fr
 :class:`~harness.profiles.profile.ProfileImplementation` for a known name or raises
 :class:`~harness.contract.errors.ImplementationLoadError` listing the known ones;
 :func:`expectations_of` gives the divergence table of a profile implementation (None for
-any other implementation), which the ``run`` command uses as its expectations.
+any other implementation), which the ``run`` command uses as its expectations;
+a profile's n/a table (criteria its system cannot be judged on) is read by
+``harness.implementations.not_applicable_of``.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from harness.contract.errors import ImplementationLoadError
 from harness.profiles.claude_code import CLAUDE_CODE, CLAUDE_CODE_PRINT
 from harness.profiles.codex import CODEX
 from harness.profiles.opencode import OPENCODE
-from harness.profiles.profile import PREFIX, Divergence, Profile, ProfileImplementation
+from harness.profiles.profile import (
+    PREFIX,
+    Behaviour,
+    Divergence,
+    Inapplicable,
+    Profile,
+    ProfileImplementation,
+    Source,
+)
 
-__all__ = ["PREFIX", "PROFILES", "Divergence", "Profile", "ProfileImplementation",
-           "expectations_of", "load"]
+__all__ = ["PREFIX", "PROFILES", "Behaviour", "Divergence", "Inapplicable", "Profile",
+           "ProfileImplementation", "Source", "expectations_of", "load"]
 
 PROFILES: tuple[Profile, ...] = (CODEX, CLAUDE_CODE, CLAUDE_CODE_PRINT, OPENCODE)
 
@@ -40,13 +50,15 @@ def expectations_of(implementation: Any) -> dict[str, str] | None:
 
 
 def disagreements(result: Any, profile: Profile) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(criteria the harness did not pass that the table does not explain, criteria the
-    table explains that the harness passed), from a RunResult of ``profile``. Not passing:
-    failed, error, not exercised, or expected_fail (a failure the table expected)."""
+    """(criteria the harness did not pass that the tables do not explain, criteria the
+    tables explain that the harness passed), from a RunResult of ``profile``. Not passing:
+    failed, error, not exercised, expected_fail (a failure the table expected), or n/a (a
+    criterion the n/a table names, reported so only when nothing exercised it)."""
     from harness.report.result import CriterionStatus
 
     not_passing = {CriterionStatus.FAILED, CriterionStatus.ERROR, CriterionStatus.NOT_EXERCISED,
-                   CriterionStatus.EXPECTED_FAIL}
+                   CriterionStatus.EXPECTED_FAIL, CriterionStatus.NOT_APPLICABLE}
     found = {c.id for c in result.criteria if c.status in not_passing}
-    explained = {d.criterion for d in profile.divergences}
+    explained = {d.criterion for d in profile.divergences} | {
+        n.criterion for n in profile.not_applicable}
     return tuple(sorted(found - explained)), tuple(sorted(explained - found))

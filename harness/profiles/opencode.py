@@ -1,105 +1,197 @@
 """Profile of OpenCode 2.x's execution claim, restart resumption and permission requests.
 
-Behaviours, each with its source (sst/opencode by Anomaly Innovations, pinned commit
-c93aaae37157 as cited by the seed ``004_44be0d36e098c514`` §19.1.5, §19.4.4 and §19.4.8 —
-source facts, not documented promises):
+Every behaviour and divergence below carries its evidence: the seed chapter's section with
+the sentence quoted as written there (the chapter read sst/opencode at its pinned commit
+c93aaae37157, package 2.1.2, and the OpenCode documentation, checked 2026-10-22 — source
+facts, not documented promises), or an explicit assumption.
 
-* the ``Started`` event and the execution claim are written in one transaction —
-  ``packages/core/src/session/execution.ts``; the reference's start claim is already one
-  transaction with ``execution_started``;
-* on restart, the interrupted turn is resumed and its incomplete tool calls are run again:
-  recovery is at-least-once (local coordination prevents concurrent drains, not repeated
-  external effects after a crash); at most 10 restart attempts, persisted —
-  ``packages/core/src/session/execution/restart.ts``. Policy: ``RestartAction.RERUN`` with
-  ``restart_reruns_max=10`` (counted per call here; OpenCode counts per turn and then fails
-  the turn, while this profile leaves a call past its 10th re-run to the reference's
-  unknown marking — no scenario restarts that often);
-* pending permission requests live in an in-memory map and are cancelled when their
-  location closes — ``packages/core/src/permission.ts`` (seed §19.4.8, which lists their
-  survival across a restart among the guarantees public evidence does not cover).
-  Policy: ``waits_survive_restart=False``: a restart refuses the waiting operation and the
-  turn goes on.
+Corrected against the seed (issue 27):
 
-Not modelled: the synthetic "The server restarted while you were working" message, and the
-resumption being installed only in service mode.
+* a restart does not re-run the tool calls that were running: they are marked failed,
+  "Tool execution interrupted", at the start of the next drain, and the turn is resumed with
+  a synthetic message; only the model may issue the call again (§19.4.4). The previous rows
+  (re-run, at-least-once, L1.7/L1.8/L2.9/L4.10/X1) modelled the resumed *turn*'s
+  at-least-once note as a re-run of the *call*, which the seed does not say;
+* OpenCode has no classifier: its permission evaluation is rules (deny, then saved
+  approvals, then ask, else allow) and plugin hooks (§19.3.3). The profile no longer
+  inherits the reference's classifier: the criteria about classifier outcomes and denial
+  counters (L2.5, L2.6, L2.8, L3.5-L3.9) are n/a with that reason instead of passed. L3.1
+  and L2.2 are not n/a: the harness's auto sessions still happen, OpenCode's ask path
+  decides them, and those criteria judge (and fail) the waits and decisions it makes.
 """
 
 from __future__ import annotations
 
-from harness.profiles.profile import Divergence, Profile
+from harness.profiles.profile import Behaviour, Divergence, Inapplicable, Profile, Source
 from reference_impl.policy import RestartAction, RuntimePolicy
 
-RESTART_SOURCE = ("sst/opencode packages/core/src/session/execution/restart.ts "
-                  "@c93aaae37157; seed 004 §19.4.4")
-PERMISSION_SOURCE = ("sst/opencode packages/core/src/permission.ts (an in-memory map) "
-                     "@c93aaae37157; seed 004 §19.4.8")
+INTERRUPTED = Source(
+    "seed 004 §19.4.4",
+    "被中断的步骤与工具作为 aborted 错误写进助手消息，仍处于流式或运行中的工具调用，会在下一次 "
+    "drain 开头被统一标记为失败：“Tool execution interrupted”[72]。")
+RESTART = Source(
+    "seed 004 §19.4.4",
+    "进程崩溃、SIGKILL 和优雅重启在数据库里留下相同的特征，启动时由重启续跑逻辑接手，并注入一条"
+    "合成消息：“The server restarted while you were working. Continue from where you left "
+    "off without repeating completed work.”[71]。")
+CLAIM = Source(
+    "seed 004 §19.4.4",
+    "开始执行时，Started 事件和执行声明（claim）在同一个事务里写入；成功、失败和用户中断释放声明，"
+    "关停引起的中断保留声明。")
+RESTART_LIMIT = Source(
+    "seed 004 §19.4.4",
+    "每个回合最多续跑 10 次，次数持久保存、只被终态事件重置，超过后以失败终结")
+IN_MEMORY_WAITS = Source(
+    "seed 004 §19.4.8",
+    "重启后待处理的权限请求是否保留，源码里只见内存中的映射，位置关闭时会被取消")
+EVALUATION = Source(
+    "seed 004 §19.3.3",
+    "OpenCode 的求值写在 permission.ts 里：先取该 Agent 与会话的规则；只要任一资源命中 deny 就直接 "
+    "deny，已保存的批准不参与；否则合并已保存的批准，任一资源为 ask 则 ask，否则 allow；最后触发"
+    "插件的 permission.evaluate 钩子，Policies 就是在这一步生效的[75]。")
+ASK = Source(
+    "seed 004 §19.3.3",
+    "规则为 ask 时，工具调用以 Deferred 挂起，客户端用 once、always 或 reject 回复")
+RUN_REJECTS = Source(
+    "seed 004 §19.4.2",
+    "非交互的 opencode run 在没有人可以批准时，默认自动拒绝并附上反馈，让模型“不要这个动作，继续”")
+
+NO_CLASSIFIER = ("OpenCode has no classifier (its evaluation is rules, saved approvals and "
+                 "plugin hooks): no classifier review happens, so {what}")
 
 OPENCODE = Profile(
     name="opencode",
     system="OpenCode 2.x (service mode)",
-    summary="restart re-runs incomplete tool calls (at-least-once, 10 attempts); waits in memory",
+    summary="a restart marks running tool calls failed ('Tool execution interrupted') and "
+            "resumes the turn; no classifier; pending waits in memory",
     policy=RuntimePolicy(
-        incomplete_calls_on_restart=RestartAction.RERUN,
-        restart_reruns_max=10,
+        incomplete_calls_on_restart=RestartAction.MARK_FAILED,
         waits_survive_restart=False,
+        classifier=False,
+    ),
+    behaviours=(
+        Behaviour(
+            "restart",
+            "the execution claim is written with the Started event in one transaction (the "
+            "reference's start record); on restart a tool call still running is marked "
+            "failed, 'Tool execution interrupted', and the turn is resumed: the model sees "
+            "that result and alone may issue the call again. Policy: "
+            "RestartAction.MARK_FAILED",
+            (CLAIM, INTERRUPTED, RESTART),
+        ),
+        Behaviour(
+            "pending waits",
+            "pending permission requests live in an in-memory map and are cancelled when "
+            "their location closes: a restart loses them (the operation is refused, the turn "
+            "goes on). Policy: waits_survive_restart=False",
+            (IN_MEMORY_WAITS,),
+        ),
+        Behaviour(
+            "classifier",
+            "no classifier: an operation no rule decides in the harness's auto mode takes "
+            "OpenCode's ask path (a Deferred request an interactive owner answers; `opencode "
+            "run` with nobody to approve rejects it and the model goes on). Policy: "
+            "classifier=False",
+            (EVALUATION, ASK, RUN_REJECTS),
+            assumption="the harness's auto mode has no OpenCode counterpart; it is modelled "
+                       "as an `ask` rule for what no other rule decides, not as OpenCode's "
+                       "default `allow`",
+        ),
+        Behaviour(
+            "denial limit",
+            "no classifier, hence no classifier denials to count and no fallback",
+            (EVALUATION,),
+        ),
+    ),
+    not_modelled=(
+        Behaviour(
+            "not modelled",
+            "the persisted limit of 10 resumptions per turn (no scenario restarts that "
+            "often) and the resumption being installed only in service mode",
+            (RESTART_LIMIT,),
+        ),
     ),
     divergences=(
         Divergence(
             "L4.3",
-            "on restart a call whose start was recorded and whose result was not saved is run "
-            "again instead of being left unknown for reconciliation (at-least-once resumption)",
-            RESTART_SOURCE,
+            "a call whose start was recorded and whose result was not saved is marked failed "
+            "('Tool execution interrupted') on restart instead of unknown with "
+            "reconciliation required",
+            (INTERRUPTED,),
         ),
         Divergence(
             "L4.9",
-            "the re-run after a restart reports a call whose first run could not be confirmed as "
-            "an ordinary result (e.g. succeeded): the possible first effect is not surfaced",
-            RESTART_SOURCE,
-        ),
-        Divergence(
-            "L1.8",
-            "the restart re-run is an automatic retry of a call whose previous attempt may "
-            "already have executed (a write or a non-idempotent command runs twice)",
-            RESTART_SOURCE,
-        ),
-        Divergence(
-            "L1.7",
-            "a call whose tool had already answered 'failed' before the crash is run again after "
-            "the restart: a definite failure is retried automatically",
-            RESTART_SOURCE,
+            "the interrupted call's possible effect is reported as a definite failure, not as "
+            "an effect the runtime cannot confirm (unknown)",
+            (INTERRUPTED,),
         ),
         Divergence(
             "X1",
-            "the re-run of an approved escalation whose unsandboxed start was recorded before the "
-            "crash executes while the store still shows the sandboxed attempt's 'failed' result: "
-            "the unconfirmed attempt in between is never recorded",
-            RESTART_SOURCE,
+            "the interrupted call's outcome 'failed' does not answer 'did it run': a crash "
+            "right after the start record, before the tool ran, is recorded failed too",
+            (INTERRUPTED,),
         ),
         Divergence(
-            "L2.9",
-            "the re-run passes revalidation again for an operation whose start record from the "
-            "first run is kept (the claim survives a shutdown), so revalidation no longer sits "
-            "before the start record",
-            RESTART_SOURCE,
+            "L1.7",
+            "a call whose result a crash left unknown is stored as a definite failure "
+            "without reconciliation",
+            (INTERRUPTED,),
         ),
         Divergence(
-            "L4.10",
-            "the same kept start record: the re-run reaches its revalidation failpoint with "
-            "execution_started already durable, which this criterion's failpoint-placement "
-            "check refuses",
-            RESTART_SOURCE,
+            "L4.7",
+            "the result record of the interrupted call says failed with the interruption text "
+            "while the tool had run and returned its own result (the ledger's)",
+            (INTERRUPTED,),
+        ),
+        Divergence(
+            "L5.5",
+            "the result event of the interrupted call says failed where the world says the "
+            "outcome is unknown (or that the tool never ran)",
+            (INTERRUPTED,),
         ),
         Divergence(
             "L3.2",
             "pending permission requests live in an in-memory map: after a restart the wait is "
             "gone (refused), not pending and answerable",
-            PERMISSION_SOURCE,
+            (IN_MEMORY_WAITS,),
         ),
         Divergence(
             "L5.4",
-            "after a restart the lost wait's operation is shown refused, while the owner's view "
-            "of the world still has the prompt open (approve / reject)",
-            PERMISSION_SOURCE,
+            "after a restart the lost wait's operation is shown refused while the owner's "
+            "view still has the prompt open, and the interrupted call is shown failed (edit "
+            "the arguments) where it needs reconciliation",
+            (IN_MEMORY_WAITS, INTERRUPTED),
         ),
+        Divergence(
+            "L2.2",
+            "no classifier reviews anything: an auto-mode Bash call is decided by the rules' "
+            "ask path (asked, or refused when nobody can answer) without a full-operation "
+            "review",
+            (EVALUATION,),
+        ),
+        Divergence(
+            "L3.1",
+            "with no classifier, what no rule decides in an auto session goes to the owner at "
+            "once (OpenCode's ask), which this criterion reads as a fallback to manual "
+            "approval before any denial threshold",
+            (EVALUATION, ASK),
+            assumption="the harness's auto mode is modelled as OpenCode's ask path (see the "
+                       "classifier behaviour); the L3.1 premise, a classifier's denials, does "
+                       "not exist in OpenCode, but the waits it sees are judged",
+        ),
+    ),
+    not_applicable=tuple(
+        Inapplicable(criterion, NO_CLASSIFIER.format(what=what), (EVALUATION,))
+        for criterion, what in (
+            ("L2.5", "no classifier outcome (timeout, failure, cancellation, risk denial) is "
+                     "ever recorded"),
+            ("L2.6", "no execution can be registered before a review verdict"),
+            ("L2.8", "no verdict can be voided by a rule change during a review"),
+            ("L3.5", "there are no classifier denial counters to reset"),
+            ("L3.6", "there are no classifier denial counters to isolate"),
+            ("L3.7", "no classifier risk denial is counted"),
+            ("L3.8", "no classifier fault can happen"),
+            ("L3.9", "no classifier risk denial can be told from an execution failure"),
+        )
     ),
 )

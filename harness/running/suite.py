@@ -329,6 +329,7 @@ def run_suite(
     expectations_mode: str = EXPECTATIONS_STRICT,
     jobs: int = 1,
     expected_errors: Sequence[ExpectedError] = (),
+    not_applicable: Mapping[str, str] | None = None,
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
 
@@ -346,10 +347,17 @@ def run_suite(
     whether an unexpected pass fails the gate (recorded in the run info).
     ``expected_errors`` are the expectations file's known scenario errors
     (:func:`expect_errors`).
+    ``not_applicable`` maps criterion id → why the implementation cannot be judged on it
+    (a profile's or an adapter's system lacks the concept, or the adapter cannot see it):
+    such a criterion is reported ``not_applicable`` with that reason, never passed, the
+    violations the scenarios found still listed. Only the harness's own profiles and
+    adapters declare it (``harness.profiles.not_applicable_of``); an implementation under
+    test has no way to.
     """
     criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
     expected = _check_expectations(expectations, criteria)
+    inapplicable = _check_expectations(not_applicable, criteria)
 
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     clock_start = time.monotonic()
@@ -407,7 +415,8 @@ def run_suite(
         expectations_mode=expectations_mode,
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
-                           expected, required_features, not_run, expected_errors)
+                           expected, required_features, not_run, expected_errors,
+                           inapplicable)
 
 
 JudgedCase = _Judged
@@ -449,6 +458,7 @@ def assemble_result(
     required_features: Sequence[str] = (),
     not_run: Sequence[ScenarioResult] = (),
     expected_errors: Sequence[ExpectedError] = (),
+    inapplicable: Mapping[str, str] | None = None,
 ) -> RunResult:
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
@@ -457,7 +467,8 @@ def assemble_result(
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
-        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
+        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
+                          inapplicable or {})
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -657,6 +668,7 @@ def _criterion_result(
     impl_spec: str,
     expected: Mapping[str, str],
     declared: Sequence[str] = (),
+    inapplicable: Mapping[str, str] | None = None,
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
     combined = combined_status(verdicts)
@@ -665,6 +677,14 @@ def _criterion_result(
         # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
+    reason = expected.get(criterion.id, "")
+    if criterion.id in (inapplicable or {}):
+        # the system lacks the concept, or the harness cannot see it in this system (a
+        # profile's or adapter's declaration, with its reason): a verdict here would judge
+        # the harness's stand-in, not the system. n/a, never passed; what the scenarios saw
+        # stays listed under violations
+        combined = CriterionStatus.NOT_APPLICABLE
+        reason = (inapplicable or {})[criterion.id]
     status = apply_expectation(combined, criterion.id in expected)
     violations = tuple(
         Violation(
@@ -690,7 +710,7 @@ def _criterion_result(
             item.result.id for item, v in zip(judged, verdicts) if v.exercised > 0
         ),
         violations=violations,
-        expectation_reason=expected.get(criterion.id, ""),
+        expectation_reason=reason,
         required_features=gates,
     )
 

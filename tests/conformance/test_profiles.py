@@ -1,9 +1,13 @@
-"""Every profile against the whole suite, once each (session-scoped), through the command line.
+"""Every profile against the whole suite, once each (session-scoped), through the command line,
+and every profile entry tied to its evidence.
 
 What a user reading the matrix relies on: each criterion a profile does not pass (failed,
 error, not exercised, or a failure its table expected) is exactly one its divergence table
-explains, the report carries that explanation, and the matrix block of docs/matrix.md (moved
-there from the README) is what the generator makes from these very runs.
+explains, each criterion it is reported n/a on is exactly one its n/a table names, the report
+carries that explanation, and the matrix block of docs/matrix.md is what the generator makes
+from these very runs. And each behaviour, divergence and n/a entry carries its source (a
+seed section with the sentence quoted, or a public document's address) or is labelled as an
+assumption: a profile with an unsupported entry cannot even be built.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import app as cli
-from harness.profiles import PROFILES, load
+from harness.profiles import PROFILES, Behaviour, Divergence, Inapplicable, Profile, Source, load
+from reference_impl.policy import RuntimePolicy
 
 pytest.importorskip("pandas")
 
@@ -24,6 +29,7 @@ from harness.campaigns.matrix import readme_block, readme_block_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}
+SEED_QUOTE = Source("seed 004 §19.4.2", "-p 下没有可询问的对象，被拦截的动作不运行")
 
 
 @pytest.fixture(scope="session")
@@ -60,10 +66,86 @@ def test_the_divergence_table_names_exactly_what_the_harness_finds(profile_repor
     assert set(explained) - set(found) == set(), (
         f"{profile.spec}: the table explains divergences the harness does not find: "
         f"{sorted(set(explained) - set(found))}")
+    inapplicable = profile.inapplicable()
+    reported_na = {c["id"] for c in report["criteria"] if c["status"] == "not_applicable"}
+    assert reported_na == set(inapplicable), (
+        f"{profile.spec}: n/a reported {sorted(reported_na)}, the n/a table names "
+        f"{sorted(inapplicable)}")
     for criterion in report["criteria"]:  # the explanation reaches the report
-        assert criterion["expectation_reason"] == explained.get(criterion["id"], "")
+        wanted = explained.get(criterion["id"]) or inapplicable.get(criterion["id"], "")
+        assert criterion["expectation_reason"] == wanted
     statuses = {c["status"] for c in report["criteria"]}
     assert "unexpected_pass" not in statuses and "failed" not in statuses
+
+
+@pytest.mark.parametrize("name", [p.name for p in PROFILES])
+def test_every_entry_carries_its_source_or_says_it_is_an_assumption(name):
+    profile = load(name).profile
+    assert profile.evidence_problems() == ()
+    for entry in (*profile.behaviours, *profile.not_modelled, *profile.divergences,
+                  *profile.not_applicable):
+        assert entry.sources or entry.assumption.strip(), entry
+        for source in entry.sources:
+            assert source.problem() == "", source
+            if source.where.startswith("seed"):
+                # the sentence is copied into the entry (nothing reads the seed at run or
+                # test time); the seed is in Chinese, and so is every sentence quoted from it
+                assert any("\u4e00" <= ch <= "\u9fff" for ch in source.quote), source
+    explanations = [*profile.explanations().values(), *profile.inapplicable().values()]
+    assert all("(source: " in text for text in explanations)
+
+
+def _profile(divergence: Divergence | None = None, behaviour: Behaviour | None = None,
+             inapplicable: Inapplicable | None = None) -> Profile:
+    behaviours = [Behaviour(seam, "as the reference", (SEED_QUOTE,))
+                  for seam in ("denial limit", "restart", "pending waits", "classifier")]
+    if behaviour is not None:
+        behaviours[0] = behaviour
+    return Profile("p", "a system", "summary", RuntimePolicy(), tuple(behaviours),
+                   (divergence,) if divergence else (),
+                   (inapplicable,) if inapplicable else ())
+
+
+@pytest.mark.parametrize("entry", [
+    {"divergence": Divergence("L3.3", "ends the turn")},
+    {"divergence": Divergence("L3.3", "ends the turn", (Source("the docs", "it ends"),))},
+    {"divergence": Divergence("L3.3", "ends the turn", (Source("seed 004 §19.4.2", " "),))},
+    {"behaviour": Behaviour("denial limit", "falls back")},
+    {"inapplicable": Inapplicable("L3.5", "no counters")},
+], ids=["divergence-without-source", "source-not-a-seed-section-or-address",
+        "seed-source-quoting-nothing", "behaviour-without-source", "n/a-without-source"])
+def test_an_entry_without_a_source_is_refused(entry):
+    with pytest.raises(ValueError, match="profile p: "):
+        _profile(**entry)
+
+
+@pytest.mark.parametrize("entry", [
+    {"divergence": Divergence("L3.3", "ends the turn", (SEED_QUOTE,))},
+    {"divergence": Divergence("L3.3", "ends the turn",
+                              (Source("https://example.org/docs/permissions", "it ends"),))},
+    {"divergence": Divergence("L3.3", "ends the turn", assumption="nothing documents it")},
+    {"inapplicable": Inapplicable("L3.5", "no counters", assumption="no classifier")},
+], ids=["seed-quote", "public-address", "labelled-assumption", "n/a-assumption"])
+def test_an_entry_with_a_source_or_an_assumption_label_is_accepted(entry):
+    profile = _profile(**entry)
+    assert profile.evidence_problems() == ()
+    text = " ".join([*profile.explanations().values(), *profile.inapplicable().values()])
+    assert "source: " in text
+    (value,) = entry.values()
+    assert ("assumption: " in text) == bool(value.assumption)
+
+
+def test_the_corrected_rows_follow_the_seed():
+    """The rows issue 27 found contradicting seed 004, as corrected."""
+    claude = load("claude-code").profile
+    assert claude.divergences == ()  # -p: the blocked action does not run, Claude goes on
+    opencode = load("opencode").profile
+    assert str(opencode.policy.incomplete_calls_on_restart) == "mark_failed"
+    assert not opencode.policy.classifier
+    assert {"L3.5", "L3.6", "L3.7", "L3.8", "L3.9"} <= set(opencode.inapplicable())
+    codex = load("codex").profile
+    assert not codex.policy.waits_survive_restart
+    assert {"L3.2", "L5.4"} <= set(codex.explanations())
 
 
 def test_the_docs_matrix_is_generated_from_the_profile_runs(profile_report):

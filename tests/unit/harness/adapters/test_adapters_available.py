@@ -11,7 +11,7 @@ import harness.adapters as adapters
 from harness.contract.errors import ImplementationLoadError
 from harness.implementations.specs import resolve
 
-NAMES = ("langgraph-sync", "langgraph-async", "langgraph-exit", "dbos")
+NAMES = ("langgraph-sync", "langgraph-async", "langgraph-exit", "dbos", "openprogram")
 
 
 def _installed(module: str) -> bool:
@@ -26,7 +26,8 @@ def test_every_adapter_is_listed_with_a_process_spec_and_its_real_install_state(
     assert tuple(info.name for info in infos) == NAMES
     langgraph = _installed("langgraph") and _installed("langgraph.checkpoint.sqlite")
     expected = {"langgraph-sync": langgraph, "langgraph-async": langgraph,
-                "langgraph-exit": langgraph, "dbos": _installed("dbos")}
+                "langgraph-exit": langgraph, "dbos": _installed("dbos"),
+                "openprogram": _installed("openprogram")}
     for info in infos:
         assert info.impl_spec.startswith("process:")
         assert info.installed is expected[info.name]
