@@ -295,3 +295,13 @@ def _load_adapter(name: str) -> Implementation:
 
 
 register("adapter", _load_adapter, "adapter:NAME")
+
+
+def _load_cli(name: str) -> Implementation:
+    """A real agent CLI as a black box (harness.clis); its binary from PATH or --cli-path."""
+    from harness.clis import load
+
+    return load(name)
+
+
+register("cli", _load_cli, "cli:NAME")

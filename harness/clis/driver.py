@@ -1,0 +1,519 @@
+"""The black-box driver: a real agent CLI run as the implementation under test.
+
+:class:`CliImplementation` satisfies :class:`harness.contract.Implementation` for any CLI
+described by a :class:`Dialect` (how to start and resume it, the model API it speaks, its
+programmatic approval channel). The CLI itself is never changed or imported: it is a child
+process that talks to the world only through the loopback servers of
+:mod:`harness.clis.loopback`.
+
+Guarantees:
+
+* every world port is called from the thread of the harness's driver call: the driver takes
+  what the CLIs did from one inbox, in arrival order, and answers each item before it takes
+  the next (model calls: the world's script rendered in the CLI's wire API; tool runs: the
+  world executes the call between ``after_start_recorded`` and ``after_tool_returned``;
+  approval requests: the world's approver is prompted and the turn returns
+  ``awaiting_approval`` with the CLI still waiting for the answer);
+* a ``SimulatedCrash`` out of any world call (a crash fault at a failpoint) SIGKILLs the
+  process group of every CLI of the instance, while the CLI waits for that answer, and is
+  re-raised: the runner restarts; :meth:`CliRuntime.recover` resumes each session whose turn
+  was open with the CLI's own resume (``Dialect.argv(resume=True)``);
+* the driver reports only what it saw from outside: a turn ends ``completed`` when the CLI
+  said its turn ended well, ``failed`` when it reported an error or exited, and re-raises the
+  world's own transport error (the same object, M3) when the CLI gave up after one;
+  ``inspect`` reads nothing: a black box has no store the harness may read, so the
+  observation is empty and every criterion that needs one is ``not_applicable``
+  (:mod:`harness.criteria.outside_view`), never judged on it;
+* what the contract asks and the CLI cannot do (change rules in the middle of a session,
+  cancel, import a checkpoint, a rule the CLI's settings cannot express) raises
+  :class:`NotOffered` naming it; a CLI that does nothing for :data:`IDLE_LIMIT_S` raises
+  :class:`CliError` with the tail of its stderr;
+* what survives a restart lives in the data dir (``cli/state.json``: the session configs,
+  which sessions have a conversation and an open turn, the request counter), next to each
+  session's sandbox (``sandbox/<session>``, the CLI's working directory) and its home
+  (``home/<session>``, where the CLI keeps its own sessions);
+* no process outlives its runtime: :meth:`CliRuntime.close` ends each CLI (stdin closed,
+  then SIGKILL of its group after :data:`STOP_GRACE_S`) and the loopback servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.clis import tool_command
+from harness.clis.loopback import (
+    RESET, Inbox, LedgerExchange, Loopback, ModelExchange, ProcessExited, ProcessLine,
+)
+from harness.contract import (
+    ApprovalPrompt, ChunkKind, Failpoint, ImplementationInfo, ModelRequest, ModelStreamCancelled,
+    ModelTransportError, Observation, OperationIdentity, RecoveryReport, Rule, SessionConfig,
+    SimulatedCrash, ToolCall, ToolInvocation, ToolUnavailable, TurnResult, TurnStatus, World,
+    WorldError, args_digest, execution_id_for, from_json, to_json,
+)
+
+IDLE_LIMIT_S = 120.0
+"""Longest the driver waits for a CLI to do anything (a request, a tool run, a line)."""
+STOP_GRACE_S = 2.0
+STDERR_TAIL_CHARS = 1_500
+RESUME_PROMPT = "Continue from where you left off."
+"""What the driver says to a CLI it resumed after a crash cut its turn (the words Claude
+Code's own interactive resume adds)."""
+
+
+class CliError(Exception):
+    """The CLI did something the driver cannot read, or nothing at all."""
+
+
+class NotOffered(Exception):
+    """The contract asks for something this CLI has no way to do from outside."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAsked:
+    """The CLI asks whether it may run one of its tools."""
+
+    request_id: str
+    tool_use_id: str
+    tool_name: str
+    input: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    ok: bool
+    text: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the world's stream gave for one model call."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+    end: str
+    """"end", "eof", or "reset" (a transport error or a cancellation)."""
+
+
+class Dialect(Protocol):
+    """What the driver needs to know of one CLI."""
+
+    name: str
+    binary: str
+    package: str
+
+    def version_argv(self, binary: str) -> list[str]: ...
+
+    def check_session(self, config: SessionConfig) -> str:
+        """Empty, or why this session cannot be expressed in the CLI's settings."""
+
+    def prepare(self, session: "SessionPaths", config: SessionConfig) -> None:
+        """Write the CLI's configuration for this session (settings files)."""
+
+    def argv(self, binary: str, session: "SessionPaths", config: SessionConfig,
+             resume: bool) -> list[str]: ...
+
+    def env(self, session: "SessionPaths", base_url: str) -> dict[str, str]: ...
+
+    def user_line(self, text: str) -> bytes: ...
+
+    def read(self, line: str) -> ApprovalAsked | TurnEnded | None: ...
+
+    def approval_line(self, asked: ApprovalAsked, approve: bool) -> bytes: ...
+
+    def kind_of(self, method: str, path: str) -> str: ...
+
+    def auxiliary_reply(self, path: str) -> tuple[int, dict[str, Any]]: ...
+
+    def conversation(self, body: dict[str, Any]) -> tuple[Any, ...]: ...
+
+    def answer(self, exchange: ModelExchange, served: Served, number: int) -> None:
+        """Write the served answer to the CLI in its wire API, then end the exchange."""
+
+    def call_of(self, tool_use_id: str, tool_name: str, input: dict[str, Any]) -> ToolCall: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPaths:
+    session_id: str
+    sandbox: Path
+    home: Path
+    logs: Path
+
+
+class _Process:
+    """One CLI child process for one session: its own process group and a stdout reader."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], paths: SessionPaths, inbox: Inbox,
+                 generation: int) -> None:
+        self.generation = generation
+        self.session_id = paths.session_id
+        paths.logs.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = paths.logs / f"{paths.session_id}-{generation}.stderr"
+        self._stderr = open(self.stderr_path, "wb")
+        self.popen = subprocess.Popen(argv, cwd=paths.sandbox, env=env, stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self._stderr,
+                                      start_new_session=True)
+        self._lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, args=(inbox,), daemon=True,
+                                       name=f"lh-cli-stdout-{paths.session_id}")
+        self.reader.start()
+
+    def _read(self, inbox: Inbox) -> None:
+        assert self.popen.stdout is not None
+        for raw in self.popen.stdout:
+            inbox.put(ProcessLine(self.session_id, self.generation,
+                                  raw.decode("utf-8", "replace").rstrip("\n")))
+        inbox.put(ProcessExited(self.session_id, self.generation, self.popen.wait()))
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            assert self.popen.stdin is not None
+            try:
+                self.popen.stdin.write(data)
+                self.popen.stdin.flush()
+            except (BrokenPipeError, ValueError):
+                pass  # it exited: the reader reports that
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.popen.wait()
+        self._stderr.close()
+
+    def stop(self) -> None:
+        with self._lock:
+            try:
+                if self.popen.stdin is not None:
+                    self.popen.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.popen.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def stderr_tail(self) -> str:
+        try:
+            return self.stderr_path.read_text("utf-8", "replace")[-STDERR_TAIL_CHARS:]
+        except OSError:
+            return ""
+
+
+class _State:
+    """What survives a restart, in ``<data dir>/cli/state.json``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / "cli" / "state.json"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.data: dict[str, Any] = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            self.data = {"configs": {}, "sessions": {}, "requests": 0, "waits": 0}
+
+    def save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, sort_keys=True))
+        os.replace(tmp, self.path)
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        return self.data["sessions"].setdefault(
+            session_id, {"conversation": False, "turn_open": False})
+
+    def next(self, counter: str) -> int:
+        self.data[counter] = int(self.data.get(counter, 0)) + 1
+        self.save()
+        return self.data[counter]
+
+
+class CliRuntime:
+    """One instance: the CLIs of its sessions, their loopback servers, the inbox."""
+
+    def __init__(self, dialect: Dialect, binary: str, data_dir: str, world: World) -> None:
+        self.dialect = dialect
+        self.binary = binary
+        self.world = world
+        self.root = Path(data_dir)
+        self.state = _State(self.root)
+        self.inbox = Inbox()
+        self.loopback = Loopback(self.inbox, dialect.kind_of, dialect.auxiliary_reply)
+        self.configs: dict[str, SessionConfig] = {
+            sid: from_json(SessionConfig, data) for sid, data in self.state.data["configs"].items()}
+        self.processes: dict[str, _Process] = {}
+        self.generation = 0
+        self.pending: dict[str, tuple[str, ApprovalAsked]] = {}
+        self.raised: list[BaseException] = []
+        self.closed = False
+        for sid in self.configs:
+            self._write_program(sid)
+
+    # -- paths and processes ------------------------------------------------------------------
+
+    def paths(self, session_id: str) -> SessionPaths:
+        return SessionPaths(session_id, self.root / "sandbox" / session_id,
+                            self.root / "home" / session_id, self.root / "cli" / "logs")
+
+    def _write_program(self, session_id: str) -> None:
+        paths = self.paths(session_id)
+        program = paths.sandbox / tool_command.PROGRAM_PATH
+        program.parent.mkdir(parents=True, exist_ok=True)
+        program.write_text(tool_command.program(sys.executable, self.loopback.ledger_port,
+                                                session_id))
+        program.chmod(0o755)
+
+    def _process(self, session_id: str) -> _Process:
+        process = self.processes.get(session_id)
+        if process is not None and process.alive():
+            return process
+        config = self.configs[session_id]
+        paths = self.paths(session_id)
+        record = self.state.session(session_id)
+        argv = self.dialect.argv(self.binary, paths, config, resume=record["conversation"])
+        env = self.dialect.env(paths, self.loopback.base_url(session_id))
+        self.generation += 1
+        process = _Process(argv, env, paths, self.inbox, self.generation)
+        self.processes[session_id] = process
+        record["conversation"] = True
+        self.state.save()
+        return process
+
+    def _kill_all(self) -> None:
+        for process in self.processes.values():
+            process.kill()
+        self.processes.clear()
+        self.loopback.close()
+        self.closed = True
+
+    # -- the contract's driver calls ------------------------------------------------------------
+
+    def open_session(self, config: SessionConfig) -> None:
+        problem = self.dialect.check_session(config)
+        if problem:
+            raise NotOffered(f"session {config.session_id!r}: {problem}")
+        self.configs[config.session_id] = config
+        self.state.data["configs"][config.session_id] = to_json(config)
+        self.state.session(config.session_id)
+        self.state.save()
+        paths = self.paths(config.session_id)
+        for folder in (paths.sandbox, paths.home):
+            folder.mkdir(parents=True, exist_ok=True)
+        self._write_program(config.session_id)
+        self.dialect.prepare(paths, config)
+
+    def run_turn(self, session_id: str, user_text: str) -> TurnResult:
+        if session_id not in self.configs:
+            raise NotOffered(f"no session {session_id!r} was opened")
+        return self._turn(session_id, user_text)
+
+    def _turn(self, session_id: str, user_text: str) -> TurnResult:
+        process = self._process(session_id)
+        self.state.session(session_id)["turn_open"] = True
+        self.state.save()
+        self.raised = []
+        process.write(self.dialect.user_line(user_text))
+        return self._pump(session_id)
+
+    def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
+        found = self.pending.pop(wait_id, None)
+        if found is None:
+            raise NotOffered(f"no approval {wait_id!r} is waiting in this CLI (a CLI keeps its "
+                             "pending approvals in the memory of its process)")
+        session_id, asked = found
+        process = self.processes.get(session_id)
+        if process is None or not process.alive():
+            raise NotOffered(f"the CLI that asked for {wait_id!r} is gone")
+        process.write(self.dialect.approval_line(asked, approve))
+        return self._pump(session_id)
+
+    def update_rules(self, session_id: str, rules: tuple[Rule, ...],
+                     permission_version: int) -> None:
+        raise NotOffered(f"{self.dialect.name} reads its permission rules when it starts; the "
+                         "driver cannot change them in the middle of a session")
+
+    def cancel(self, session_id: str) -> None:
+        raise NotOffered(f"the {self.dialect.name} driver does not cancel a turn")
+
+    def load_checkpoint(self, session_id: str, data: bytes) -> None:
+        raise NotOffered(f"{self.dialect.name} imports no checkpoint of the harness's format")
+
+    def recover(self) -> RecoveryReport:
+        resumed = []
+        for session_id, record in sorted(self.state.data["sessions"].items()):
+            if record.get("turn_open") and session_id in self.configs:
+                resumed.append(session_id)
+                self._turn(session_id, RESUME_PROMPT)
+        return RecoveryReport(turns_resumed=tuple(resumed))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for process in self.processes.values():
+            process.stop()
+        self.processes.clear()
+        self.loopback.close()
+
+    # -- the pump -----------------------------------------------------------------------------
+
+    def _pump(self, session_id: str) -> TurnResult:
+        try:
+            return self._pump_until_turn_ends(session_id)
+        except SimulatedCrash:
+            self._kill_all()
+            raise
+
+    def _pump_until_turn_ends(self, session_id: str) -> TurnResult:
+        while True:
+            item = self.inbox.take(IDLE_LIMIT_S)
+            if item is None:
+                process = self.processes.get(session_id)
+                raise CliError(f"{self.dialect.name} did nothing for {IDLE_LIMIT_S:g}s in "
+                               f"session {session_id!r}; its stderr ends with: "
+                               f"{process.stderr_tail() if process else ''}")
+            if isinstance(item, ModelExchange):
+                self._serve(item)
+            elif isinstance(item, LedgerExchange):
+                self._run_tool(item)
+            elif isinstance(item, ProcessLine):
+                if item.generation != self._generation_of(item.session_id):
+                    continue
+                signal_ = self.dialect.read(item.line)
+                if isinstance(signal_, ApprovalAsked):
+                    return self._ask(item.session_id, signal_)
+                if isinstance(signal_, TurnEnded):
+                    return self._ended(item.session_id, signal_)
+            elif isinstance(item, ProcessExited):
+                if item.generation != self._generation_of(item.session_id):
+                    continue
+                process = self.processes.pop(item.session_id, None)
+                tail = process.stderr_tail() if process else ""
+                return self._ended(item.session_id, TurnEnded(
+                    False, "", f"{self.dialect.name} exited with status {item.status}: {tail}"))
+
+    def _generation_of(self, session_id: str) -> int:
+        process = self.processes.get(session_id)
+        return process.generation if process is not None else -1
+
+    def _ended(self, session_id: str, ended: TurnEnded) -> TurnResult:
+        self.state.session(session_id)["turn_open"] = False
+        self.state.save()
+        if not ended.ok and self.raised:
+            raise self.raised[-1]  # the world's own error, which the CLI gave up on (M3)
+        status = TurnStatus.COMPLETED if ended.ok else TurnStatus.FAILED
+        return TurnResult(session_id, status, ended.text)
+
+    def _ask(self, session_id: str, asked: ApprovalAsked) -> TurnResult:
+        call = self.dialect.call_of(asked.tool_use_id, asked.tool_name, asked.input)
+        number = self.state.next("waits")
+        wait_id = f"{session_id}:wait:{number}"
+        execution_id = execution_id_for(session_id, call.tool_call_id)
+        self.pending[wait_id] = (session_id, asked)
+        self.world.prompt_approval(ApprovalPrompt(
+            wait_id=wait_id, session_id=session_id, execution_id=execution_id,
+            tool_call_id=call.tool_call_id, tool=call.tool, args=dict(call.args),
+            reason=asked.reason))
+        self.world.failpoint(Failpoint.AFTER_PROMPT, {
+            "session_id": session_id, "tool_call_id": call.tool_call_id,
+            "execution_id": execution_id})
+        return TurnResult(session_id, TurnStatus.AWAITING_APPROVAL)
+
+    def _serve(self, exchange: ModelExchange) -> None:
+        session_id = exchange.session_id
+        if session_id not in self.configs:
+            exchange.end(RESET)
+            return
+        number = self.state.next("requests")
+        request_id = f"{session_id}:request:{number}"
+        self.world.failpoint(Failpoint.BEFORE_MODEL_REQUEST, {"session_id": session_id})
+        self.world.failpoint(Failpoint.AFTER_MODEL_REQUEST_STARTED,
+                             {"session_id": session_id, "request_id": request_id})
+        stream = self.world.open_model_stream(ModelRequest(
+            request_id=request_id, session_id=session_id,
+            messages=self.dialect.conversation(exchange.body),
+            tools=tuple(spec.name for spec in self.configs[session_id].tools)))
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        end = "end"
+        while True:
+            try:
+                chunk = stream.next_chunk()
+            except (ModelTransportError, ModelStreamCancelled) as exc:
+                self.raised.append(exc)
+                end = "reset"
+                break
+            if chunk.kind is ChunkKind.TEXT:
+                texts.append(chunk.text)
+            elif chunk.kind is ChunkKind.TOOL_CALL and chunk.tool_call is not None:
+                calls.append(chunk.tool_call)
+            else:
+                end = "end" if chunk.kind is ChunkKind.END else "eof"
+                break
+        self.dialect.answer(exchange, Served("".join(texts), tuple(calls), end), number)
+        self.world.failpoint(Failpoint.AFTER_MODEL_STREAM_ENDED,
+                             {"session_id": session_id, "request_id": request_id})
+
+    def _run_tool(self, exchange: LedgerExchange) -> None:
+        session_id = exchange.session_id
+        config = self.configs.get(session_id)
+        if config is None:
+            exchange.answer("error", f"no session {session_id!r}")
+            return
+        context = {"session_id": session_id, "tool_call_id": exchange.tool_call_id,
+                   "execution_id": execution_id_for(session_id, exchange.tool_call_id)}
+        self.world.failpoint(Failpoint.AFTER_START_RECORDED, context)
+        invocation = ToolInvocation(
+            identity=OperationIdentity(
+                execution_id=context["execution_id"], tool_call_id=exchange.tool_call_id,
+                args_digest=args_digest(exchange.tool, exchange.args),
+                permission_version=config.permission_version),
+            session_id=session_id, tool=exchange.tool, args=dict(exchange.args))
+        try:
+            result = self.world.execute_tool(invocation)
+            status, output = result.status.value, result.output
+        except ToolUnavailable as exc:
+            status, output = "error", f"the tool could not start: {exc}"
+        except WorldError as exc:
+            status, output = "error", str(exc)
+        self.world.failpoint(Failpoint.AFTER_TOOL_RETURNED, context)
+        exchange.answer(status, output)
+
+
+OUTSIDE_ONLY = ("a black-box CLI: the harness sees its model requests, its tool runs and its "
+                "approval requests, never its store or lifecycle events")
+
+
+@dataclass(slots=True)
+class CliImplementation:
+    """``cli:NAME``: one CLI binary under the contract (see the module docstring)."""
+
+    dialect: Dialect
+    binary: str
+    version: str
+    info: ImplementationInfo = field(init=False)
+    crash_mode: str = "process"
+    black_box: str = OUTSIDE_ONLY
+    freeze_process_clock: bool = False
+
+    def __post_init__(self) -> None:
+        self.info = ImplementationInfo(name=f"cli:{self.dialect.name}", version=self.version)
+
+    def open(self, data_dir: str, world: World) -> CliRuntime:
+        return CliRuntime(self.dialect, self.binary, data_dir, world)
+
+    def inspect(self, data_dir: str) -> Observation:
+        return Observation()
