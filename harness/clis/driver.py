@@ -24,6 +24,9 @@ Guarantees:
   ``inspect`` reads nothing: a black box has no store the harness may read, so the
   observation is empty and every criterion that needs one is ``not_applicable``
   (:mod:`harness.criteria.outside_view`), never judged on it;
+* an answer to an approval no live process of this instance is waiting for (answered already,
+  or asked by a CLI that was killed or closed since: it kept the question in memory) reaches
+  nothing: the call returns ``idle``;
 * what the contract asks and the CLI cannot do (change rules in the middle of a session,
   cancel, import a checkpoint, a rule the CLI's settings cannot express) raises
   :class:`NotOffered` naming it; a CLI that does nothing for :data:`IDLE_LIMIT_S` raises
@@ -330,13 +333,15 @@ class CliRuntime:
 
     def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
         found = self.pending.pop(wait_id, None)
-        if found is None:
-            raise NotOffered(f"no approval {wait_id!r} is waiting in this CLI (a CLI keeps its "
-                             "pending approvals in the memory of its process)")
+        process = self.processes.get(found[0]) if found is not None else None
+        if found is None or process is None or not process.alive():
+            # Answered already, or asked by a process that is gone (a CLI keeps a pending
+            # approval in its memory): the answer reaches nothing, which is what happened.
+            session_id = self.state.data.get("wait_sessions", {}).get(wait_id)
+            if session_id is None:
+                raise NotOffered(f"no approval {wait_id!r} was ever asked in this data dir")
+            return TurnResult(session_id, TurnStatus.IDLE)
         session_id, asked = found
-        process = self.processes.get(session_id)
-        if process is None or not process.alive():
-            raise NotOffered(f"the CLI that asked for {wait_id!r} is gone")
         process.write(self.dialect.approval_line(asked, approve))
         return self._pump(session_id)
 
@@ -423,6 +428,8 @@ class CliRuntime:
         wait_id = f"{session_id}:wait:{number}"
         execution_id = execution_id_for(session_id, call.tool_call_id)
         self.pending[wait_id] = (session_id, asked)
+        self.state.data.setdefault("wait_sessions", {})[wait_id] = session_id
+        self.state.save()
         self.world.prompt_approval(ApprovalPrompt(
             wait_id=wait_id, session_id=session_id, execution_id=execution_id,
             tool_call_id=call.tool_call_id, tool=call.tool, args=dict(call.args),

@@ -236,9 +236,15 @@ class Loopback:
         class _Threading(ThreadingHTTPServer):
             daemon_threads = True
 
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a CLI killed mid-request resets its connection: expected, not news
+
         class _LedgerServer(socketserver.ThreadingTCPServer):
             daemon_threads = True
             allow_reuse_address = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass
 
         self._model = _Threading(("127.0.0.1", 0), ModelHandler)
         self._ledger = _LedgerServer(("127.0.0.1", 0), LedgerHandler)

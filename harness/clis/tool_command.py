@@ -78,20 +78,6 @@ def decode(command: Any) -> ToolCall | None:
     return ToolCall(call_id, tool, args)
 
 
-def parse_argv(argv: list[str]) -> dict[str, Any]:
-    """What the program sends the driver for its argv (``tool call_id json``)."""
-    if len(argv) != 3:
-        raise ToolCommandError(f"usage: {PROGRAM_PATH} TOOL CALL_ID JSON_ARGS (got {argv!r})")
-    tool, call_id, raw = argv
-    try:
-        args = json.loads(raw)
-    except ValueError as exc:
-        raise ToolCommandError(f"the arguments are not JSON: {exc}") from exc
-    if not isinstance(args, dict):
-        raise ToolCommandError("the arguments must be a JSON object")
-    return {"tool": tool, "tool_call_id": call_id, "args": args}
-
-
 def program(python: str, port: int, session_id: str) -> str:
     """The ledger program's text for one session's sandbox (``python``: its interpreter)."""
     return (f"#!{python}\n" + _PROGRAM.replace("@PORT@", str(int(port)))

@@ -49,7 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import harness
 from harness.contract import conformance
 from harness.contract import Failpoint, Implementation, ImplementationInfo, Thresholds
-from harness.criteria import feature_evidence
+from harness.criteria import feature_evidence, outside_view
 from harness.criteria.base import (
     Criterion,
     Evidence,
@@ -402,7 +402,8 @@ def run_suite(
         expectations_mode=expectations_mode,
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
-                           expected, required_features, not_run)
+                           expected, required_features, not_run,
+                           black_box=str(getattr(implementation, "black_box", "") or ""))
 
 
 JudgedCase = _Judged
@@ -418,14 +419,18 @@ def assemble_result(
     expected: Mapping[str, str],
     required_features: Sequence[str] = (),
     not_run: Sequence[ScenarioResult] = (),
+    black_box: str = "",
 ) -> RunResult:
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
-    the same report for the same scenarios."""
+    the same report for the same scenarios. ``black_box``: the implementation is judged from
+    outside only (a real CLI), so a criterion that cannot be seen from there stays
+    ``not_applicable`` (:mod:`harness.criteria.outside_view`)."""
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
-        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared)
+        _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
+                          bool(black_box))
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -624,11 +629,14 @@ def _criterion_result(
     impl_spec: str,
     expected: Mapping[str, str],
     declared: Sequence[str] = (),
+    black_box: bool = False,
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
     combined = combined_status(verdicts)
     gates = tuple(str(f) for f in criterion.required_features)
-    if combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates):
+    unseen = black_box and criterion.id not in outside_view.OUTSIDE
+    if (combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates)
+            and not unseen):
         # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
