@@ -139,7 +139,12 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="implementation under test: 'reference', python:MODULE:FACTORY, "
         "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
-        f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
+        f"or mutant:NAME, or cli:NAME for a real agent CLI run as a black box "
+        f"(claude-code) (default: {DEFAULT_IMPL_SPEC})",
+    )
+    parser.add_argument(
+        "--cli-path", default=None, metavar="PATH",
+        help="with --impl cli:NAME: the CLI's binary (default: the one on PATH)",
     )
     parser.add_argument(
         "--freeze-clock", action=argparse.BooleanOptionalAction, default=None,
@@ -153,6 +158,16 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
 def implementation_under_test(ctx: "Context", args: argparse.Namespace) -> Implementation:
     """``--impl`` resolved, with the ``--freeze-clock`` choice applied to an implementation
     that runs in this process (see :mod:`harness.running.process_clock`)."""
+    cli_path = getattr(args, "cli_path", None)
+    if cli_path:
+        if not str(args.impl).startswith("cli:"):
+            raise UsageError(f"--cli-path: --impl {args.impl!r} is not a CLI (cli:NAME); drop "
+                             "the option")
+        import os
+
+        from harness.clis import PATH_ENV
+
+        os.environ[PATH_ENV] = os.path.abspath(cli_path)  # read by cli:NAME's loader
     implementation = ctx.deps.resolve_impl(args.impl)
     choice = getattr(args, "freeze_clock", None)
     if choice is not None and hasattr(implementation, "freeze_process_clock"):

@@ -8,9 +8,8 @@ so the docs' table and ``matrix`` say which scenarios apply and why the others d
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
-from harness.clis.driver import Dialect
 from harness.contract import Failpoint, SessionConfig
 
 DRIVEN_FAILPOINTS: tuple[Failpoint, ...] = (
@@ -30,8 +29,14 @@ OFFERED_STEPS = ("turn", "answer", "restart", "observe")
 import are not: :class:`harness.clis.driver.NotOffered`)."""
 
 
-def why_not(dialect: Dialect, sessions: Iterable[SessionConfig], steps: Iterable[str],
-            failpoints: Iterable[str]) -> str:
+OFFERED_ACTIONS = ("crash", "raise", "delay", "hold")
+"""Fault actions the driver can carry out at a point it sees (a rule change or a cancel in
+the middle of a turn is not offered)."""
+
+
+def why_not(dialect: Any, sessions: Iterable[SessionConfig], steps: Iterable[str],
+            faults: Iterable[tuple[str, str]]) -> str:
+    """``dialect``: a :class:`harness.clis.driver.Dialect` (its ``check_session``)."""
     for config in sessions:
         problem = dialect.check_session(config)
         if problem:
@@ -40,8 +45,10 @@ def why_not(dialect: Dialect, sessions: Iterable[SessionConfig], steps: Iterable
         if step not in OFFERED_STEPS:
             return f"a {step!r} step (the driver offers {', '.join(OFFERED_STEPS)})"
     driven = {point.value for point in DRIVEN_FAILPOINTS}
-    for point in failpoints:
+    for point, action in faults:
         if point not in driven:
             return (f"a fault at {point!r}, a point inside the CLI that cannot be seen from "
                     "outside")
+        if action not in OFFERED_ACTIONS:
+            return f"a {action!r} fault at {point!r} (the driver does not offer it)"
     return ""

@@ -524,3 +524,11 @@ class CliImplementation:
 
     def inspect(self, data_dir: str) -> Observation:
         return Observation()
+
+    def why_not(self, scenario: Any) -> str:
+        """Empty when the driver can run ``scenario`` as written, else why not
+        (:func:`harness.clis.applicability.why_not`)."""
+        from harness.clis.applicability import why_not
+
+        return why_not(self.dialect, scenario.sessions, [step.do.value for step in scenario.steps],
+                       [(fault.failpoint.value, fault.action.value) for fault in scenario.faults])
