@@ -23,10 +23,13 @@ import subprocess
 from dataclasses import dataclass
 
 from harness.clis.claude_code import ClaudeCode
+from harness.clis.codex import Codex
+from harness.clis.opencode import OpenCode
 from harness.clis.driver import CliImplementation, Dialect
 from harness.contract.errors import ImplementationLoadError
 
-DIALECTS: dict[str, Dialect] = {"claude-code": ClaudeCode()}
+DIALECTS: dict[str, Dialect] = {"claude-code": ClaudeCode(), "codex": Codex(),
+                                "opencode": OpenCode()}
 ALIASES = {"claude": "claude-code"}
 PATH_ENV = "LH_CLI_PATH"
 """``--cli-path``: the binary to run instead of the one on PATH (``run`` sets it)."""

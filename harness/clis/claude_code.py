@@ -26,63 +26,48 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from harness.clis import tool_command, wire_messages
-from harness.clis.driver import ApprovalAsked, Served, SessionPaths, TurnEnded
+from harness.clis.driver import (
+    ApprovalAsked, ProcessIO, Served, SessionMemory, SessionPaths, TurnEnded,
+)
 from harness.clis.loopback import CLOSE, RESET, ModelExchange
+from harness.clis.shell_dialect import ShellDialect, base_env, permissions, refusal, write_answer
 from harness.clis.wire_messages import MessagesStream, ToolUse
-from harness.contract import Message, Mode, Rule, RuleEffect, SessionConfig, ToolCall
+from harness.contract import Message, Mode, SessionConfig, ToolCall
 
 SHELL_TOOL = "Bash"
 MODEL = "claude-sonnet-4-5"
 
 
-class ClaudeCode:
+class ClaudeCode(ShellDialect):
     name = "claude-code"
     binary = "claude"
     package = "@anthropic-ai/claude-code"
+    shell_tool = SHELL_TOOL
+    command_key = "command"
 
     # -- starting it ------------------------------------------------------------------------
 
-    def version_argv(self, binary: str) -> list[str]:
-        return [binary, "--version"]
-
     def check_session(self, config: SessionConfig) -> str:
-        if config.mode is Mode.AUTO:
-            return ("auto mode: Claude Code's classifier asks the model API, which here is the "
-                    "world's scripted model, not its classifier")
-        for rule in (*config.rules, *config.hard_constraints):
-            if rule.field or rule.pattern != "*":
-                return (f"the rule {rule.effect.value} {rule.tool} {rule.field}={rule.pattern!r} "
-                        "matches one field of the arguments; Claude Code's rules match the whole "
-                        "Bash command")
-        return ""
+        return refusal("Claude Code", config)
 
     def settings(self, config: SessionConfig) -> dict[str, Any]:
-        allow: list[str] = []
-        deny: list[str] = []
-        ask: list[str] = []
-        chosen = {RuleEffect.ALLOW: allow, RuleEffect.DENY: deny, RuleEffect.ASK: ask}
-        for rule in config.rules:
-            chosen[rule.effect].append(_rule(rule))
-        deny += [_rule(rule) for rule in config.hard_constraints]
-        if config.capabilities:
-            deny += [_rule(Rule(RuleEffect.DENY, spec.name)) for spec in config.tools
-                     if spec.name not in config.capabilities]
+        found = permissions(config)
         mode = "plan" if config.mode is Mode.PLAN else "default"
-        return {"permissions": {"allow": allow, "deny": deny, "ask": ask,
-                                "defaultMode": mode}}
+        return {"permissions": {"allow": [_rule(t) for t in found.allow],
+                                "deny": [_rule(t) for t in found.deny],
+                                "ask": [_rule(t) for t in found.ask], "defaultMode": mode}}
 
-    def prepare(self, session: SessionPaths, config: SessionConfig) -> None:
-        path = session.home / "lh-settings.json"
-        path.write_text(json.dumps(self.settings(config), indent=1))
+    def prepare(self, session: SessionPaths, config: SessionConfig, base_url: str) -> None:
+        settings_path(session).write_text(json.dumps(self.settings(config), indent=1))
 
     def argv(self, binary: str, session: SessionPaths, config: SessionConfig,
              resume: bool) -> list[str]:
         argv = [binary, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
                 "--verbose", "--tools", SHELL_TOOL, "--model", MODEL,
-                "--settings", str(session.home / "lh-settings.json")]
+                "--settings", str(settings_path(session))]
         if config.interactive and config.owner_can_approve:
             argv += ["--permission-prompt-tool", "stdio"]
         if resume:
@@ -90,19 +75,86 @@ class ClaudeCode:
         return argv
 
     def env(self, session: SessionPaths, base_url: str) -> dict[str, str]:
-        import os
+        return base_env(str(session.home), ANTHROPIC_BASE_URL=base_url,
+                        ANTHROPIC_API_KEY="sk-lifecycle-harness",
+                        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                        DISABLE_AUTOUPDATER="1", CI="1")
 
-        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "TZ", "TMPDIR")}
-        return {**keep, "HOME": str(session.home), "ANTHROPIC_BASE_URL": base_url,
-                "ANTHROPIC_API_KEY": "sk-lifecycle-harness",
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                "DISABLE_AUTOUPDATER": "1", "CI": "1"}
+    def channel(self, io: ProcessIO, session: SessionPaths, config: SessionConfig,
+                memory: SessionMemory, resume: bool) -> "ClaudeChannel":
+        return ClaudeChannel(io)
 
-    # -- its programmatic channel -----------------------------------------------------------
+    # -- its model API ----------------------------------------------------------------------
 
-    def user_line(self, text: str) -> bytes:
-        return (json.dumps({"type": "user", "message": {"role": "user", "content": text}})
-                + "\n").encode()
+    def kind_of(self, method: str, path: str) -> str:
+        return wire_messages.kind_of(method, path)
+
+    def auxiliary_reply(self, path: str) -> tuple[int, dict[str, Any]]:
+        return wire_messages.auxiliary_reply(path)
+
+    def conversation(self, body: dict[str, Any]) -> tuple[Message, ...]:
+        return wire_messages.conversation(body, self.call_of)
+
+    def tool_use(self, call: ToolCall) -> ToolUse:
+        description = call.args.get("description")
+        return ToolUse(call.tool_call_id, SHELL_TOOL, {
+            "command": tool_command.encode(call),
+            "description": description if isinstance(description, str) and description
+            else f"{call.tool} (harness tool)"})
+
+    def answer(self, exchange: ModelExchange, served: Served, number: int) -> None:
+        model = str(exchange.body.get("model") or MODEL)
+        message_id = f"msg_lh_{number}"
+        if wire_messages.is_streamed(exchange.body):
+            write_answer(exchange, _Stream(MessagesStream(message_id, model), self), served)
+            return
+        if served.end == "end":
+            uses = tuple(self.tool_use(call) for call in served.calls)
+            body = json.dumps(wire_messages.whole_message(message_id, model, served.text,
+                                                          uses)).encode()
+            exchange.head(200, "application/json")
+            exchange.send(body)
+            exchange.end(CLOSE)
+        elif served.end == "eof":
+            exchange.head(200, "application/json")
+            exchange.send(b'{"id": "' + message_id.encode() + b'", "content": [')
+            exchange.end(CLOSE)
+        else:
+            exchange.end(RESET)
+
+
+class _Stream:
+    """:class:`~harness.clis.wire_messages.MessagesStream` as an ``AnswerStream``."""
+
+    content_type = "text/event-stream"
+
+    def __init__(self, stream: MessagesStream, dialect: ClaudeCode) -> None:
+        self._stream = stream
+        self._dialect = dialect
+
+    def start(self) -> bytes:
+        return self._stream.start()
+
+    def text(self, text: str) -> bytes:
+        return self._stream.text(text)
+
+    def call(self, call: ToolCall) -> bytes:
+        return self._stream.tool_use(self._dialect.tool_use(call))
+
+    def finish(self) -> bytes:
+        return self._stream.finish()
+
+
+class ClaudeChannel:
+    """``--input-format stream-json --output-format stream-json`` on stdio: a user message
+    per line in, ``control_request`` ``can_use_tool`` and ``result`` lines out."""
+
+    def __init__(self, io: ProcessIO) -> None:
+        self.io = io
+
+    def start_turn(self, text: str) -> None:
+        self.io.write((json.dumps({"type": "user", "message": {"role": "user", "content": text}})
+                       + "\n").encode())
 
     def read(self, line: str) -> ApprovalAsked | TurnEnded | None:
         try:
@@ -128,74 +180,17 @@ class ClaudeCode:
                              "" if ok else json.dumps(message)[:500])
         return None
 
-    def approval_line(self, asked: ApprovalAsked, approve: bool) -> bytes:
+    def answer(self, asked: ApprovalAsked, approve: bool) -> None:
         decision: dict[str, Any] = (
             {"behavior": "allow", "updatedInput": asked.input} if approve else
             {"behavior": "deny", "message": "The user refused this operation."})
-        return (json.dumps({"type": "control_response", "response": {
+        self.io.write((json.dumps({"type": "control_response", "response": {
             "subtype": "success", "request_id": asked.request_id, "response": decision}})
-            + "\n").encode()
-
-    # -- its model API ----------------------------------------------------------------------
-
-    def kind_of(self, method: str, path: str) -> str:
-        return wire_messages.kind_of(method, path)
-
-    def auxiliary_reply(self, path: str) -> tuple[int, dict[str, Any]]:
-        return wire_messages.auxiliary_reply(path)
-
-    def call_of(self, tool_use_id: str, tool_name: str, input: Mapping[str, Any]) -> ToolCall:
-        """The world's call a tool use carries (its ledger command), else the CLI's own."""
-        if tool_name == SHELL_TOOL:
-            call = tool_command.decode(input.get("command"))
-            if call is not None:
-                return call
-        return ToolCall(tool_use_id, tool_name, dict(input))
-
-    def conversation(self, body: dict[str, Any]) -> tuple[Message, ...]:
-        return wire_messages.conversation(body, self.call_of)
-
-    def tool_use(self, call: ToolCall) -> ToolUse:
-        description = call.args.get("description")
-        return ToolUse(call.tool_call_id, SHELL_TOOL, {
-            "command": tool_command.encode(call),
-            "description": description if isinstance(description, str) and description
-            else f"{call.tool} (harness tool)"})
-
-    def answer(self, exchange: ModelExchange, served: Served, number: int) -> None:
-        model = str(exchange.body.get("model") or MODEL)
-        message_id = f"msg_lh_{number}"
-        uses = tuple(self.tool_use(call) for call in served.calls)
-        if not wire_messages.is_streamed(exchange.body):
-            if served.end == "end":
-                body = json.dumps(wire_messages.whole_message(message_id, model, served.text,
-                                                              uses)).encode()
-                exchange.head(200, "application/json")
-                exchange.send(body)
-                exchange.end(CLOSE)
-            elif served.end == "eof":
-                exchange.head(200, "application/json")
-                exchange.send(b'{"id": "' + message_id.encode() + b'", "content": [')
-                exchange.end(CLOSE)
-            else:
-                exchange.end(RESET)
-            return
-        stream = MessagesStream(message_id, model)
-        exchange.head(200, "text/event-stream")
-        exchange.send(stream.start())
-        if served.text:
-            exchange.send(stream.text(served.text))
-        for use in uses:
-            exchange.send(stream.tool_use(use))
-        if served.end == "end":
-            exchange.send(stream.finish())
-            exchange.end(CLOSE)
-        else:
-            exchange.end(CLOSE if served.end == "eof" else RESET)
+            + "\n").encode())
 
 
-def _rule(rule: Rule) -> str:
-    return f"{SHELL_TOOL}({tool_command.PROGRAM_PATH} {rule.tool} *)"
+def _rule(tool: str) -> str:
+    return f"{SHELL_TOOL}({tool_command.PROGRAM_PATH} {tool} *)"
 
 
 def settings_path(session: SessionPaths) -> Path:

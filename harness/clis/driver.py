@@ -49,7 +49,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
 from harness.clis import tool_command
 from harness.clis.loopback import (
@@ -107,6 +107,31 @@ class Served:
     """"end", "eof", or "reset" (a transport error or a cancellation)."""
 
 
+class ProcessIO(Protocol):
+    """What a channel may do with its CLI process."""
+
+    def write(self, data: bytes) -> None:
+        """Write to the process's stdin."""
+
+    def follow(self, lines: Iterable[str], name: str) -> None:
+        """Feed ``lines`` (read in a thread of their own, e.g. an HTTP event stream the
+        process serves) to the driver as if the process had written them on stdout."""
+
+
+class Channel(Protocol):
+    """The programmatic channel of one CLI process for one session, read and written only
+    from the driver's thread."""
+
+    def start_turn(self, text: str) -> None:
+        """Send the user's message (now, or as soon as the channel is ready)."""
+
+    def read(self, line: str) -> "ApprovalAsked | TurnEnded | None":
+        """One line the process (or a source it follows) produced: what it means for the
+        driver, if anything. May write to the process (a handshake's next step)."""
+
+    def answer(self, asked: ApprovalAsked, approve: bool) -> None: ...
+
+
 class Dialect(Protocol):
     """What the driver needs to know of one CLI."""
 
@@ -119,7 +144,7 @@ class Dialect(Protocol):
     def check_session(self, config: SessionConfig) -> str:
         """Empty, or why this session cannot be expressed in the CLI's settings."""
 
-    def prepare(self, session: "SessionPaths", config: SessionConfig) -> None:
+    def prepare(self, session: "SessionPaths", config: SessionConfig, base_url: str) -> None:
         """Write the CLI's configuration for this session (settings files)."""
 
     def argv(self, binary: str, session: "SessionPaths", config: SessionConfig,
@@ -127,15 +152,18 @@ class Dialect(Protocol):
 
     def env(self, session: "SessionPaths", base_url: str) -> dict[str, str]: ...
 
-    def user_line(self, text: str) -> bytes: ...
-
-    def read(self, line: str) -> ApprovalAsked | TurnEnded | None: ...
-
-    def approval_line(self, asked: ApprovalAsked, approve: bool) -> bytes: ...
+    def channel(self, io: ProcessIO, session: "SessionPaths", config: SessionConfig,
+                memory: "SessionMemory", resume: bool) -> Channel:
+        """The channel of a process just started (``resume``: the session has a conversation
+        the CLI kept; ``memory``: what the channel noted in earlier processes)."""
 
     def kind_of(self, method: str, path: str) -> str: ...
 
     def auxiliary_reply(self, path: str) -> tuple[int, dict[str, Any]]: ...
+
+    def side_answer(self, body: dict[str, Any]) -> tuple[str, bytes] | None:
+        """A model call that is not part of the session's conversation (a title request):
+        its content type and whole answer, given without the world; else ``None``."""
 
     def conversation(self, body: dict[str, Any]) -> tuple[Any, ...]: ...
 
@@ -143,6 +171,22 @@ class Dialect(Protocol):
         """Write the served answer to the CLI in its wire API, then end the exchange."""
 
     def call_of(self, tool_use_id: str, tool_name: str, input: dict[str, Any]) -> ToolCall: ...
+
+
+class SessionMemory:
+    """What a session's channels note for the next process (a thread id), kept in the data
+    dir's ``cli/state.json``."""
+
+    def __init__(self, record: dict[str, Any], save: Callable[[], None]) -> None:
+        self._record = record
+        self._save = save
+
+    def get(self, key: str) -> Any:
+        return self._record.get("memory", {}).get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self._record.setdefault("memory", {})[key] = value
+        self._save()
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,12 +198,15 @@ class SessionPaths:
 
 
 class _Process:
-    """One CLI child process for one session: its own process group and a stdout reader."""
+    """One CLI child process for one session: its own process group, a stdout reader, the
+    channel its dialect reads it with."""
 
     def __init__(self, argv: list[str], env: dict[str, str], paths: SessionPaths, inbox: Inbox,
                  generation: int) -> None:
         self.generation = generation
         self.session_id = paths.session_id
+        self.inbox = inbox
+        self.channel: Channel | None = None
         paths.logs.mkdir(parents=True, exist_ok=True)
         self.stderr_path = paths.logs / f"{paths.session_id}-{generation}.stderr"
         self._stderr = open(self.stderr_path, "wb")
@@ -178,6 +225,17 @@ class _Process:
                                   raw.decode("utf-8", "replace").rstrip("\n")))
         inbox.put(ProcessExited(self.session_id, self.generation, self.popen.wait()))
 
+    def follow(self, lines: Iterable[str], name: str) -> None:
+        def pump() -> None:
+            try:
+                for line in lines:
+                    self.inbox.put(ProcessLine(self.session_id, self.generation, line))
+            except (OSError, ValueError):
+                pass  # the process is gone: its stdout reader reports that
+
+        threading.Thread(target=pump, daemon=True,
+                         name=f"lh-cli-{name}-{self.session_id}").start()
+
     def write(self, data: bytes) -> None:
         with self._lock:
             assert self.popen.stdin is not None
@@ -191,10 +249,18 @@ class _Process:
         return self.popen.poll() is None
 
     def kill(self) -> None:
+        # A CLI may start its tools in sessions of their own (Codex runs each command on a
+        # PTY): they are not in its process group, but they are its descendants.
+        stray = _descendants(self.popen.pid)
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        for pid in stray:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.popen.wait()
         self._stderr.close()
 
@@ -216,6 +282,34 @@ class _Process:
             return self.stderr_path.read_text("utf-8", "replace")[-STDERR_TAIL_CHARS:]
         except OSError:
             return ""
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of ``root`` (from ``/proc``; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                stat = handle.read().decode("ascii", "replace")
+        except OSError:
+            continue
+        # the command name (field 2) may hold spaces: the parent is 2 fields after its ')'
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[1].isdigit():
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 class _State:
@@ -254,7 +348,8 @@ class CliRuntime:
         self.root = Path(data_dir)
         self.state = _State(self.root)
         self.inbox = Inbox()
-        self.loopback = Loopback(self.inbox, dialect.kind_of, dialect.auxiliary_reply)
+        self.loopback = Loopback(self.inbox, dialect.kind_of, dialect.auxiliary_reply,
+                                 dialect.side_answer)
         self.configs: dict[str, SessionConfig] = {
             sid: from_json(SessionConfig, data) for sid, data in self.state.data["configs"].items()}
         self.processes: dict[str, _Process] = {}
@@ -286,10 +381,15 @@ class CliRuntime:
         config = self.configs[session_id]
         paths = self.paths(session_id)
         record = self.state.session(session_id)
-        argv = self.dialect.argv(self.binary, paths, config, resume=record["conversation"])
-        env = self.dialect.env(paths, self.loopback.base_url(session_id))
+        resume = bool(record["conversation"])
+        base_url = self.loopback.base_url(session_id)
+        self.dialect.prepare(paths, config, base_url)  # this instance's ports
+        argv = self.dialect.argv(self.binary, paths, config, resume=resume)
+        env = self.dialect.env(paths, base_url)
         self.generation += 1
         process = _Process(argv, env, paths, self.inbox, self.generation)
+        process.channel = self.dialect.channel(
+            process, paths, config, SessionMemory(record, self.state.save), resume)
         self.processes[session_id] = process
         record["conversation"] = True
         self.state.save()
@@ -316,7 +416,6 @@ class CliRuntime:
         for folder in (paths.sandbox, paths.home):
             folder.mkdir(parents=True, exist_ok=True)
         self._write_program(config.session_id)
-        self.dialect.prepare(paths, config)
 
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         if session_id not in self.configs:
@@ -328,7 +427,8 @@ class CliRuntime:
         self.state.session(session_id)["turn_open"] = True
         self.state.save()
         self.raised = []
-        process.write(self.dialect.user_line(user_text))
+        assert process.channel is not None
+        process.channel.start_turn(user_text)
         return self._pump(session_id)
 
     def answer_approval(self, wait_id: str, approve: bool) -> TurnResult:
@@ -342,7 +442,8 @@ class CliRuntime:
                 raise NotOffered(f"no approval {wait_id!r} was ever asked in this data dir")
             return TurnResult(session_id, TurnStatus.IDLE)
         session_id, asked = found
-        process.write(self.dialect.approval_line(asked, approve))
+        assert process.channel is not None
+        process.channel.answer(asked, approve)
         return self._pump(session_id)
 
     def update_rules(self, session_id: str, rules: tuple[Rule, ...],
@@ -397,7 +498,9 @@ class CliRuntime:
             elif isinstance(item, ProcessLine):
                 if item.generation != self._generation_of(item.session_id):
                     continue
-                signal_ = self.dialect.read(item.line)
+                process = self.processes[item.session_id]
+                assert process.channel is not None
+                signal_ = process.channel.read(item.line)
                 if isinstance(signal_, ApprovalAsked):
                     return self._ask(item.session_id, signal_)
                 if isinstance(signal_, TurnEnded):

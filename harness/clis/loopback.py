@@ -22,6 +22,8 @@ Guarantees:
   connection breaks, a transport error);
 * requests that are not model calls are answered by the wire module's ``auxiliary_reply``
   in the server thread, never reach the inbox, and are counted (:attr:`Loopback.auxiliary`);
+  so are model calls outside the session's conversation that the dialect's ``side_answer``
+  answers itself (OpenCode's title requests);
 * :meth:`Loopback.close` stops both servers and answers every exchange still waiting with a
   reset, so no server thread outlives it by more than its poll interval; a server thread
   never waits for the driver longer than :data:`EXCHANGE_WAIT_S`.
@@ -124,7 +126,9 @@ class Loopback:
     """The model server and the ledger server of one runtime instance."""
 
     def __init__(self, inbox: Inbox, kind_of: Callable[[str, str], str],
-                 auxiliary_reply: Callable[[str], tuple[int, dict[str, Any]]]) -> None:
+                 auxiliary_reply: Callable[[str], tuple[int, dict[str, Any]]],
+                 side_answer: Callable[[dict[str, Any]], tuple[str, bytes] | None] | None = None,
+                 ) -> None:
         self.inbox = inbox
         self.auxiliary = 0
         self._open: list[Any] = []
@@ -155,7 +159,19 @@ class Loopback:
                 except ValueError:
                     self._json(400, {"error": {"message": "the body is not JSON"}})
                     return
-                exchange = ModelExchange(session, rest, body if isinstance(body, dict) else {})
+                body = body if isinstance(body, dict) else {}
+                side = side_answer(body) if side_answer is not None else None
+                if side is not None:  # not the session's conversation (a title request)
+                    with loopback._lock:
+                        loopback.auxiliary += 1
+                    content_type, data = side
+                    self.send_response(200)
+                    self.send_header("content-type", content_type)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                exchange = ModelExchange(session, rest, body)
                 loopback._track(exchange)
                 loopback.inbox.put(exchange)
                 self._relay(exchange)
