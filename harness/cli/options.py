@@ -175,6 +175,12 @@ def implementation_under_test(ctx: "Context", args: argparse.Namespace) -> Imple
     elif choice and not hasattr(implementation, "freeze_process_clock"):
         raise UsageError(f"--freeze-clock: --impl {args.impl!r} does not run its own code in "
                          "this process (only python: implementations do); drop the option")
+    needs = getattr(implementation, "time_limit_s", None)
+    if isinstance(needs, (int, float)) and getattr(args, "time_limit_s", None) == \
+            DEFAULT_TIME_LIMIT_S and needs > DEFAULT_TIME_LIMIT_S:
+        # a real CLI starts a process per session and retries on its own: its limit is the
+        # default unless --time-limit-s was given
+        args.time_limit_s = float(needs)
     return implementation
 
 
@@ -190,7 +196,8 @@ def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-limit-s", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
         help="real-time seconds a driver call may go without calling the world before the "
-        f"run counts it as hung (default: {DEFAULT_TIME_LIMIT_S:g})",
+        f"run counts it as hung (default: {DEFAULT_TIME_LIMIT_S:g}; a real CLI's own, "
+        "cli:NAME: 120, opencode 300)",
     )
 
 

@@ -47,6 +47,7 @@ class ClaudeCode(ShellDialect):
     package = "@anthropic-ai/claude-code"
     shell_tool = SHELL_TOOL
     command_key = "command"
+    time_limit_s = 120.0
 
     # -- starting it ------------------------------------------------------------------------
 

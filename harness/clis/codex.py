@@ -57,6 +57,7 @@ class Codex(ShellDialect):
     package = "@openai/codex"
     shell_tool = SHELL_TOOL
     command_key = "cmd"
+    time_limit_s = 120.0
 
     # -- starting it ------------------------------------------------------------------------
 

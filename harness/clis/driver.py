@@ -138,6 +138,8 @@ class Dialect(Protocol):
     name: str
     binary: str
     package: str
+    time_limit_s: float
+    """The time limit of one driver call this CLI needs (start-up, its own retries)."""
 
     def version_argv(self, binary: str) -> list[str]: ...
 
@@ -621,6 +623,11 @@ class CliImplementation:
 
     def __post_init__(self) -> None:
         self.info = ImplementationInfo(name=f"cli:{self.dialect.name}", version=self.version)
+
+    @property
+    def time_limit_s(self) -> float:
+        """The ``--time-limit-s`` this CLI needs (its start-up and its own retries)."""
+        return float(self.dialect.time_limit_s)
 
     def open(self, data_dir: str, world: World) -> CliRuntime:
         return CliRuntime(self.dialect, self.binary, data_dir, world)

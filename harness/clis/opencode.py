@@ -72,6 +72,7 @@ class OpenCode(ShellDialect):
     package = "opencode-ai"
     shell_tool = SHELL_TOOL
     command_key = "command"
+    time_limit_s = 300.0  # start-up under load, then up to five retries with growing waits
 
     # -- starting it ------------------------------------------------------------------------
 

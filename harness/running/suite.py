@@ -400,10 +400,10 @@ def run_suite(
         duration_s=round(time.monotonic() - clock_start, 6),
         command=command,
         expectations_mode=expectations_mode,
+        black_box=str(getattr(implementation, "black_box", "") or ""),
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
-                           expected, required_features, not_run,
-                           black_box=str(getattr(implementation, "black_box", "") or ""))
+                           expected, required_features, not_run)
 
 
 JudgedCase = _Judged
@@ -419,18 +419,17 @@ def assemble_result(
     expected: Mapping[str, str],
     required_features: Sequence[str] = (),
     not_run: Sequence[ScenarioResult] = (),
-    black_box: str = "",
 ) -> RunResult:
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
-    the same report for the same scenarios. ``black_box``: the implementation is judged from
-    outside only (a real CLI), so a criterion that cannot be seen from there stays
-    ``not_applicable`` (:mod:`harness.criteria.outside_view`)."""
+    the same report for the same scenarios. ``run_info.black_box``: the implementation is
+    judged from outside only (a real CLI), so a criterion that cannot be seen from there
+    stays ``not_applicable`` (:mod:`harness.criteria.outside_view`)."""
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
-                          bool(black_box))
+                          bool(run_info.black_box))
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -750,6 +749,7 @@ def combine_judgements(
     started: str = "",
     duration_s: float = 0.0,
     expectations_mode: str = EXPECTATIONS_STRICT,
+    black_box: str = "",
 ) -> RunResult:
     """The RunResult of scenarios judged one at a time (by :func:`judge_scenario`, perhaps in
     other processes), in the order given, judged by ``criteria`` (default: the catalogue;
@@ -768,6 +768,7 @@ def combine_judgements(
         duration_s=round(duration_s, 6),
         command=command,
         expectations_mode=expectations_mode,
+        black_box=black_box,
     )
     return assemble_result(implementation, run_info, criteria, judged, impl_spec, expected,
                            required_features)
