@@ -140,7 +140,7 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
         help="implementation under test: 'reference', python:MODULE:FACTORY, "
         "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
         f"or mutant:NAME, or cli:NAME for a real agent CLI run as a black box "
-        f"(claude-code) (default: {DEFAULT_IMPL_SPEC})",
+        f"(claude-code, codex, opencode) (default: {DEFAULT_IMPL_SPEC})",
     )
     parser.add_argument(
         "--cli-path", default=None, metavar="PATH",

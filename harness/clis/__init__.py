@@ -1,11 +1,12 @@
 """Real agent CLIs under the harness as black boxes (``--impl cli:NAME``).
 
-Each CLI (Claude Code; Codex CLI and OpenCode are described in ``docs/real-systems.md``) is
-a child process the driver (:mod:`harness.clis.driver`) starts in a per-case sandbox, serves
-the world's model through the model API the CLI speaks (one module per wire API), whose
-tool runs go through the ledger program (:mod:`harness.clis.tool_command`), whose approvals
-are answered through the CLI's own programmatic channel, and which a crash SIGKILLs and a
-restart resumes with the CLI's own resume. Nothing is vendored: the CLI is installed from
+Each CLI (Claude Code, the Codex CLI, OpenCode: ``docs/real-systems.md``) is a child process
+the driver (:mod:`harness.clis.driver`) starts in a per-case sandbox, serves the world's
+model through the model API the CLI speaks (one module per wire API: Anthropic Messages,
+OpenAI Responses, Chat Completions), whose tool runs go through the ledger program
+(:mod:`harness.clis.tool_command`), whose approvals are answered through the CLI's own
+programmatic channel, and which a crash SIGKILLs and a restart resumes with the CLI's own
+resume. Nothing is vendored: the CLI is installed from
 the npm registry (:attr:`CliInfo.install`) and found on ``PATH`` or at the path given.
 
 Guarantees: :func:`available` names every known CLI, whether its binary is found (nothing

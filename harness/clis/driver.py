@@ -2,9 +2,10 @@
 
 :class:`CliImplementation` satisfies :class:`harness.contract.Implementation` for any CLI
 described by a :class:`Dialect` (how to start and resume it, the model API it speaks, its
-programmatic approval channel). The CLI itself is never changed or imported: it is a child
-process that talks to the world only through the loopback servers of
-:mod:`harness.clis.loopback`.
+programmatic channel: a :class:`Channel` per process, which reads what the process writes,
+or what it serves on an event stream the channel follows, and sends the user's messages and
+the approval answers). The CLI itself is never changed or imported: it is a child process
+that talks to the world only through the loopback servers of :mod:`harness.clis.loopback`.
 
 Guarantees:
 
@@ -15,9 +16,11 @@ Guarantees:
   approval requests: the world's approver is prompted and the turn returns
   ``awaiting_approval`` with the CLI still waiting for the answer);
 * a ``SimulatedCrash`` out of any world call (a crash fault at a failpoint) SIGKILLs the
-  process group of every CLI of the instance, while the CLI waits for that answer, and is
-  re-raised: the runner restarts; :meth:`CliRuntime.recover` resumes each session whose turn
-  was open with the CLI's own resume (``Dialect.argv(resume=True)``);
+  process group of every CLI of the instance and every descendant of it (a CLI may run its
+  tools in sessions of their own), while the CLI waits for that answer, and is re-raised:
+  the runner restarts; :meth:`CliRuntime.recover` resumes each session whose turn was open
+  with the CLI's own resume (``Dialect.argv(resume=True)`` and the channel's
+  ``resume``, which finds what it noted in :class:`SessionMemory`: a thread or session id);
 * the driver reports only what it saw from outside: a turn ends ``completed`` when the CLI
   said its turn ended well, ``failed`` when it reported an error or exited, and re-raises the
   world's own transport error (the same object, M3) when the CLI gave up after one;
@@ -32,7 +35,8 @@ Guarantees:
   :class:`NotOffered` naming it; a CLI that does nothing for :data:`IDLE_LIMIT_S` raises
   :class:`CliError` with the tail of its stderr;
 * what survives a restart lives in the data dir (``cli/state.json``: the session configs,
-  which sessions have a conversation and an open turn, the request counter), next to each
+  which sessions have a conversation and an open turn, what each session's channels noted,
+  the request counter), next to each
   session's sandbox (``sandbox/<session>``, the CLI's working directory) and its home
   (``home/<session>``, where the CLI keeps its own sessions);
 * no process outlives its runtime: :meth:`CliRuntime.close` ends each CLI (stdin closed,
@@ -68,7 +72,8 @@ STOP_GRACE_S = 2.0
 STDERR_TAIL_CHARS = 1_500
 RESUME_PROMPT = "Continue from where you left off."
 """What the driver says to a CLI it resumed after a crash cut its turn (the words Claude
-Code's own interactive resume adds)."""
+Code's own interactive resume adds; the same words for every CLI, so their continuations
+compare)."""
 
 
 class CliError(Exception):
