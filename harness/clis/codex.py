@@ -23,9 +23,10 @@ How it is run (found by hand against a scripted server, Codex CLI 0.171.0; see
   hard constraints and tools outside the owner's capabilities are ``forbidden``; a session
   whose owner cannot be asked runs with approval policy ``never`` and every tool no rule
   allows is ``forbidden``. The approval policy is given in ``thread/start`` (0.171 refuses
-  ``approval_policy = "untrusted"`` in ``config.toml``, yet takes it there). A rule on one field of the arguments has no counterpart, and
-  Codex's automatic approval reviewer would ask the world's model: sessions needing either
-  are refused, named. Codex 0.171 has no plan mode: plan sessions are refused too;
+  ``approval_policy = "untrusted"`` in ``config.toml``, yet takes it there). A rule on one
+  field of the arguments has no counterpart, and Codex's automatic approval reviewer would
+  ask the world's model: sessions needing either are refused, named. Codex 0.171 has no
+  plan mode: plan sessions are refused too;
 * a restart is ``thread/resume`` of the session's thread in a new app-server.
 """
 
