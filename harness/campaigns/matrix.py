@@ -44,7 +44,7 @@ DOC = "docs/matrix.md"
 class Target:
     spec: str
     kind: str
-    """reference | profile | adapter"""
+    """reference | profile | adapter | cli"""
     absent_reason: str = ""
     """Non-empty: not run (an adapter whose library is not installed)."""
     name: str = ""
@@ -56,7 +56,8 @@ class Target:
 
 
 def targets(adapters: Callable[[], Sequence[Any]] | None = None) -> tuple[Target, ...]:
-    """The reference, every profile, and every adapter ``harness.adapters`` knows."""
+    """The reference, every profile, every adapter ``harness.adapters`` knows and every real
+    CLI ``harness.clis`` knows (absent, with the install command, when not installed)."""
     from harness.profiles import PROFILES
 
     found = [Target(REFERENCE_SPEC, "reference")]
@@ -65,7 +66,15 @@ def targets(adapters: Callable[[], Sequence[Any]] | None = None) -> tuple[Target
         found.append(Target(info.impl_spec, "adapter",
                             "" if info.installed else (info.missing_reason or "not installed"),
                             name=f"adapter-{info.name}"))
+    for cli in _available_clis():  # the real CLIs, each run as a black box when installed
+        found.append(Target(f"cli:{cli.name}", "cli", cli.missing_reason, name=f"cli-{cli.name}"))
     return tuple(found)
+
+
+def _available_clis() -> Sequence[Any]:
+    from harness import clis
+
+    return clis.available()
 
 
 def _available_adapters() -> Sequence[Any]:
@@ -111,6 +120,8 @@ def verdict_of_target(target: Target, result: Any, disagreements: Callable[..., 
         return "divergences as documented"
     if target.kind == "reference":
         return "gate passed" if result.gate_passed else "FAILED its gate"
+    if target.kind == "cli":
+        return "gate passed" if result.gate_passed else "gate not passed (judged from outside)"
     return "gate passed" if result.gate_passed else "gate not passed (adapter findings)"
 
 

@@ -120,6 +120,9 @@ def merge_run_results(results: Sequence[Any], order: Sequence[str]) -> Any:
         if (other.run.seed, other.run.harness_version, other.run.thresholds) != \
                 (first.run.seed, first.run.harness_version, first.run.thresholds):
             raise UsageError("merge: the shards differ in seed, harness version or thresholds")
+        if other.run.black_box != first.run.black_box:
+            raise UsageError("merge: some shards judged a black box from outside and others "
+                             "did not; merge shards of one command line")
         if [c.id for c in other.criteria] != [c.id for c in first.criteria]:
             raise UsageError("merge: the shards judged different criteria")
     criteria = tuple(

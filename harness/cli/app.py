@@ -449,6 +449,27 @@ def _select(args: argparse.Namespace, ctx: Context, criteria: Sequence[Any]) -> 
     return _Selection(scenarios, frozenset(chosen), "; ".join(how))
 
 
+def _applicable(ctx: Context, implementation: Any, spec: str, scenarios: Sequence[Any]
+                ) -> tuple[Any, ...]:
+    """The scenarios an implementation that says which ones it can run (a real CLI:
+    ``why_not``) can run; the others are named on stderr with the reason, not run."""
+    why_not = getattr(implementation, "why_not", None)
+    if not callable(why_not):
+        return tuple(scenarios)
+    kept = []
+    for scenario in scenarios:
+        reason = why_not(scenario)
+        if reason:
+            ctx.err(f"not applicable to {spec}: {scenario.id}: {reason}")
+        else:
+            kept.append(scenario)
+    if not kept:
+        raise UsageError(f"none of the {len(scenarios)} scenario(s) applies to {spec}; "
+                         "docs/real-systems.md lists those that do")
+    ctx.err(f"{len(kept)} of {len(scenarios)} scenario(s) apply to {spec}")
+    return tuple(kept)
+
+
 def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     from harness.running import lastfailed
     from harness.running.selection import bearing_on, restrict, scenario_failed
@@ -468,6 +489,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     not_applicable = not_applicable_of(implementation)
     chosen = _select(args, ctx, criteria)
     scenarios, extra_files = _shard_of(args, chosen.scenarios)
+    scenarios = _applicable(ctx, implementation, args.impl, scenarios)
     renderer = ctx.deps.fault_renderer()
     ctx.err(f"fault plans ({len(scenarios)} scenarios, seed {args.seed}):")
     for scenario in scenarios:

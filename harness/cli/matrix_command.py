@@ -67,11 +67,18 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
             ctx.out(f"{target.name or target.spec:<26} absent: {target.absent_reason}")
             continue
         implementation = ctx.deps.resolve_impl(target.spec)
-        ctx.err(f"matrix: {target.name or target.spec} over {len(scenarios)} scenarios")
-        result = run_suite(implementation, scenarios, args.seed, criteria=ctx.deps.criteria(),
+        chosen = scenarios
+        why_not = getattr(implementation, "why_not", None)
+        if callable(why_not):  # a real CLI runs only the scenarios it can express
+            chosen = [s for s in scenarios if not why_not(s)]
+        ctx.err(f"matrix: {target.name or target.spec} over {len(chosen)} scenarios")
+        limit = args.time_limit_s
+        if target.kind == "cli":  # a real CLI's start-up and own retries need its own limit
+            limit = max(limit, float(getattr(implementation, "time_limit_s", 0.0)))
+        result = run_suite(implementation, chosen, args.seed, criteria=ctx.deps.criteria(),
                            runner=ctx.deps.runner(), expectations=expectations_of(implementation),
                            not_applicable=not_applicable_of(implementation),
-                           time_limit_s=args.time_limit_s, impl_spec=target.spec,
+                           time_limit_s=limit, impl_spec=target.spec,
                            command=f"lifecycle-harness run --impl {target.spec}")
         write_target_reports(result, report_dir / target.slug)
         data = report_dict(result)

@@ -139,7 +139,12 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
         metavar="SPEC",
         help="implementation under test: 'reference', python:MODULE:FACTORY, "
         "'process:COMMAND ARGS' (JSON-RPC over stdio, real SIGKILL crashes), docker:IMAGE, "
-        f"or mutant:NAME (default: {DEFAULT_IMPL_SPEC})",
+        f"or mutant:NAME, or cli:NAME for a real agent CLI run as a black box "
+        f"(claude-code, codex, opencode) (default: {DEFAULT_IMPL_SPEC})",
+    )
+    parser.add_argument(
+        "--cli-path", default=None, metavar="PATH",
+        help="with --impl cli:NAME: the CLI's binary (default: the one on PATH)",
     )
     parser.add_argument(
         "--freeze-clock", action=argparse.BooleanOptionalAction, default=None,
@@ -153,6 +158,16 @@ def add_impl_option(parser: argparse.ArgumentParser) -> None:
 def implementation_under_test(ctx: "Context", args: argparse.Namespace) -> Implementation:
     """``--impl`` resolved, with the ``--freeze-clock`` choice applied to an implementation
     that runs in this process (see :mod:`harness.running.process_clock`)."""
+    cli_path = getattr(args, "cli_path", None)
+    if cli_path:
+        if not str(args.impl).startswith("cli:"):
+            raise UsageError(f"--cli-path: --impl {args.impl!r} is not a CLI (cli:NAME); drop "
+                             "the option")
+        import os
+
+        from harness.clis import PATH_ENV
+
+        os.environ[PATH_ENV] = os.path.abspath(cli_path)  # read by cli:NAME's loader
     implementation = ctx.deps.resolve_impl(args.impl)
     choice = getattr(args, "freeze_clock", None)
     if choice is not None and hasattr(implementation, "freeze_process_clock"):
@@ -160,6 +175,12 @@ def implementation_under_test(ctx: "Context", args: argparse.Namespace) -> Imple
     elif choice and not hasattr(implementation, "freeze_process_clock"):
         raise UsageError(f"--freeze-clock: --impl {args.impl!r} does not run its own code in "
                          "this process (only python: implementations do); drop the option")
+    needs = getattr(implementation, "time_limit_s", None)
+    if isinstance(needs, (int, float)) and getattr(args, "time_limit_s", None) == \
+            DEFAULT_TIME_LIMIT_S and needs > DEFAULT_TIME_LIMIT_S:
+        # a real CLI starts a process per session and retries on its own: its limit is the
+        # default unless --time-limit-s was given
+        args.time_limit_s = float(needs)
     return implementation
 
 
@@ -175,7 +196,8 @@ def add_time_limit_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--time-limit-s", type=positive_float, default=DEFAULT_TIME_LIMIT_S, metavar="S",
         help="real-time seconds a driver call may go without calling the world before the "
-        f"run counts it as hung (default: {DEFAULT_TIME_LIMIT_S:g})",
+        f"run counts it as hung (default: {DEFAULT_TIME_LIMIT_S:g}; a real CLI's own, "
+        "cli:NAME: 120, opencode 300)",
     )
 
 

@@ -7,7 +7,9 @@ criterion or raises ``CriteriaError`` naming the valid ids; each criterion's
 ``required_features`` are those of the optional-feature table of :mod:`harness.contract.conformance`
 (empty for the core, which no declaration can make n/a). A criterion that relies on
 failpoints also fails when one of them is misplaced on some hit
-(:func:`harness.criteria.failpoint_preconditions.guard`).
+(:func:`harness.criteria.failpoint_preconditions.guard`). On the trace of a black box (a real
+CLI, ``TraceMeta.black_box``) every criterion is judged from outside only, or is
+``not_applicable`` with the reason (:mod:`harness.criteria.outside_view`).
 
 Every criterion carries its requirement twice: ``statement``, in English, is what every report
 and ``list criteria`` show first; ``seed_clause`` is the original clause of the design
@@ -23,6 +25,7 @@ from harness.contract.conformance import gate_criteria
 from harness.criteria import l1, l2, l3, l4, l5, m, x
 from harness.criteria.base import CriteriaError, Criterion
 from harness.criteria.failpoint_preconditions import guard
+from harness.criteria.outside_view import judged_from_outside
 
 STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
     ("x", x.CRITERIA),
@@ -36,7 +39,9 @@ STAGES: tuple[tuple[str, tuple[Criterion, ...]], ...] = (
 # Each criterion as the suite judges it: failing also on a misplaced failpoint it relies on
 # (guard), and n/a only for the optional features of harness.contract.conformance's table, not each
 # stage module's own list (gate_criteria); STAGES and CRITERIA hold the same objects.
-STAGES = tuple((stage, gate_criteria(tuple(guard(c) for c in criteria)))
+# A black box's trace (a real CLI) is judged by harness.criteria.outside_view instead, on the
+# criterion's own unguarded check where it reads the world alone.
+STAGES = tuple((stage, gate_criteria(tuple(judged_from_outside(c, guard(c)) for c in criteria)))
                for stage, criteria in STAGES)
 
 CRITERIA: tuple[Criterion, ...] = tuple(c for _, stage in STAGES for c in stage)

@@ -324,3 +324,12 @@ def not_applicable_of(implementation: Any) -> dict[str, str] | None:
         return _DECLARED_NOT_APPLICABLE.get(implementation)
     except TypeError:  # not weak-referenceable: not one of the adapters
         return None
+
+def _load_cli(name: str) -> Implementation:
+    """A real agent CLI as a black box (harness.clis); its binary from PATH or --cli-path."""
+    from harness.clis import load
+
+    return load(name)
+
+
+register("cli", _load_cli, "cli:NAME")

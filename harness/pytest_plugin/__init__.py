@@ -447,6 +447,7 @@ def judge_gate(
         started=started, duration_s=duration_s,
         expectations_mode=EXPECTATIONS_LENIENT if state.lenient else EXPECTATIONS_STRICT,
         expected_errors=state.expected_errors,
+        black_box=str(getattr(state.implementation, "black_box", "") or ""),
     )
     lines = [f"{c.id:<7} {c.status.value:<16} exercised {c.exercised}" for c in result.criteria]
     not_selected = [c.id for c in state.criteria if c.id not in judged_ids]

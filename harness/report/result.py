@@ -208,6 +208,10 @@ class RunInfo:
     """``strict``: an unexpected pass fails the gate; ``lenient``: it is only reported."""
     selection: str = ""
     """How a partial run chose its criteria and scenarios ("" for the whole suite)."""
+    black_box: str = ""
+    """Non-empty when the implementation was judged from outside only (a real CLI): why. A
+    criterion that cannot be seen from there stays ``not_applicable`` in every result built
+    from this run (a merge of its shards too), never ``not_exercised``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import harness
 from harness.contract import conformance
 from harness.contract import Failpoint, Implementation, ImplementationInfo, Thresholds
-from harness.criteria import feature_evidence
+from harness.criteria import feature_evidence, outside_view
 from harness.criteria.base import (
     Criterion,
     Evidence,
@@ -413,6 +413,7 @@ def run_suite(
         duration_s=round(time.monotonic() - clock_start, 6),
         command=command,
         expectations_mode=expectations_mode,
+        black_box=str(getattr(implementation, "black_box", "") or ""),
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
                            expected, required_features, not_run, expected_errors,
@@ -464,11 +465,14 @@ def assemble_result(
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
     the same report for the same scenarios. ``expected_errors`` mark the scenarios they
     list (:func:`expect_errors`); a merge passes none and keeps what each shard marked."""
+    the same report for the same scenarios. ``run_info.black_box``: the implementation is
+    judged from outside only (a real CLI), so a criterion that cannot be seen from there
+    stays ``not_applicable`` (:mod:`harness.criteria.outside_view`)."""
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
-                          inapplicable or {})
+                          inapplicable or {}, bool(run_info.black_box))
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -669,11 +673,14 @@ def _criterion_result(
     expected: Mapping[str, str],
     declared: Sequence[str] = (),
     inapplicable: Mapping[str, str] | None = None,
+    black_box: bool = False,
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
     combined = combined_status(verdicts)
     gates = tuple(str(f) for f in criterion.required_features)
-    if combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates):
+    unseen = black_box and criterion.id not in outside_view.OUTSIDE
+    if (combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates)
+            and not unseen):
         # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
@@ -796,6 +803,7 @@ def combine_judgements(
     duration_s: float = 0.0,
     expectations_mode: str = EXPECTATIONS_STRICT,
     expected_errors: Sequence[ExpectedError] = (),
+    black_box: str = "",
 ) -> RunResult:
     """The RunResult of scenarios judged one at a time (by :func:`judge_scenario`, perhaps in
     other processes), in the order given, judged by ``criteria`` (default: the catalogue;
@@ -814,6 +822,7 @@ def combine_judgements(
         duration_s=round(duration_s, 6),
         command=command,
         expectations_mode=expectations_mode,
+        black_box=black_box,
     )
     return assemble_result(implementation, run_info, criteria, judged, impl_spec, expected,
                            required_features, expected_errors=expected_errors)

@@ -182,6 +182,10 @@ class TraceMeta:
     tools: tuple[ToolSpec, ...]
     faults: tuple[FaultSpec, ...]
     crash_mode: str = "in_process"
+    black_box: str = ""
+    """Non-empty for an implementation judged from outside only (a real CLI: its store and
+    lifecycle events are not readable): why. The criteria that need them are then
+    ``not_applicable`` with this reason (:mod:`harness.criteria.outside_view`)."""
     dangerous_markers: tuple[str, ...] = ()
     """Substrings the scripted classifier treats as risky anywhere in an operation."""
     tags: tuple[str, ...] = ()

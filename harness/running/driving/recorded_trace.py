@@ -46,6 +46,7 @@ def recorded_trace(state: RunState
         tools=scenario.tools,
         faults=tuple(fault.spec() for fault in scenario.faults),
         crash_mode=state.crash_mode,
+        black_box=state.black_box,
         dangerous_markers=scenario.classifier.dangerous,
         tags=scenario.tags,
     )

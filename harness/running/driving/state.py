@@ -47,6 +47,9 @@ class RunState:
         self.impl = implementation
         self.crash_mode = str(getattr(implementation, "crash_mode", CRASH_MODE))
         """"in_process", or "process" for an implementation whose crashes are real kills."""
+        self.black_box = str(getattr(implementation, "black_box", "") or "")
+        """Why the implementation's store and events cannot be read (a real CLI run as a
+        black box: :mod:`harness.clis`); empty for every implementation under the contract."""
         self.scenario = scenario
         self.seed = seed
         self.limit = limit

@@ -23,7 +23,8 @@ def adapter(name, installed, reason=""):
                            installed=installed, missing_reason=reason)
 
 
-def test_targets_are_the_reference_every_profile_and_every_adapter():
+def test_targets_are_the_reference_every_profile_and_every_adapter(monkeypatch):
+    monkeypatch.setattr(matrix, "_available_clis", lambda: ())
     found = matrix.targets(lambda: (adapter("langgraph", True), adapter("dbos", False, "pip install dbos")))
     assert [t.kind for t in found] == ["reference"] + ["profile"] * len(PROFILES) + ["adapter"] * 2
     assert found[-1].absent_reason == "pip install dbos" and found[-2].absent_reason == ""
@@ -32,7 +33,19 @@ def test_targets_are_the_reference_every_profile_and_every_adapter():
 
 def test_targets_without_the_adapters_module_are_reference_and_profiles(monkeypatch):
     monkeypatch.setattr(matrix, "_available_adapters", lambda: ())
+    monkeypatch.setattr(matrix, "_available_clis", lambda: ())
     assert len(matrix.targets()) == 1 + len(PROFILES)
+
+
+def test_the_real_clis_are_targets_absent_with_their_install_command(monkeypatch):
+    monkeypatch.setattr(matrix, "_available_adapters", lambda: ())
+    monkeypatch.setattr(matrix, "_available_clis", lambda: (
+        SimpleNamespace(name="claude-code", missing_reason=""),
+        SimpleNamespace(name="other", missing_reason="npm install other")))
+    found = matrix.targets()[-2:]
+    assert [(t.spec, t.kind, t.absent_reason, t.slug) for t in found] == [
+        ("cli:claude-code", "cli", "", "cli-claude-code"),
+        ("cli:other", "cli", "npm install other", "cli-other")]
 
 
 def test_the_readme_block_is_replaced_between_the_markers_only():

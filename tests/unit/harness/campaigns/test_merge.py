@@ -95,3 +95,44 @@ def test_merge_refuses_shards_that_do_not_make_one_run(dirs, message):
     code, _, err = _main("merge", *dirs, "--report-dir", "merged")
     assert code == 2
     assert re.search(message, err), err
+
+
+def _unseen(cid: str):
+    """A criterion a black box's trace cannot show: n/a on every scenario (as
+    harness.criteria.outside_view judges it)."""
+    from harness.criteria.base import Criterion, Evidence, Status, Verdict
+
+    def check(trace):
+        return Verdict(cid, Status.NOT_APPLICABLE, (Evidence("cannot be read here"),))
+
+    return Criterion(id=cid, stage="l2", title=f"title of {cid}", statement="s",
+                     seed_clause="c", check=check)
+
+
+def test_a_black_box_runs_unseen_criteria_stay_not_applicable_after_a_merge(tmp_path):
+    import dataclasses
+
+    from suite_fakes import FakeImplementation
+
+    @dataclasses.dataclass
+    class BlackBox(FakeImplementation):
+        black_box: str = "a black-box CLI"
+
+    deps = dataclasses.replace(_deps(), resolve_impl=lambda spec: BlackBox(),
+                               criteria=lambda: (criterion("X3"), _unseen("L2.1")))
+
+    def main(*argv):
+        out, err = io.StringIO(), io.StringIO()
+        return cli.main(list(argv), deps=deps, stdout=out, stderr=err), err.getvalue()
+
+    main("run", "--report-dir", "all")
+    for i in (1, 2):
+        main("run", "--shard", f"{i}/2", "--report-dir", f"p{i}")
+    code, err = main("merge", "p1", "p2", "--report-dir", "merged")
+    assert code in (0, 1), err
+    for where in ("all", "p1", "merged"):
+        data = json.loads((tmp_path / where / "report.json").read_text())
+        statuses = {c["id"]: c["status"] for c in data["criteria"]}
+        assert statuses["L2.1"] == "not_applicable", where  # not "not_exercised"
+        assert data["run"]["black_box"] == "a black-box CLI"
+    assert _normal(tmp_path / "merged" / "report.json") == _normal(tmp_path / "all" / "report.json")
