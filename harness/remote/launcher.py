@@ -112,6 +112,7 @@ from harness.remote.protocol import (
     CHILD_MARK_ENV,
     FORK_FD_ENV,
     BadMessage,
+    BadValue,
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
@@ -649,6 +650,10 @@ class _Child:
             self.wait(EXIT_WAIT_S)
             raise self.error(method, f"it closed its stdout while {method!r} awaited its "
                              "response") from None
+        except BadValue as exc:
+            self.kill()
+            raise self.error(method, f"it sent a value no JSON message can carry while "
+                             f"{method!r} was in flight: {exc}; the harness killed it") from None
         except BadMessage as exc:
             self.kill()
             raise self.error(method, f"it wrote a line that is not a message of protocol "
@@ -737,36 +742,48 @@ class _Child:
         if not strays:
             return
         self.strays.extend(strays)
-        if self.on_strays is not None:
-            try:
-                self.on_strays(self, _strays_text(strays))
-            except Exception:  # noqa: BLE001 - reporting must not stop the cleanup
-                pass
+        self._report(_strays_text(strays))
 
     def stop(self) -> None:
         """Orderly end: ``shutdown``, then (in the background) wait for the exit and kill
-        what is left if it does not come within :data:`EXIT_WAIT_S`."""
+        what is left if it does not come within :data:`EXIT_WAIT_S`: a contract violation
+        (``shutdown`` is answered, then the process exits), reported like a stray."""
         if self.owner_pid != os.getpid():
             return
         if self.popen.poll() is None and not self.killed:
             self.stopping = True
+            answered = False
             try:
                 self.endpoint.reply_timeout_s = EXIT_WAIT_S
                 self.transport.write_timeout_s = EXIT_WAIT_S
                 self.endpoint.call("shutdown")
+                answered = True
             except (ProtocolError, LimitExceeded):
                 pass
             except Exception:  # noqa: BLE001 - the child's answer does not matter any more
                 pass
-            self.reaper = threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}",
-                                           daemon=True)
+            self.reaper = threading.Thread(target=self._reap, args=(answered,),
+                                           name=f"lh-reap-{self.pid}", daemon=True)
             self.reaper.start()
             return
         self.kill()
 
-    def _reap(self) -> None:
-        self.wait(EXIT_WAIT_S)
+    def _reap(self, answered: bool) -> None:
+        try:
+            self.popen.wait(EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self._report(f"it {'answered' if answered else 'did not answer'} `shutdown` but "
+                         f"did not exit within {EXIT_WAIT_S:g}s, so the harness killed it (the "
+                         "protocol's shutdown: answer, then exit with status 0; "
+                         "docs/protocol.md)")
         self.kill()
+
+    def _report(self, text: str) -> None:
+        if self.on_strays is not None:
+            try:
+                self.on_strays(self, text)
+            except Exception:  # noqa: BLE001 - reporting must not stop the cleanup
+                pass
 
 
 def _strays_text(strays: list[tuple[int, str]]) -> str:

@@ -4,8 +4,9 @@ per line. ``$LH_HOSTILE_BYTES`` sizes the huge line (default 3,000,000). Used by
 ``tests/hostile/test_processes.py`` (copied into a temporary folder) and by
 ``benchmarks/bench_hostile_memory.py``."""
 
-import os, subprocess, sys, time
+import json, os, subprocess, sys, time
 from harness.contract import EventType, LifecycleEvent
+from harness.remote import protocol
 from reference_impl import implementation
 from reference_impl.remote import serve
 
@@ -68,6 +69,16 @@ class Runtime:
             raw(b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"now","params":{}}\n' % n
                          for n in range(1000, 6000)))
             time.sleep(300)
+        if MODE == "surrogate-event":  # valid JSON: the escape \\ud800 alone is no character
+            protocol._ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+            self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id,
+                                            data={"note": "ok", "bad": "x\ud800y"}))
+        if MODE in ("nan-event", "infinity-event"):  # NaN and Infinity are not JSON
+            protocol._ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+            self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id, data={
+                "cost": float("nan") if MODE == "nan-event" else float("-inf")}))
+        if MODE == "unknown-failpoint":
+            self._world.failpoint("<b>after_lunch</b>", {"session_id": session_id})
         if MODE == "event-flood":
             while True:
                 self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id))
@@ -95,4 +106,8 @@ class Impl:
 if MODE == "hang-handshake":
     note(os.getpid())
     time.sleep(300)
-sys.exit(serve(Impl(), sys.stdin.buffer, OUT))
+status = serve(Impl(), sys.stdin.buffer, OUT)
+if MODE == "ignore-shutdown":  # answered shutdown, never exits
+    note(os.getpid())
+    time.sleep(300)
+sys.exit(status)
