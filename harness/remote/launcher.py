@@ -37,8 +37,11 @@
   mark in its environment; ending it kills its process group and (Linux) sweeps ``/proc``
   for what it started (:func:`sweep`: session, group, parent chain, the mark, or a process
   still holding its pipes). Those strays are killed and :meth:`release` returns them by
-  pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
-  runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
+  pid for the run's error. Whatever escaped all of that (double fork, ``setsid``, every
+  descriptor closed, an empty environment) is re-parented to the harness, its child
+  subreaper (:mod:`harness.remote.subreaper`): a child's end kills those too and reports
+  them by pid and command line. :func:`end_all_children` (signals, exit) ends every child
+  and runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
   parent's children;
 * fork server (``docs/protocol.md``; :mod:`harness.remote.forkserver`): the first child
   needed is a *template* candidate started with the fork socket. If it answers
@@ -99,7 +102,7 @@ from harness.contract import (
 )
 from harness.contract.errors import ImplementationLoadError
 from harness.contract.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
-from harness.remote import forkserver
+from harness.remote import forkserver, subreaper
 from harness.remote.errors import RemoteError
 from harness.remote.forkserver import ForkChannel, ForkRefused
 from harness.remote.observation_reuse import ObservationReuse
@@ -514,6 +517,7 @@ def end_all_children() -> int:
         if child.owner_pid == os.getpid():
             running += child.popen.poll() is None
             child.kill()
+    subreaper.escaped()  # orphans no child's end was there to find
     for callback in list(_CLEANUPS):
         try:
             callback()
@@ -565,15 +569,22 @@ class _Child:
         stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = fds
         self.pipes = frozenset(f"pipe:[{os.fstat(fd).st_ino}]" for fd in (stdin_r, stdout_r,
                                                                             stderr_r))
+        # Orphans of what it starts come back to this process (the kernel re-parents them
+        # to their nearest subreaper), where _end finds them whatever marks they dropped.
+        subreaper.become_subreaper()
         try:
             if fork is not None:
-                self.popen = fork(self.mark, stdin_r, stdout_w, stderr_w)
+                with subreaper.spawning():  # ours if its template dies: not escaped either
+                    self.popen = fork(self.mark, stdin_r, stdout_w, stderr_w)
+                    subreaper.adopt(self.popen.pid)
             else:
-                self.popen = subprocess.Popen(
-                    list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
-                    env=child_env, cwd=cwd, start_new_session=True, close_fds=True,
-                    pass_fds=pass_fds,
-                )
+                with subreaper.spawning():  # not taken for an escaped process meanwhile
+                    self.popen = subprocess.Popen(
+                        list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
+                        env=child_env, cwd=cwd, start_new_session=True, close_fds=True,
+                        pass_fds=pass_fds,
+                    )
+                    subreaper.adopt(self.popen.pid)
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
@@ -729,10 +740,16 @@ class _Child:
                 self.popen.wait(EXIT_WAIT_S)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
                 pass
+            else:
+                # Reaped (a forked one by its template, or here if the template died and
+                # it was re-parented to us): the number is free for reuse.
+                subreaper.forget(self.pid, reap=self.forked)
             # Someone outside the session and the marked tree may still hold the pipes
             # (it cleared its environment and its parent died): find them by the pipes.
             if not (self.stderr.ended(0.05) and self.transport.at_eof(0.05)):
                 self._note_strays(sweep(self.pid, self.mark, self.pipes, self.started))
+            # And what left every mark, pipe and session behind: re-parented to us.
+            self._note_strays(subreaper.escaped())
             self.transport.close()
             self.stderr.close()
         finally:

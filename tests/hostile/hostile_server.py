@@ -26,12 +26,34 @@ def helper(kind):
         note(subprocess.Popen(SLEEPER).pid)
     elif kind == "session":  # its own session (setsid)
         note(subprocess.Popen(SLEEPER, start_new_session=True).pid)
+    elif kind == "daemon":
+        daemon()
     elif kind == "orphan":   # own session, parent gone, environment wiped: only the pipes tell
         middle = subprocess.Popen([sys.executable, "-c",
             "import subprocess, sys; p = subprocess.Popen(sys.argv[1:], start_new_session=True, "
             "env={}); print(p.pid)", *SLEEPER], stdout=subprocess.PIPE)
         note(int(middle.stdout.readline()))
         middle.wait()
+
+
+DAEMON = """
+import os, sys
+if os.fork():
+    os._exit(0)
+os.setsid()                         # its own session and process group
+if os.fork():
+    os._exit(0)                     # its parent is gone: an orphan
+with open(sys.argv[1], "a") as handle:
+    handle.write(f"{os.getpid()}\\n")
+os.closerange(0, 65536)             # no pipe of the harness's
+os.execve(sys.argv[2], [sys.argv[2], "-c", "import time; time.sleep(300)"], {})  # no mark
+"""
+
+
+def daemon():
+    """A daemon that leaves every trace the sweep follows (double fork, setsid, every
+    descriptor closed, re-exec with an empty environment): only the kernel knows it."""
+    subprocess.run([sys.executable, "-c", DAEMON, PIDS, sys.executable], check=True)
 
 
 def raw(data):
@@ -49,7 +71,7 @@ class Runtime:
 
     def run_turn(self, session_id, text):
         kind, _, then = MODE.partition("-then-")
-        if kind in ("group", "session", "orphan"):
+        if kind in ("group", "session", "orphan", "daemon"):
             helper(kind)
             if then == "exit":
                 os._exit(5)

@@ -84,7 +84,8 @@ def _run(hostile, mode, *, limits=None, time_limit_s=10.0, silence_s=None,
 
 
 @pytest.mark.parametrize("mode", ["group-then-exit", "session-then-exit", "orphan-then-exit",
-                                  "group-then-hang", "session-then-run", "orphan-then-run"])
+                                  "group-then-hang", "session-then-run", "orphan-then-run",
+                                  "daemon-then-run", "daemon-then-exit", "daemon-then-hang"])
 def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
     run, wall_s = _run(hostile, mode, time_limit_s=6.0, silence_s=SILENCE_S)
     helpers = _noted(hostile)
