@@ -16,7 +16,8 @@
 * a child that exits, writes a line that is not a protocol message, stays silent longer
   than ``reply_timeout_s`` while a response is due (or leaves its stdin unread that long),
   goes past one of the :class:`~harness.contract.limits.Limits` (line length, inspect answer size,
-  JSON depth, messages read ahead), or rejects a request becomes a
+  JSON depth, messages read ahead, bytes one scenario run brings in: every line its
+  instances send and every reading of its data dir count), or rejects a request becomes a
   :class:`~harness.remote.errors.RemoteError` naming the command, the pid, the exit status
   and the tail of its stderr (a silent or babbling child is killed first). The
   implementation's own exceptions come back as themselves: contract exceptions as their
@@ -161,6 +162,26 @@ thread ever stays blocked on a pipe a stray process still holds."""
 READ_CHUNK_BYTES = 65_536
 
 
+class _ByteBudget:
+    """What the processes of one scenario run (one data dir) may still send the harness:
+    :attr:`~harness.contract.limits.Limits.scenario_bytes`, shared by its instances and by
+    the inspector while it reads that data dir."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> None:
+        with self._lock:
+            self.used += size
+            used = self.used
+        if used > self.limit:
+            raise LimitExceeded("scenario_bytes", self.limit,
+                                f"{human_bytes(used)} of messages in this scenario run",
+                                "it sent more than one scenario may bring in")
+
+
 class _PipeTransport:
     """Reads the child's stdout and writes its stdin in the calling thread, on non-blocking
     pipes with ``select``: every wait is bounded (the read timeout, the write timeout), one
@@ -179,7 +200,11 @@ class _PipeTransport:
         self.leader_alive: Callable[[], bool] | None = None
         """When it says the child has exited, its output counts as ended even if a process
         it started still holds the pipe open."""
+        self.budget: _ByteBudget | None = None
+        """The scenario's byte budget every line read is taken from (None: unbounded)."""
         self._buffer = bytearray()
+        self._scanned = 0
+        """How far :attr:`_buffer` is known to hold no newline (each byte is looked at once)."""
         self._eof = False
         self._busy = threading.Lock()
         self._closing = False
@@ -190,26 +215,32 @@ class _PipeTransport:
     def read_line(self, timeout: float | None) -> bytes:
         with self._busy:
             try:
-                return self._read_line(timeout)
+                line = self._read_line(timeout)
             finally:
                 if self._closing:
                     self._close_fds()
+        if self.budget is not None and line:
+            self.budget.take(len(line))
+        return line
 
     def _read_line(self, timeout: float | None) -> bytes:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._scanned)
             if newline >= 0:
                 if newline > self.line_bytes:
                     self._too_long(newline)
                 line = bytes(self._buffer[:newline + 1])
                 del self._buffer[:newline + 1]
+                self._scanned = 0
                 return line
+            self._scanned = len(self._buffer)
             if len(self._buffer) > self.line_bytes:
                 self._too_long(len(self._buffer))
             if self._eof or self._closing:
                 line = bytes(self._buffer)
                 self._buffer.clear()
+                self._scanned = 0
                 return line
             ready = self._wait(self._stdout_fd, False, deadline, timeout)
             if self._closing:
@@ -228,7 +259,7 @@ class _PipeTransport:
                 self._eof = True
                 continue
             self._buffer += chunk
-            queued = self._buffer.count(b"\n")
+            queued = self._buffer.count(b"\n", self._scanned)  # none before it
             if queued > self.limits.unanswered_messages:
                 raise LimitExceeded("unanswered_messages", self.limits.unanswered_messages,
                                     f"{queued} messages read ahead of the harness's answers",
@@ -238,6 +269,7 @@ class _PipeTransport:
         name = "inspect_bytes" if self.line_bytes == self.limits.inspect_bytes \
             and self.line_bytes != self.limits.line_bytes else "line_bytes"
         self._buffer.clear()
+        self._scanned = 0
         raise LimitExceeded(name, self.line_bytes,
                             f"{human_bytes(size)} read so far without a newline" if size
                             > self.line_bytes else f"a line of {human_bytes(size)}",
@@ -974,6 +1006,8 @@ class ProcessImplementation:
         self._spares: list[_Child] = []
         self._readings: dict[str, ObservationReuse] = {}
         """Per data dir, the latest reading's objects, reused for what did not change."""
+        self._budgets: dict[str, _ByteBudget] = {}
+        """Per data dir (one scenario run), what its processes may still send."""
         self._template: _Child | None = None
         self._channel: ForkChannel | None = None
         self._declined: _Child | None = None
@@ -1105,12 +1139,20 @@ class ProcessImplementation:
 
     # -- children ------------------------------------------------------------------------------
 
+    def _budget(self, data_dir: str) -> _ByteBudget:
+        with self._lock:
+            budget = self._budgets.get(data_dir)
+            if budget is None:
+                budget = self._budgets[data_dir] = _ByteBudget(self.limits.scenario_bytes)
+            return budget
+
     def _spawn(self, data_dir: str | None) -> _Child:
         self._prepare()
         argv = self._argv_for(data_dir)
         child = self._new_child(argv, on_kill=self._kill_hook(_child_name(argv)))
         child.data_dir = data_dir
         if data_dir is not None:
+            child.transport.budget = self._budget(data_dir)
             with self._lock:
                 self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
         return child
@@ -1131,6 +1173,7 @@ class ProcessImplementation:
         if child is None:
             child = self._spawn(None)
         child.data_dir = data_dir
+        child.transport.budget = self._budget(data_dir)
         child.set_reply_timeout(self.reply_timeout_s)
         with self._lock:
             self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
@@ -1215,6 +1258,7 @@ class ProcessImplementation:
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
+                child.transport.budget = self._budget(data_dir)  # its readings count too
                 reuse = self._readings.get(data_dir)
                 if reuse is None:
                     reuse = self._readings[data_dir] = ObservationReuse()
@@ -1235,6 +1279,9 @@ class ProcessImplementation:
                 raise
             finally:
                 self._inspecting = None
+                inspector = self._inspectors.get(key)
+                if inspector is not None:
+                    inspector.transport.budget = None
 
     def checkpoint_fixture(self, name: str) -> CheckpointFixture:
         """The declared fixture ``name`` as the implementation hands it over (protocol
@@ -1284,6 +1331,7 @@ class ProcessImplementation:
             strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
         self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
         self._readings.pop(data_dir, None)
+        self._budgets.pop(data_dir, None)
         return "; ".join(strays)
 
     def close(self) -> None:
@@ -1292,6 +1340,7 @@ class ProcessImplementation:
             children = [child for group in self._by_dir.values() for child in group]
             self._by_dir.clear()
             self._readings.clear()
+            self._budgets.clear()
             children += self._spares
             self._spares.clear()
         for child in children:

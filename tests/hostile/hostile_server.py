@@ -4,8 +4,8 @@ per line. ``$LH_HOSTILE_BYTES`` sizes the huge line (default 3,000,000). Used by
 ``tests/hostile/test_processes.py`` (copied into a temporary folder) and by
 ``benchmarks/bench_hostile_memory.py``."""
 
-import json, os, subprocess, sys, time
-from harness.contract import EventType, LifecycleEvent
+import dataclasses, json, os, subprocess, sys, time
+from harness.contract import EventType, LifecycleEvent, Outcome, Permission, Projection
 from harness.remote import protocol
 from reference_impl import implementation
 from reference_impl.remote import serve
@@ -104,6 +104,11 @@ class Runtime:
         if MODE == "event-flood":
             while True:
                 self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id))
+        if MODE == "big-events":  # each under the line limit, together without end
+            blob = "x" * int(os.environ.get("LH_HOSTILE_EVENT_BYTES", "1000000"))
+            while True:
+                self._world.emit(LifecycleEvent(EventType.OPERATION_PREPARED, session_id,
+                                                data={"blob": blob}))
         return self._runtime.run_turn(session_id, text)
 
 
@@ -122,6 +127,13 @@ class Impl:
         if MODE == "huge-inspect":
             raw(b'{"pad":"' + b"x" * 300_000 + b'"}\n')
             time.sleep(300)
+        if MODE == "big-inspect":  # a valid reading of ~10 MB, new at every probe
+            self.readings = getattr(self, "readings", 0) + 1
+            observation = self._impl.inspect(data_dir)
+            return dataclasses.replace(observation, projections=observation.projections + tuple(
+                Projection("s1", f"ex-{n}", f"c{n}", Permission.DENY, Outcome.NOT_STARTED,
+                           "denied", f"{self.readings}:" + "y" * 5_000, ())
+                for n in range(2_000)))
         return self._impl.inspect(data_dir)
 
 

@@ -168,6 +168,21 @@ def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
     assert len(run.trace.events) < 400
 
 
+@pytest.mark.parametrize("mode, what", [
+    ("big-events", "run_turn"),      # events of 1 MB each, each under the line limit
+    ("big-inspect", "inspect"),      # valid readings of ~10 MB, new at every probe
+])
+def test_bytes_a_scenario_brings_in_are_bounded_not_only_counts(hostile, mode, what):
+    # Each message is within line_bytes / inspect_bytes and the event count stays far below
+    # its limit: only a bound on the bytes of the whole scenario stops these (issue 28).
+    run, wall_s = _run(hostile, mode, limits=Limits(scenario_bytes=24 * 1024 * 1024),
+                       time_limit_s=20.0)
+    assert not run.trace.completed
+    assert "past the limit scenario_bytes=24MiB" in run.error, run.error
+    assert "the harness killed it" in run.error and what in run.error
+    assert wall_s < 30
+
+
 def _cli(hostile, mode, *options, env=None, **popen):
     argv = [sys.executable, "-m", "harness.cli.app", "run", "--impl",
             "process:" + " ".join(_argv(hostile, mode)), "--scenarios", str(SCENARIO_PATH),
