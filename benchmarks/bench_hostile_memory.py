@@ -30,14 +30,28 @@ CASES = {
     "huge line (no newline)": "huge-line",
     "JSON nested 100,000 deep": "deep-json",
     "event flood": "event-flood",
+    "events with 1 MB strings": "big-events",
     "request flood (no waiting)": "request-flood",
     "huge inspect answer": "huge-inspect",
+    "10 MB inspect answers": "big-inspect",
 }
+
+
+CASE_TIMEOUT_S = 120
+"""A case still running after this is reported as such (and killed)."""
+ADDRESS_SPACE_BYTES = 4 << 30
+"""A case's address space is capped (RLIMIT_AS), so an unbounded case fails with a
+MemoryError instead of taking the machine's memory."""
 
 
 def _one(mode: str, line_mb: int) -> dict:
     """Run the CLI in this interpreter (the child of the benchmark) and report its peak."""
     import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = ADDRESS_SPACE_BYTES if hard == resource.RLIM_INFINITY else min(hard,
+                                                                          ADDRESS_SPACE_BYTES)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
     from harness.cli.app import main
 
@@ -72,8 +86,13 @@ def main() -> None:
     for name, mode in CASES.items():
         if mode not in modes:
             continue
-        done = subprocess.run([sys.executable, __file__, "--one", mode, "--line-mb",
-                               str(args.line_mb)], capture_output=True, text=True, cwd=ROOT)
+        try:
+            done = subprocess.run([sys.executable, __file__, "--one", mode, "--line-mb",
+                                   str(args.line_mb)], capture_output=True, text=True, cwd=ROOT,
+                                  timeout=CASE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            print(f"{name:<30} still running after {CASE_TIMEOUT_S} s (killed)")
+            continue
         try:
             row = json.loads(done.stdout.strip().splitlines()[-1])
         except (IndexError, ValueError):

@@ -315,6 +315,20 @@ class OperationPipeline:
 
     def _open_wait(self, op: OperationRecord) -> None:
         with self._store.transaction() as conn:
+            # The rules may have changed at the decision's failpoint: a wait persisted now
+            # would ask for what they forbid outright (no wait may exist for an explicit deny
+            # or a hard constraint, even one withdrawn later: L3.4) or for what they no longer
+            # ask. The decision is void: the operation is decided again, no wait is created.
+            session = records.load_session(conn, op.session_id)
+            if session.permission_version != op.identity.permission_version \
+                    or fixed_layer_decision(session.config, op.tool, op.args) is not None:
+                conn.execute(
+                    "UPDATE operations SET stage = ?, permission = ?, decided_by = ?,"
+                    " reason = '', classifier_outcome = NULL, wait_trigger = ''"
+                    " WHERE execution_id = ? AND stage = ? AND permission = ?",
+                    (Stage.PREPARED.value, Permission.ASK.value, DecisionSource.DEFAULT_ASK.value,
+                     op.execution_id, Stage.DECIDED.value, Permission.ASK.value))
+                return
             wait = approvals.create(conn, op, now=self._world.now())
             if wait is not None:
                 records.set_turn_status(conn, op.session_id, TurnStatus.AWAITING_APPROVAL)

@@ -606,10 +606,11 @@ def _with_determinism(
 
 def check_report_dir_option(report_dir: str) -> None:
     """Refuse a ``--report-dir`` that cannot take the reports before anything runs (exit 2):
-    empty, a file, a symbolic link, or not writable."""
-    from harness.report import check_report_dir
+    empty, a file, a symbolic link, not writable, or refused by its file system when the
+    directory and a probe file are created in it (``/proc``, ``/sys`` as root)."""
+    from harness.report import prepare_report_dir
 
-    problem = check_report_dir(report_dir)
+    problem = prepare_report_dir(report_dir)
     if problem is not None:
         raise UsageError(f"--report-dir {report_dir!r}: {problem}")
 

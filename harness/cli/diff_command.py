@@ -77,11 +77,11 @@ def two_specs(given: list[str] | None) -> tuple[str, str]:
 
 def cmd_diff(args: argparse.Namespace, ctx: Any) -> int:
     from harness.cli import options as cli
-    from harness.report import check_report_dir
+    from harness.report import prepare_report_dir
     from harness.campaigns.sweep import write_files
 
     spec_a, spec_b = two_specs(args.impl)
-    problem = check_report_dir(args.report_dir)
+    problem = prepare_report_dir(args.report_dir)
     if problem is not None:
         raise UsageError(f"--report-dir {args.report_dir!r}: {problem}")
     implementation_a = ctx.deps.resolve_impl(spec_a)

@@ -2,7 +2,7 @@
 
 Guarantees: :class:`Limits` names every bound the harness puts on what an implementation
 sends it (line length on the wire, JSON nesting depth, inspect answers, messages read ahead
-of the harness's answers, world events per scenario); :func:`current_limits` gives the
+of the harness's answers, world events per scenario, bytes per scenario); :func:`current_limits` gives the
 defaults overridden by ``$LIFECYCLE_HARNESS_LIMITS`` (``name=value`` pairs separated by
 commas, sizes with an optional ``KiB``/``MiB``/``GiB`` suffix, e.g.
 ``LIFECYCLE_HARNESS_LIMITS="line_bytes=1MiB,events_per_scenario=5000"``). An unknown name or a
@@ -37,8 +37,15 @@ class Limits:
     unanswered_messages: int = 256
     """Messages an implementation may send ahead of the harness's answers (the protocol is
     strictly nested: a well-behaved one has at most one request unanswered)."""
-    events_per_scenario: int = 100_000
-    """Events the implementation makes the world record in one scenario run."""
+    events_per_scenario: int = 10_000
+    """Events the implementation makes the world record in one scenario run (the bundled
+    suite's largest run records under 1,500)."""
+    scenario_bytes: int = 64 * MiB
+    """Bytes of protocol lines an out-of-process implementation sends the harness in one
+    scenario run: port requests, driver results and ``inspect`` answers of all its
+    processes on that run's data dir together (the bundled suite's largest run brings in
+    well under 1 MiB). What a scenario can make the harness hold is bounded by bytes, not
+    only by counts."""
 
     def describe(self, name: str) -> str:
         """``name=value`` as a user would write it, for messages."""

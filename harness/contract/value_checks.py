@@ -18,7 +18,10 @@ in-process values (``python:MODULE:FACTORY``) the same treatment, without a roun
   a ``float``; everything else is exact: a list is not a tuple, a set is never JSON data;
 * JSON data is also held to what canonical JSON (RFC 8785) has a text for: no integer past
   ``±SAFE_INTEGER_MAX``, no NaN or infinity, no lone surrogate (a digest over it could not
-  be computed, nor agreed on by an implementation in another language).
+  be computed, nor agreed on by an implementation in another language);
+* text holds no lone surrogate (U+D800..U+DFFF: no UTF-8 form, so the trace could not be
+  written) and a number is finite (NaN and the infinities are not JSON), in fields and in
+  JSON data alike: the same values the wire protocol refuses.
 
 Pure functions; nothing here raises on a bad value (only on a type the contract does not use).
 """
@@ -28,6 +31,8 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import math
+import re
 import types
 import typing
 from typing import Any
@@ -81,7 +86,42 @@ def driver_result_type(method: str) -> Any:
     return None if kind is type(None) else kind
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class _Plain(str):
+    """An expectation that is not a type (text without lone surrogates, a finite number)."""
+
+
+TEXT = _Plain("text without lone surrogates (U+D800..U+DFFF have no UTF-8 form)")
+FINITE = _Plain("a finite number (NaN and infinities are not JSON)")
+
+
+def text_problem(value: str) -> bool:
+    """Does ``value`` hold a lone surrogate (no UTF-8 form)?"""
+    return not value.isascii() and _SURROGATE.search(value) is not None
+
+
+def number_problem(value: float) -> bool:
+    """Is ``value`` NaN or infinite (no JSON form)?"""
+    return not math.isfinite(value)
+
+
+def _scalar_problem(value: Any, path: str) -> tuple[str, Any, Any] | None:
+    """A lone surrogate in text, or a float that is not finite (else None)."""
+    kind = type(value)
+    if kind is str:
+        return (path, value, TEXT) if text_problem(value) else None
+    if kind is float:
+        return (path, value, FINITE) if number_problem(value) else None
+    if kind is int and value.bit_length() > 53:  # past SAFE_INTEGER_MAX maybe: RFC 8785
+        return (path, value, _CANONICAL) if canonical_json_problem(value) else None
+    return None
+
+
 def type_name(kind: Any) -> str:
+    if isinstance(kind, _Plain):
+        return str(kind)
     if kind is Any:
         return "JSON data"
     if kind is None or kind is type(None):
@@ -115,20 +155,15 @@ def _what(value: Any) -> str:
     return type(value).__name__
 
 
-_CANONICAL = ("JSON data canonical JSON has a text for (RFC 8785: integers within "
-              f"\u00b1{SAFE_INTEGER_MAX}, finite numbers, no lone surrogate; docs/contract.md)")
+_CANONICAL = _Plain("JSON data canonical JSON has a text for (RFC 8785: integers within "
+                    f"\u00b1{SAFE_INTEGER_MAX}, finite numbers, no lone surrogate; "
+                    "docs/contract.md)")
 """The expectation named when a JSON value is of a JSON type but outside RFC 8785's domain."""
 
 
 def _json_problem(value: Any, path: str) -> tuple[str, Any, Any] | None:
-    kind = type(value)
-    if value is None or kind is bool:
-        return None
-    if kind is str:
-        return None if value.isascii() or not canonical_json_problem(value) else (
-            path, value, _CANONICAL)
-    if kind is int or kind is float:
-        return None if not canonical_json_problem(value) else (path, value, _CANONICAL)
+    if value is None or type(value) in (str, int, float, bool):
+        return _scalar_problem(value, path)
     if type(value) in (list, tuple):
         for i, item in enumerate(value):
             found = _json_problem(item, f"{path}[{i}]")
@@ -139,6 +174,8 @@ def _json_problem(value: Any, path: str) -> tuple[str, Any, Any] | None:
         for key, item in value.items():
             if type(key) is not str:
                 return (f"{path} key {key!r}", key, str)
+            if text_problem(key):
+                return (f"{path} key {key!r}", key, TEXT)
             found = _json_problem(item, f"{path}[{key!r}]")
             if found:
                 return found
@@ -187,6 +224,8 @@ def _find(kind: Any, value: Any, path: str) -> tuple[str, Any, Any] | None:
         for key, item in value.items():
             if type(key) is not str:
                 return (f"{path} key {key!r}", key, str)
+            if text_problem(key):
+                return (f"{path} key {key!r}", key, TEXT)
             found = _find(item_kind, item, f"{path}[{key!r}]")
             if found:
                 return found
@@ -202,20 +241,26 @@ def _find(kind: Any, value: Any, path: str) -> tuple[str, Any, Any] | None:
             return (path, value, kind)
         for name, hint, exact in _fields(kind):
             item = getattr(value, name, None)
-            if exact is not None and type(item) is exact:
+            if exact is not None and type(item) is exact and (
+                    exact is not str or item.isascii()) and (
+                    exact is not float or math.isfinite(item)):
                 continue  # the common case, without a call per field (probes are frequent)
             found = _find(hint, item, f"{path}.{name}")
             if found:
                 return found
         return None
     if kind is float:
-        return None if type(value) in (int, float) else (path, value, kind)
+        if type(value) is float:
+            return _scalar_problem(value, path)
+        return None if type(value) is int else (path, value, kind)
     if kind is int:
         return None if type(value) is int else (path, value, kind)
     if kind is bool:
         return None if type(value) is bool else (path, value, kind)
     if kind is str:
-        return None if isinstance(value, str) else (path, value, kind)
+        if isinstance(value, str):
+            return (path, value, TEXT) if text_problem(value) else None
+        return (path, value, kind)
     raise TypeError(f"contract_check: no rule for {kind!r}")
 
 
@@ -231,13 +276,12 @@ def value_problem(kind: Any, value: Any, what: str) -> str:
         return f"{what} {_what(bad)}, {expected_text}"
     if expected is Any:
         expected_text = f"expected JSON data: str, int, float, bool, None, list, dict ({WHERE})"
-    elif expected is _CANONICAL:
-        expected_text = f"expected {_CANONICAL}"
+    elif isinstance(expected, _Plain):
+        expected_text = f"expected {expected}"
     owner = type_name(kind)
     article = "an" if owner[:1] in "AEIOU" else "a"
-    shown = repr(bad) if isinstance(bad, str) and len(bad) <= 40 else _what(bad)
-    if expected is _CANONICAL and not isinstance(bad, str):
-        shown = f"{_what(bad)} {bad!r}"
+    shown = repr(bad) if (isinstance(bad, str) and len(bad) <= 40) or type(bad) is float \
+        else _what(bad)
     return f"{what} {article} {owner} whose {path.lstrip('.')} is {shown}, {expected_text}"
 
 

@@ -24,6 +24,7 @@ from harness.contract import (
     Outcome,
     Permission,
     WaitStatus,
+    execution_id_for,
 )
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
@@ -394,41 +395,122 @@ UNLIFTABLE = (DecisionSource.HARD_CONSTRAINT, DecisionSource.EXPLICIT_DENY)
 
 def check_l3_4(trace: Trace) -> Verdict:
     """A call a hard constraint or an explicit deny rule forbids (judged from the rules in
-    force, not the implementation's label) gets no prompt and no execution in the world, and
-    is stored as deny/not_started without a wait.
+    force, not the implementation's label) gets no approval wait, no prompt and no execution
+    in the world, and is stored as deny/not_started; a wait the store keeps open for a call
+    it says such a layer decided is one too ("硬约束和明确禁止不能变成可覆盖的审批").
 
     Exercised: a call the rules in force forbid that way was emitted (or so recorded)."""
-    changes = s.rule_changes(trace)
-    exercised, violations = 0, []
-    judged: set[s.OpKey] = set()
-
-    def unliftable(session: str, tool: str, args: dict, index: int) -> DecisionSource | None:
-        source = s.rules_in_force(trace, session, index, changes).denial_for(tool, args)
-        return source if source in UNLIFTABLE else None
-
+    judge_state = _Unliftable(trace)
+    violations = [*_prompted_or_executed_although_unliftable(trace, judge_state),
+                  *_wait_created_although_unliftable(trace, judge_state),
+                  *_stored_unliftable_not_denied_or_waiting(trace, judge_state)]
     for call in s.emitted_calls(trace):
-        if call.tool is None or call.args is None or call.key in judged:
-            continue
-        if unliftable(call.session_id, call.tool, call.args, call.index + 1):
-            judged.add(call.key)
+        if call.tool is not None and call.args is not None and call.key not in judge_state.judged \
+                and judge_state.source(call.session_id, call.tool, call.args, call.index + 1):
+            judge_state.judged.add(call.key)
+    return judge("L3.4", len(judge_state.judged), violations,
+                 "no call denied by a hard constraint or an explicit deny")
+
+
+class _Unliftable:
+    """The rules in force, read once per trace, asked whether they forbid a call by a layer
+    no approval may lift; and the calls judged so far."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.changes = s.rule_changes(trace)
+        self.judged: set[s.OpKey] = set()
+
+    def source(self, session: str, tool: str, args: dict, index: int) -> DecisionSource | None:
+        """The unliftable layer forbidding ``tool(args)`` for what the world saw after
+        event ``index - 1``, or None."""
+        found = s.rules_in_force(self.trace, session, index, self.changes).denial_for(tool, args)
+        return found if found in UNLIFTABLE else None
+
+
+def _prompted_or_executed_although_unliftable(trace: Trace, rules: _Unliftable) -> list[Evidence]:
+    """"硬约束和明确禁止不能变成可覆盖的审批": no prompt is shown and nothing executes for a call
+    the rules in force forbid by a hard constraint or an explicit deny. A deny that landed
+    after the wait was persisted (or the start recorded) came too late to stop the wait (or
+    the run): L5.2 judges what happens next."""
+    violations = []
     for event in trace.of_kind(Kind.APPROVAL_PROMPT, Kind.TOOL_EXECUTED):
         d = event.data
         key = (d.get("session_id", ""), d.get("tool_call_id", ""))
         tool, args = str(d.get("tool", "")), d.get("args") or {}
-        source = unliftable(key[0], tool, args, event.index)
+        source = rules.source(key[0], tool, args, event.index)
         if source is None:
             continue
-        # a deny that landed after the wait was persisted (or the start recorded) came too late
-        # to stop the wait (or the run): L5.2 judges what happens next
         committed = s.op_failpoint_before(
             trace, key, ("after_wait_persisted",) if event.kind == Kind.APPROVAL_PROMPT else ("after_start_recorded",),
             event.index)
-        if committed is not None and unliftable(key[0], tool, args, committed.index) is None:
+        if committed is not None and rules.source(key[0], tool, args, committed.index) is None:
             continue
-        judged.add(key)
+        rules.judged.add(key)
         what = "an approval prompt" if event.kind == Kind.APPROVAL_PROMPT else "an execution"
         violations.append(s.ev(f"{key[1]} is denied by {source.value}, yet it got {what}", event.index,
                                rows=[event] if event.kind == Kind.TOOL_EXECUTED else []))
+    return violations
+
+
+def _wait_created_although_unliftable(trace: Trace, rules: _Unliftable) -> list[Evidence]:
+    """"硬约束和明确禁止不能变成可覆盖的审批": no approval wait is created for a call the rules
+    in force forbid by a hard constraint or an explicit deny, even one withdrawn before any
+    prompt. A wait is judged when it first shows (its ``approval_wait_created`` event or the
+    first reading of the store that holds it), by the rules in force then: a wait created
+    while the call was only asked for, and closed when a later rule change denied it, is the
+    revocation working (L5.2), not a deny made approvable."""
+    first: dict[str, tuple[int, str, str]] = {}  # wait id -> (index, session, execution id)
+
+    def seen(index: int, wait_id: str, session: str, execution_id: str) -> None:
+        if wait_id and (wait_id not in first or index < first[wait_id][0]):
+            first[wait_id] = (index, session, execution_id)
+
+    for event in trace.of_kind(Kind.LIFECYCLE_EVENT):
+        body = event.data.get("event") or {}
+        if body.get("type") == "approval_wait_created":
+            seen(event.index, str((body.get("data") or {}).get("wait_id", "")),
+                 str(body.get("session_id", "")), str(body.get("execution_id", "")))
+    for point in trace.observations:
+        for wait in point.observation.approval_waits:
+            seen(point.index, wait.wait_id, wait.session_id, wait.execution_id)
+    calls = _calls_by_execution_id(trace)
+    violations = []
+    for wait_id, (index, session, execution_id) in sorted(first.items(), key=lambda item: item[1][0]):
+        call = calls.get(execution_id)
+        if call is None:
+            continue
+        key, tool, args = call
+        source = rules.source(session or key[0], tool, args, index)
+        if source is None:
+            continue
+        rules.judged.add(key)
+        violations.append(s.ev(f"{key[1]} is denied by {source.value} (the rules in force when its "
+                               f"approval wait {wait_id} first showed), yet that wait was created",
+                               index))
+    return violations
+
+
+def _calls_by_execution_id(trace: Trace) -> dict[str, tuple[s.OpKey, str, dict]]:
+    """Execution id -> (operation key, tool, args): the calls the world served, then the
+    store's operations (for a call only the store names)."""
+    found: dict[str, tuple[s.OpKey, str, dict]] = {}
+    for call in s.emitted_calls(trace):
+        if call.tool is not None and call.args is not None:
+            found.setdefault(execution_id_for(*call.key), (call.key, call.tool, call.args))
+    for point in trace.observations:
+        for op in point.observation.operations:
+            found.setdefault(op.identity.execution_id,
+                             ((op.session_id, op.identity.tool_call_id), op.tool, op.args))
+    return found
+
+
+def _stored_unliftable_not_denied_or_waiting(trace: Trace, rules: _Unliftable) -> list[Evidence]:
+    """A call the store says a hard constraint or an explicit deny decided is stored as
+    deny/not_started, and no wait of it stays pending ("回退至人工审批不解除任何显式禁止"); a
+    wait already closed (withdrawn or answered) when the deny came is history, not an
+    approvable wait."""
+    violations = []
     reported: set[tuple[str, str]] = set()
     for point in trace.observations:
         obs = point.observation
@@ -436,19 +518,19 @@ def check_l3_4(trace: Trace) -> Verdict:
             if op.decided_by not in UNLIFTABLE:
                 continue
             key = (op.session_id, op.identity.tool_call_id)
-            judged.add(key)
+            rules.judged.add(key)
             if (op.permission is not Permission.DENY or op.outcome.value != "not_started") and (key[1], "state") not in reported:
                 reported.add((key[1], "state"))
                 violations.append(s.ev(f"{key[1]} decided by {op.decided_by.value} is stored as "
                                        f"{op.permission.value}/{op.outcome.value}, expected deny/not_started",
                                        point.index))
             for wait in obs.approval_waits:
-                if wait.execution_id == op.identity.execution_id and (wait.wait_id, "wait") not in reported:
+                if wait.execution_id == op.identity.execution_id and wait.status is WaitStatus.PENDING \
+                        and (wait.wait_id, "wait") not in reported:
                     reported.add((wait.wait_id, "wait"))
-                    violations.append(s.ev(f"{key[1]} decided by {op.decided_by.value} has approval wait "
-                                           f"{wait.wait_id}", point.index))
-    exercised = len(judged)
-    return judge("L3.4", exercised, violations, "no call denied by a hard constraint or an explicit deny")
+                    violations.append(s.ev(f"{key[1]} decided by {op.decided_by.value} has pending approval "
+                                           f"wait {wait.wait_id}", point.index))
+    return violations
 
 
 # --------------------------------------------------------------------------- L3.5-L3.8

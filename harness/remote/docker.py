@@ -16,8 +16,10 @@ container's stdin/stdout. Guarantees:
   CI jobs sharing a daemon never collide nor remove each other's containers;
 * every container is removed on every exit path of the harness: when its instance is closed
   or crashed (a crash is a ``SIGKILL`` of the container through the engine, then of the
-  ``docker`` client), when a run ends or hangs (``release``), at :meth:`close`, at
-  interpreter exit (also after an exception), and from a signal handler calling
+  ``docker`` client), when a run ends or hangs (``release``), at :meth:`close` (by label,
+  so also those of workers that failed or were killed before removing theirs; the engine is
+  reached for it even when only workers used it), at interpreter exit (also after an
+  exception), and from a signal handler calling
   :func:`remove_all_containers`. Only a ``SIGKILL`` of the harness itself skips all of
   these: its containers then see their stdin close and exit, and
   ``docker rm -f $(docker ps -aq --filter label=lifecycle-harness.run)`` removes them;
@@ -169,6 +171,7 @@ class DockerImplementation(ProcessImplementation):
         self.label = f"{LABEL}={self.run_id}"
         self.engine: Engine | None = None
         self._names = itertools.count(1)
+        self._creator = os.getpid()
         super().__init__([docker, "run", image], env, info=info,
                          startup_timeout_s=startup_timeout_s, reply_timeout_s=reply_timeout_s)
 
@@ -235,8 +238,16 @@ class DockerImplementation(ProcessImplementation):
         argv += ["--", self.image]
         return argv
 
+    def container_name(self) -> str:
+        """A name no other container of this run has: a forked copy of this object (a
+        worker) continues the same counter, so its names carry its pid."""
+        number = next(self._names)
+        pid = os.getpid()
+        return f"lh-{self.run_id}-{number}" if pid == self._creator \
+            else f"lh-{self.run_id}-{pid}-{number}"
+
     def _argv_for(self, data_dir: str | None) -> Sequence[str]:
-        return self.docker_argv(data_dir, f"lh-{self.run_id}-{next(self._names)}")
+        return self.docker_argv(data_dir, self.container_name())
 
     def _new_child(self, argv: Sequence[str], on_kill: Any) -> _Child:
         return _Container(self.ensure_engine(), argv, self.env, self.cwd,
@@ -275,10 +286,15 @@ class DockerImplementation(ProcessImplementation):
     # -- cleanup -------------------------------------------------------------------------------
 
     def remove_containers(self) -> list[str]:
-        """Remove every container of this object still known to the engine (by label)."""
-        if self.engine is None:
-            return []
-        return container_engine.remove_labelled(self.engine, self.label)
+        """Remove every container of this object still known to the engine (by label), its
+        workers' included: when only forked workers reached the engine, it is reached here."""
+        engine = self.engine
+        if engine is None:
+            try:
+                engine = self.ensure_engine()
+            except ImplementationLoadError:
+                return []  # no engine: no container can exist
+        return container_engine.remove_labelled(engine, self.label)
 
     def close(self) -> None:
         """Stop and remove every container of this object, then sweep by label (a client

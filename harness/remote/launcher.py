@@ -16,7 +16,8 @@
 * a child that exits, writes a line that is not a protocol message, stays silent longer
   than ``reply_timeout_s`` while a response is due (or leaves its stdin unread that long),
   goes past one of the :class:`~harness.contract.limits.Limits` (line length, inspect answer size,
-  JSON depth, messages read ahead), or rejects a request becomes a
+  JSON depth, messages read ahead, bytes one scenario run brings in: every line its
+  instances send and every reading of its data dir count), or rejects a request becomes a
   :class:`~harness.remote.errors.RemoteError` naming the command, the pid, the exit status
   and the tail of its stderr (a silent or babbling child is killed first). The
   implementation's own exceptions come back as themselves: contract exceptions as their
@@ -37,8 +38,11 @@
   mark in its environment; ending it kills its process group and (Linux) sweeps ``/proc``
   for what it started (:func:`sweep`: session, group, parent chain, the mark, or a process
   still holding its pipes). Those strays are killed and :meth:`release` returns them by
-  pid for the run's error. :func:`end_all_children` (signals, exit) ends every child and
-  runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
+  pid for the run's error. Whatever escaped all of that (double fork, ``setsid``, every
+  descriptor closed, an empty environment) is re-parented to the harness, its child
+  subreaper (:mod:`harness.remote.subreaper`): a child's end kills those too and reports
+  them by pid and command line. :func:`end_all_children` (signals, exit) ends every child
+  and runs :func:`register_cleanup` callbacks. A forked copy of this object never touches its
   parent's children;
 * fork server (``docs/protocol.md``; :mod:`harness.remote.forkserver`): the first child
   needed is a *template* candidate started with the fork socket. If it answers
@@ -99,7 +103,7 @@ from harness.contract import (
 )
 from harness.contract.errors import ImplementationLoadError
 from harness.contract.limits import DEFAULT_LIMITS, LimitExceeded, Limits, current_limits, human_bytes
-from harness.remote import forkserver
+from harness.remote import forkserver, subreaper
 from harness.remote.errors import RemoteError
 from harness.remote.forkserver import ForkChannel, ForkRefused
 from harness.remote.observation_reuse import ObservationReuse
@@ -112,6 +116,7 @@ from harness.remote.protocol import (
     CHILD_MARK_ENV,
     FORK_FD_ENV,
     BadMessage,
+    BadValue,
     CheckpointFixtureResult,
     Endpoint,
     InitializeResult,
@@ -157,6 +162,26 @@ thread ever stays blocked on a pipe a stray process still holds."""
 READ_CHUNK_BYTES = 65_536
 
 
+class _ByteBudget:
+    """What the processes of one scenario run (one data dir) may still send the harness:
+    :attr:`~harness.contract.limits.Limits.scenario_bytes`, shared by its instances and by
+    the inspector while it reads that data dir."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> None:
+        with self._lock:
+            self.used += size
+            used = self.used
+        if used > self.limit:
+            raise LimitExceeded("scenario_bytes", self.limit,
+                                f"{human_bytes(used)} of messages in this scenario run",
+                                "it sent more than one scenario may bring in")
+
+
 class _PipeTransport:
     """Reads the child's stdout and writes its stdin in the calling thread, on non-blocking
     pipes with ``select``: every wait is bounded (the read timeout, the write timeout), one
@@ -175,7 +200,11 @@ class _PipeTransport:
         self.leader_alive: Callable[[], bool] | None = None
         """When it says the child has exited, its output counts as ended even if a process
         it started still holds the pipe open."""
+        self.budget: _ByteBudget | None = None
+        """The scenario's byte budget every line read is taken from (None: unbounded)."""
         self._buffer = bytearray()
+        self._scanned = 0
+        """How far :attr:`_buffer` is known to hold no newline (each byte is looked at once)."""
         self._eof = False
         self._busy = threading.Lock()
         self._closing = False
@@ -186,26 +215,32 @@ class _PipeTransport:
     def read_line(self, timeout: float | None) -> bytes:
         with self._busy:
             try:
-                return self._read_line(timeout)
+                line = self._read_line(timeout)
             finally:
                 if self._closing:
                     self._close_fds()
+        if self.budget is not None and line:
+            self.budget.take(len(line))
+        return line
 
     def _read_line(self, timeout: float | None) -> bytes:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            newline = self._buffer.find(b"\n")
+            newline = self._buffer.find(b"\n", self._scanned)
             if newline >= 0:
                 if newline > self.line_bytes:
                     self._too_long(newline)
                 line = bytes(self._buffer[:newline + 1])
                 del self._buffer[:newline + 1]
+                self._scanned = 0
                 return line
+            self._scanned = len(self._buffer)
             if len(self._buffer) > self.line_bytes:
                 self._too_long(len(self._buffer))
             if self._eof or self._closing:
                 line = bytes(self._buffer)
                 self._buffer.clear()
+                self._scanned = 0
                 return line
             ready = self._wait(self._stdout_fd, False, deadline, timeout)
             if self._closing:
@@ -224,7 +259,7 @@ class _PipeTransport:
                 self._eof = True
                 continue
             self._buffer += chunk
-            queued = self._buffer.count(b"\n")
+            queued = self._buffer.count(b"\n", self._scanned)  # none before it
             if queued > self.limits.unanswered_messages:
                 raise LimitExceeded("unanswered_messages", self.limits.unanswered_messages,
                                     f"{queued} messages read ahead of the harness's answers",
@@ -234,6 +269,7 @@ class _PipeTransport:
         name = "inspect_bytes" if self.line_bytes == self.limits.inspect_bytes \
             and self.line_bytes != self.limits.line_bytes else "line_bytes"
         self._buffer.clear()
+        self._scanned = 0
         raise LimitExceeded(name, self.line_bytes,
                             f"{human_bytes(size)} read so far without a newline" if size
                             > self.line_bytes else f"a line of {human_bytes(size)}",
@@ -513,6 +549,7 @@ def end_all_children() -> int:
         if child.owner_pid == os.getpid():
             running += child.popen.poll() is None
             child.kill()
+    subreaper.escaped()  # orphans no child's end was there to find
     for callback in list(_CLEANUPS):
         try:
             callback()
@@ -564,15 +601,22 @@ class _Child:
         stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w = fds
         self.pipes = frozenset(f"pipe:[{os.fstat(fd).st_ino}]" for fd in (stdin_r, stdout_r,
                                                                             stderr_r))
+        # Orphans of what it starts come back to this process (the kernel re-parents them
+        # to their nearest subreaper), where _end finds them whatever marks they dropped.
+        subreaper.become_subreaper()
         try:
             if fork is not None:
-                self.popen = fork(self.mark, stdin_r, stdout_w, stderr_w)
+                with subreaper.spawning():  # ours if its template dies: not escaped either
+                    self.popen = fork(self.mark, stdin_r, stdout_w, stderr_w)
+                    subreaper.adopt(self.popen.pid)
             else:
-                self.popen = subprocess.Popen(
-                    list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
-                    env=child_env, cwd=cwd, start_new_session=True, close_fds=True,
-                    pass_fds=pass_fds,
-                )
+                with subreaper.spawning():  # not taken for an escaped process meanwhile
+                    self.popen = subprocess.Popen(
+                        list(argv), stdin=stdin_r, stdout=stdout_w, stderr=stderr_w,
+                        env=child_env, cwd=cwd, start_new_session=True, close_fds=True,
+                        pass_fds=pass_fds,
+                    )
+                    subreaper.adopt(self.popen.pid)
         except OSError as exc:
             for fd in fds:
                 os.close(fd)
@@ -649,6 +693,10 @@ class _Child:
             self.wait(EXIT_WAIT_S)
             raise self.error(method, f"it closed its stdout while {method!r} awaited its "
                              "response") from None
+        except BadValue as exc:
+            self.kill()
+            raise self.error(method, f"it sent a value no JSON message can carry while "
+                             f"{method!r} was in flight: {exc}; the harness killed it") from None
         except BadMessage as exc:
             self.kill()
             raise self.error(method, f"it wrote a line that is not a message of protocol "
@@ -724,10 +772,16 @@ class _Child:
                 self.popen.wait(EXIT_WAIT_S)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
                 pass
+            else:
+                # Reaped (a forked one by its template, or here if the template died and
+                # it was re-parented to us): the number is free for reuse.
+                subreaper.forget(self.pid, reap=self.forked)
             # Someone outside the session and the marked tree may still hold the pipes
             # (it cleared its environment and its parent died): find them by the pipes.
             if not (self.stderr.ended(0.05) and self.transport.at_eof(0.05)):
                 self._note_strays(sweep(self.pid, self.mark, self.pipes, self.started))
+            # And what left every mark, pipe and session behind: re-parented to us.
+            self._note_strays(subreaper.escaped())
             self.transport.close()
             self.stderr.close()
         finally:
@@ -737,36 +791,48 @@ class _Child:
         if not strays:
             return
         self.strays.extend(strays)
-        if self.on_strays is not None:
-            try:
-                self.on_strays(self, _strays_text(strays))
-            except Exception:  # noqa: BLE001 - reporting must not stop the cleanup
-                pass
+        self._report(_strays_text(strays))
 
     def stop(self) -> None:
         """Orderly end: ``shutdown``, then (in the background) wait for the exit and kill
-        what is left if it does not come within :data:`EXIT_WAIT_S`."""
+        what is left if it does not come within :data:`EXIT_WAIT_S`: a contract violation
+        (``shutdown`` is answered, then the process exits), reported like a stray."""
         if self.owner_pid != os.getpid():
             return
         if self.popen.poll() is None and not self.killed:
             self.stopping = True
+            answered = False
             try:
                 self.endpoint.reply_timeout_s = EXIT_WAIT_S
                 self.transport.write_timeout_s = EXIT_WAIT_S
                 self.endpoint.call("shutdown")
+                answered = True
             except (ProtocolError, LimitExceeded):
                 pass
             except Exception:  # noqa: BLE001 - the child's answer does not matter any more
                 pass
-            self.reaper = threading.Thread(target=self._reap, name=f"lh-reap-{self.pid}",
-                                           daemon=True)
+            self.reaper = threading.Thread(target=self._reap, args=(answered,),
+                                           name=f"lh-reap-{self.pid}", daemon=True)
             self.reaper.start()
             return
         self.kill()
 
-    def _reap(self) -> None:
-        self.wait(EXIT_WAIT_S)
+    def _reap(self, answered: bool) -> None:
+        try:
+            self.popen.wait(EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self._report(f"it {'answered' if answered else 'did not answer'} `shutdown` but "
+                         f"did not exit within {EXIT_WAIT_S:g}s, so the harness killed it (the "
+                         "protocol's shutdown: answer, then exit with status 0; "
+                         "docs/protocol.md)")
         self.kill()
+
+    def _report(self, text: str) -> None:
+        if self.on_strays is not None:
+            try:
+                self.on_strays(self, text)
+            except Exception:  # noqa: BLE001 - reporting must not stop the cleanup
+                pass
 
 
 def _strays_text(strays: list[tuple[int, str]]) -> str:
@@ -940,6 +1006,8 @@ class ProcessImplementation:
         self._spares: list[_Child] = []
         self._readings: dict[str, ObservationReuse] = {}
         """Per data dir, the latest reading's objects, reused for what did not change."""
+        self._budgets: dict[str, _ByteBudget] = {}
+        """Per data dir (one scenario run), what its processes may still send."""
         self._template: _Child | None = None
         self._channel: ForkChannel | None = None
         self._declined: _Child | None = None
@@ -1071,12 +1139,20 @@ class ProcessImplementation:
 
     # -- children ------------------------------------------------------------------------------
 
+    def _budget(self, data_dir: str) -> _ByteBudget:
+        with self._lock:
+            budget = self._budgets.get(data_dir)
+            if budget is None:
+                budget = self._budgets[data_dir] = _ByteBudget(self.limits.scenario_bytes)
+            return budget
+
     def _spawn(self, data_dir: str | None) -> _Child:
         self._prepare()
         argv = self._argv_for(data_dir)
         child = self._new_child(argv, on_kill=self._kill_hook(_child_name(argv)))
         child.data_dir = data_dir
         if data_dir is not None:
+            child.transport.budget = self._budget(data_dir)
             with self._lock:
                 self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
         return child
@@ -1097,6 +1173,7 @@ class ProcessImplementation:
         if child is None:
             child = self._spawn(None)
         child.data_dir = data_dir
+        child.transport.budget = self._budget(data_dir)
         child.set_reply_timeout(self.reply_timeout_s)
         with self._lock:
             self._by_dir.setdefault(data_dir, weakref.WeakSet()).add(child)
@@ -1181,6 +1258,7 @@ class ProcessImplementation:
             self._inspecting = data_dir
             try:
                 child = self._inspector(key)
+                child.transport.budget = self._budget(data_dir)  # its readings count too
                 reuse = self._readings.get(data_dir)
                 if reuse is None:
                     reuse = self._readings[data_dir] = ObservationReuse()
@@ -1201,6 +1279,9 @@ class ProcessImplementation:
                 raise
             finally:
                 self._inspecting = None
+                inspector = self._inspectors.get(key)
+                if inspector is not None:
+                    inspector.transport.budget = None
 
     def checkpoint_fixture(self, name: str) -> CheckpointFixture:
         """The declared fixture ``name`` as the implementation hands it over (protocol
@@ -1250,6 +1331,7 @@ class ProcessImplementation:
             strays = [*self._strays.pop(data_dir, ()), *self._strays.pop(None, ())]
         self._inspect_failures.pop(data_dir, None)  # atomic; a hung inspect may hold the lock
         self._readings.pop(data_dir, None)
+        self._budgets.pop(data_dir, None)
         return "; ".join(strays)
 
     def close(self) -> None:
@@ -1258,6 +1340,7 @@ class ProcessImplementation:
             children = [child for group in self._by_dir.values() for child in group]
             self._by_dir.clear()
             self._readings.clear()
+            self._budgets.clear()
             children += self._spares
             self._spares.clear()
         for child in children:

@@ -9,8 +9,11 @@ by first sending ``update_rules`` back in). ``docs/protocol.md`` is the prose ve
 
 Guarantees:
 
-* one message per line, UTF-8 JSON without raw newlines; values are exactly the contract's
-  :func:`~harness.contract.to_json` forms (``bytes`` travel as base64 text), decoded back
+* one message per line, UTF-8 JSON (RFC 8259) without raw newlines: ``NaN``, ``Infinity``,
+  numbers too large for a float and text holding a lone surrogate (a ``\\ud800`` escape
+  without its pair: no UTF-8 form) are refused as :class:`BadValue` naming the member
+  (``params.event.data.cost``), so no such value reaches a trace; values are exactly the
+  contract's :func:`~harness.contract.to_json` forms (``bytes`` travel as base64 text), decoded back
   as :func:`~harness.contract.from_json` does (through
   :func:`~harness.remote.value_decoders.decoder_for`), so every value round-trips exactly;
 * an :class:`Endpoint` is single-threaded and strictly nested: the only response it accepts
@@ -36,6 +39,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
@@ -127,6 +132,11 @@ class BadMessage(ProtocolError):
         super().__init__(message)
         self.code = code
         self.id = id
+
+
+class BadValue(BadMessage):
+    """A line that is JSON to Python's decoder but carries a value JSON (RFC 8259) or UTF-8
+    cannot: ``NaN``, ``Infinity``, a number past a float's range, a lone surrogate."""
 
 
 class PeerGone(ProtocolError):
@@ -515,11 +525,7 @@ def json_depth_over(data: Any, limit: int) -> int:
 
 
 class _NotCanonical(ValueError):
-    """A JSON number the contract's canonical form (RFC 8785) has no text for."""
-
-
-def _constant(name: str) -> Any:
-    raise _NotCanonical(f"{name} is not JSON (RFC 8259) and has no canonical text (RFC 8785)")
+    """A JSON integer the contract's canonical form (RFC 8785) has no text for."""
 
 
 def _integer(text: str) -> int:
@@ -531,30 +537,95 @@ def _integer(text: str) -> int:
     return value
 
 
-def _number(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise _NotCanonical(f"{_excerpt(text)} is past the largest double (it would read as an "
-                            "infinity, which canonical JSON (RFC 8785) has no text for)")
-    return value
-
-
-_DECODER = json.JSONDecoder(parse_int=_integer, parse_float=_number, parse_constant=_constant)
-"""``json.loads`` that also refuses what the contract's digests cannot be computed over:
-``NaN``/``Infinity`` (which Python's reader accepts), numbers that overflow to infinity,
-integers past ``SAFE_INTEGER_MAX`` that are not the text of a double (``integer_problem``).
-(Lone surrogates are looked for after decoding.)"""
-
-
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 _RESULT_MEMBERS = frozenset({"jsonrpc", "id", "result"})
 _ID_TYPES = frozenset({int, str})
 """Exact types of an id (``bool`` is not an ``int`` here: :func:`_is_id`)."""
 
 
+class _NotFinite(ValueError):
+    """Raised by the decoder's hooks at ``NaN``, ``Infinity`` or a number past float range."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise _NotFinite(text)
+    return value
+
+
+_DECODE = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float,
+                           parse_int=_integer).decode
+"""``json.loads`` refusing what RFC 8259 has no number for (see :func:`_value_problem`), and
+integers past ``SAFE_INTEGER_MAX`` that are not the text of a double (RFC 8785 has no
+canonical text for them: ``integer_problem``)."""
+
+
+class _Marker(str):
+    """Stands for a refused number while the line is read again to name its place."""
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _member_path(data: Any, bad: Callable[[Any], bool]) -> str | None:
+    """The first place in ``data`` (``params.event.data.cost``, ``result.rows[2]``, a key
+    followed by `` (key)``) where ``bad`` holds, None if nowhere (iterative)."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            items = []
+            for key, item in value.items():
+                place = f"{path}.{key}" if path and key.isidentifier() else (
+                    key if not path and key.isidentifier() else f"{path}[{key!r}]")
+                if bad(key):
+                    return f"{place} (key)"
+                items.append((item, place))
+            stack.extend(reversed(items))
+        elif isinstance(value, list):
+            stack.extend(reversed([(item, f"{path}[{i}]") for i, item in enumerate(value)]))
+        elif bad(value):
+            return path or "the message"
+    return None
+
+
+def _not_finite_message(line: str) -> BadValue:
+    """The error for a line holding a number without JSON form, naming its member."""
+    def marked_float(text: str) -> Any:
+        value = float(text)
+        return _Marker(text) if value in (math.inf, -math.inf) else value
+
+    try:
+        marked = json.JSONDecoder(parse_constant=_Marker, parse_float=marked_float).decode(line)
+    except (ValueError, RecursionError):
+        marked, path = None, None  # malformed further on too: the number is what we name
+    else:
+        path = _member_path(marked, lambda value: type(value) is _Marker)
+    return BadValue(INVALID_REQUEST, f"{path or 'a member'}: not a JSON number (NaN, Infinity "
+                    "or a number past a float's range has no JSON form, RFC 8259); send a "
+                    "finite number, or text", _id_of(marked))
+
+
+def _lone_surrogate(data: Any) -> BadValue | None:
+    path = _member_path(data, lambda value: isinstance(value, str)
+                        and _LONE_SURROGATE.search(value) is not None)
+    if path is None:
+        return None  # escapes that pair up into one character
+    return BadValue(INVALID_REQUEST, f"{path}: text with a lone surrogate (a \\ud800-\\udfff "
+                    "escape without its pair) has no UTF-8 form; send valid Unicode text",
+                    _id_of(data))
+
+
 def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Request | Response:
     """Decode one line; raises :class:`BadMessage` saying what is wrong with it (also when
-    it nests deeper than ``max_depth``)."""
+    it nests deeper than ``max_depth``), :class:`BadValue` naming the member that carries a
+    value without a JSON or UTF-8 form."""
     if isinstance(line, bytes):
         try:
             line = line.decode("utf-8")
@@ -562,7 +633,9 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
             raise BadMessage(PARSE_ERROR, f"not UTF-8 ({exc.reason} at byte {exc.start})") \
                 from None
     try:
-        data = _DECODER.decode(line)
+        data = _DECODE(line)
+    except _NotFinite:
+        raise _not_finite_message(line) from None
     except _NotCanonical as exc:
         raise BadMessage(INVALID_REQUEST, f"{exc} (docs/contract.md, \"Canonical JSON\"): "
                          f"{_excerpt(line.rstrip())}") from None
@@ -578,11 +651,10 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     if too_deep:
         raise BadMessage(INVALID_REQUEST, f"JSON nested at least {too_deep} deep, past the "
                          f"limit json_depth={max_depth}", _id_of(data))
-    if "\\ud" in line or "\\uD" in line:  # maybe a lone surrogate, written as an escape
-        problem = canonical_json_problem(data, "message")
-        if problem:
-            raise BadMessage(INVALID_REQUEST, f"{problem} (docs/contract.md, \"Canonical "
-                             f"JSON\")", _id_of(data))
+    if "\\u" in line and _SURROGATE_ESCAPE.search(line):  # only escapes make surrogates
+        bad = _lone_surrogate(data)
+        if bad is not None:
+            raise bad
     if not isinstance(data, dict):
         raise BadMessage(INVALID_REQUEST, f"a message must be a JSON object, got "
                          f"{type(data).__name__}: {_excerpt(line.rstrip())}")

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from harness.report import html, json_report, junit, markdown
-from harness.report.report_set import ReportDirError, check_report_dir, write_set
+from harness.report.report_set import ReportDirError, check_report_dir, prepare_report_dir, write_set
 from harness.report.result import RunResult
 
-__all__ = ["RENDERERS", "WRITERS", "ReportDirError", "check_report_dir", "write_reports"]
+__all__ = ["RENDERERS", "WRITERS", "ReportDirError", "check_report_dir", "prepare_report_dir",
+           "write_reports"]
 
 Writer = Callable[[RunResult, "str | os.PathLike[str]"], Path]
 

@@ -16,7 +16,10 @@ Guarantees of :func:`write_set`:
 * no leftovers: a failed write removes its staging files; staging directories of a writer
   that died (its pid is gone) are removed by the next write beside them.
 
-:func:`check_report_dir` says, before anything runs, why a directory cannot take the reports.
+:func:`check_report_dir` says, before anything runs, why a directory cannot take the reports;
+:func:`prepare_report_dir` does that and then creates the directory and a probe file in it,
+so a directory the permission bits allow but the file system refuses (``/proc``, ``/sys``, a
+read-only mount, as root) is refused before the run, not after it.
 """
 
 from __future__ import annotations
@@ -66,6 +69,33 @@ def check_report_dir(report_dir: str | os.PathLike[str]) -> str | None:
         return f"{text} cannot be created: {parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"{text} cannot be created: {parent} is not writable by this user"
+    return None
+
+
+def prepare_report_dir(report_dir: str | os.PathLike[str]) -> str | None:
+    """Like :func:`check_report_dir`, then create the directory (with its parents) and a
+    probe file in it (removed at once): why it cannot take the reports, or None."""
+    problem = check_report_dir(report_dir)
+    if problem is not None:
+        return problem
+    text = os.fspath(report_dir)
+    path = Path(text)
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        return (f"{text} cannot be created: {exc.strerror or exc}; give a directory on a "
+                "writable file system")
+    probe = path / f".lh-probe-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        return (f"{text} does not take files: {exc.strerror or exc}; give a directory on a "
+                "writable file system")
+    os.close(fd)
+    try:
+        os.unlink(probe)
+    except OSError:
+        pass
     return None
 
 

@@ -464,8 +464,8 @@ def assemble_result(
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
     the same report for the same scenarios. ``expected_errors`` mark the scenarios they
-    list (:func:`expect_errors`); a merge passes none and keeps what each shard marked."""
-    the same report for the same scenarios. ``run_info.black_box``: the implementation is
+    list (:func:`expect_errors`); a merge passes none and keeps what each shard marked.
+    ``run_info.black_box``: the implementation is
     judged from outside only (a real CLI), so a criterion that cannot be seen from there
     stays ``not_applicable`` (:mod:`harness.criteria.outside_view`)."""
     declared = tuple(str(f) for f in info.features)

@@ -273,52 +273,107 @@ def trace_from_json(data: dict[str, Any]) -> Trace:
     return from_json(Trace, data)
 
 
-@by_identity(2)  # the runner's scrub check and the digest read the same trace's text
 def trace_canonical_json(trace: Trace) -> str:
-    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes), with an
-    observation that several points share encoded once and spliced in (canonical JSON is
-    sorted keys without whitespace, so an object's text is its members' texts joined). The
-    pieces are joined once: the text repeats each point's observation, hundreds of KB per
-    trace, and joining it level by level copied it once per level."""
-    encoded: dict[int, tuple[Observation, str]] = {}
-    rows = _RowTexts()
-    pieces: list[str] = []
-    put = pieces.append
+    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes): the pieces of
+    :func:`canonical_pieces` joined once."""
+    return "".join(canonical_pieces(trace))
 
-    def trace_member(name: str, value: Any) -> None:
+
+OBSERVATION_TEXTS_KEPT_CHARS = 8 * 1024 * 1024
+"""Observation texts :func:`canonical_pieces` keeps for points sharing an observation; past
+this much they are dropped and encoded again if needed (a run's readings are a few KB each
+and shared by neighbouring points; an implementation sending large fresh readings must not
+make the digest hold them all twice)."""
+OBSERVATION_TEXT_KEPT_CHARS = 1024 * 1024
+"""One observation's text is kept (for other points sharing it) only up to this size."""
+ROW_TEXT_KEPT_CHARS = 4096
+"""A row whose text is longer is not kept for later readings (re-encoded if shared)."""
+TUPLE_TEXT_KEPT_CHARS = 1024 * 1024
+"""Likewise for a whole part of a reading (``operations``...)."""
+
+
+def canonical_pieces(trace: Trace) -> Iterator[str]:
+    """The text of :func:`trace_canonical_json` in pieces, in order: punctuation, one event,
+    one observation... so the digest and the scrub's search never hold the whole text (a
+    trace may carry tens of MB an implementation sent). An observation that several points
+    share is encoded once and spliced in (canonical JSON is sorted keys without whitespace,
+    so an object's text is its members' texts joined)."""
+    encoded: dict[int, tuple[Observation, str]] = {}
+    kept = 0
+    rows = _RowTexts()
+    for at, name in enumerate(_TRACE_FIELDS_SORTED):
+        yield "," if at else "{"
+        yield _key_text(name)
+        yield ":"
+        value = getattr(trace, name)
+        if name == "events" and type(value) is tuple:
+            yield "["
+            for number, event in enumerate(value):
+                if number:
+                    yield ","
+                yield canonical_text(event)
+            yield "]"
+            continue
         if name != "observations":
-            put(canonical_text(value))
-            return
-        put("[")
+            yield canonical_text(value)
+            continue
+        yield "["
         for number, point in enumerate(value):
             if number:
-                put(",")
-            _put_object(put, point, _POINT_FIELDS_SORTED, point_member)
-        put("]")
+                yield ","
+            for field_at, field_name in enumerate(_POINT_FIELDS_SORTED):
+                yield "," if field_at else "{"
+                yield _key_text(field_name)
+                yield ":"
+                member = getattr(point, field_name)
+                if field_name != "observation":
+                    yield canonical_text(member)
+                    continue
+                seen = encoded.get(id(member))
+                if seen is not None and seen[0] is member:
+                    yield seen[1]
+                    continue
+                gathered: list[str] | None = []
+                size = 0
+                for piece in _observation_pieces(member, rows):
+                    yield piece
+                    size += len(piece)
+                    if gathered is not None:
+                        gathered.append(piece)
+                        if size > OBSERVATION_TEXT_KEPT_CHARS:
+                            gathered = None  # too large to keep: encoded again if shared
+                if gathered is not None:
+                    kept += size
+                    if kept > OBSERVATION_TEXTS_KEPT_CHARS:
+                        encoded.clear()
+                        kept = size
+                    encoded[id(member)] = (member, "".join(gathered))
+            yield "}"
+        yield "]"
+    yield "}"
 
-    def point_member(name: str, value: Any) -> None:
-        if name != "observation":
-            put(canonical_text(value))
-            return
-        seen = encoded.get(id(value))
-        if seen is None or seen[0] is not value:
-            seen = encoded[id(value)] = (value, _canonical_observation(value, rows))
-        put(seen[1])
 
-    _put_object(put, trace, _TRACE_FIELDS_SORTED, trace_member)
-    return "".join(pieces)
+_DIGESTS: list[tuple[Trace, str]] = []
+"""The last traces digested (the runner's scrub digests the trace the suite then asks for)."""
 
 
-def _put_object(put: Callable[[str], None], value: Any, names: tuple[str, ...],
-                member: Callable[[str, Any], None]) -> None:
-    """Append the canonical text of the object ``value`` whose sorted field names are
-    ``names``; ``member(name, field value)`` appends each member's value."""
-    for at, name in enumerate(names):
-        put("," if at else "{")
-        put(_key_text(name))
-        put(":")
-        member(name, getattr(value, name))
-    put("}")
+def _remember_digest(trace: Trace, digest: str) -> None:
+    _DIGESTS.insert(0, (trace, digest))
+    del _DIGESTS[2:]
+
+
+def digest_and_find(trace: Trace, found: Callable[[str], bool]) -> tuple[str, bool]:
+    """:func:`trace_digest` of ``trace`` and whether ``found`` holds for a piece of its text
+    (:func:`canonical_pieces`), in one pass; the digest is remembered for the trace."""
+    hasher = hashlib.sha256()
+    hit = False
+    for piece in canonical_pieces(trace):
+        if not hit and found(piece):
+            hit = True
+        hasher.update(piece.encode())
+    digest = "sha256:" + hasher.hexdigest()
+    _remember_digest(trace, digest)
+    return digest, hit
 
 
 _TRACE_FIELDS_SORTED = tuple(sorted(_TRACE_FIELDS))
@@ -326,6 +381,7 @@ _POINT_FIELDS_SORTED = tuple(sorted(_POINT_FIELDS))
 
 
 _OBSERVATION_FIELDS = tuple(f.name for f in fields(Observation))
+_OBSERVATION_FIELDS_SORTED = tuple(sorted(_OBSERVATION_FIELDS))
 
 
 @dataclass(slots=True)
@@ -349,35 +405,50 @@ class _RowTexts:
         text = None if key is None else self.by_value.get(key)
         if text is None:
             text = canonical_text(row)
+            if len(text) > ROW_TEXT_KEPT_CHARS:
+                return text  # a large row is rare in a run: kept, it could be many MB
             if key is not None:
                 self.by_value[key] = text
         self.by_object[id(row)] = (row, text)
         return text
 
 
-def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
-    """``canonical_json(to_json(observation))``, each row's text taken from ``rows``."""
+def _observation_pieces(observation: Observation, rows: _RowTexts) -> Iterator[str]:
+    """``canonical_json(to_json(observation))`` in pieces, each row's text taken from
+    ``rows`` and each part (a tuple of rows) kept there when small: a large reading is
+    never held as one text."""
     if type(observation) is not Observation:
-        return canonical_text(observation)
-    members = {}
-    for name in _OBSERVATION_FIELDS:
+        yield canonical_text(observation)
+        return
+    for at, name in enumerate(_OBSERVATION_FIELDS_SORTED):
+        yield "," if at else "{"
+        yield _key_text(name)
+        yield ":"
         value = getattr(observation, name)
         if type(value) is not tuple:
-            members[name] = canonical_text(value)
+            yield canonical_text(value)
             continue
         seen = rows.by_tuple.get(id(value))
         if seen is not None and seen[0] is value:
-            members[name] = seen[1]
+            yield seen[1]
             continue
-        text = "[" + ",".join([rows.text(row) for row in value]) + "]"
-        rows.by_tuple[id(value)] = (value, text)
-        members[name] = text
-    return _canonical_object(members)
-
-
-def _canonical_object(members: dict[str, str]) -> str:
-    return "{" + ",".join(f"{_key_text(name)}:{members[name]}"
-                          for name in sorted(members)) + "}"
+        gathered: list[str] | None = ["["]
+        size = 1
+        yield "["
+        for number, row in enumerate(value):
+            text = rows.text(row)
+            pieces = ("," + text,) if number else (text,)
+            yield pieces[0]
+            size += len(pieces[0])
+            if gathered is not None:
+                gathered.append(pieces[0])
+                if size > TUPLE_TEXT_KEPT_CHARS:
+                    gathered = None
+        yield "]"
+        if gathered is not None:
+            gathered.append("]")
+            rows.by_tuple[id(value)] = (value, "".join(gathered))
+    yield "}"
 
 
 _KEY_TEXTS: dict[str, str] = {}
@@ -393,4 +464,8 @@ def _key_text(name: str) -> str:
 
 
 def trace_digest(trace: Trace) -> str:
-    return "sha256:" + hashlib.sha256(trace_canonical_json(trace).encode()).hexdigest()
+    """``sha256:`` + the hash of :func:`trace_canonical_json`'s UTF-8 text, fed piece by piece."""
+    for held, digest in _DIGESTS:
+        if held is trace:
+            return digest
+    return digest_and_find(trace, lambda piece: False)[0]

@@ -10,6 +10,8 @@ Guarantees:
 * everything an IUT does through a port is recorded, in order, as one
   :class:`~harness.trace.record.TraceEvent` tagged with the calling instance; ``emit`` becomes a
   ``LIFECYCLE_EVENT``;
+* ``failpoint(name, ctx)`` with a name outside the :class:`~harness.contract.Failpoint`
+  catalogue is refused like a bad argument (below): not counted, not reached, the run fails;
 * ``failpoint(name, ctx)`` counts the hit (1-based, per name, over the run), consults the
   fault plan, records a ``FAILPOINT`` event (name, context, hit, action, params), lets the
   runner probe the durable store, then carries the action out: ``crash`` marks the instance
@@ -78,6 +80,9 @@ from harness.world.model import ScriptedModel, ScriptedResponse, ScriptedStream
 from harness.world.templates import Templates
 from harness.world.tools import FakeTools, ToolBehaviour
 from harness.world.ui import FakeUI
+
+_CATALOGUE = frozenset(point.value for point in Failpoint)
+"""The failpoint names an implementation may call (anything else is refused)."""
 
 
 MODEL_REQUEST_MESSAGES_MAX = 1_000_000
@@ -386,6 +391,13 @@ class SimWorld:
         self._guard(instance, "failpoint")
         self._check_arg(instance, "failpoint", dict[str, Any], context or {})
         point = name.value if isinstance(name, enum.Enum) else str(name)
+        if point not in _CATALOGUE:
+            shown = point if len(point) <= 80 else point[:80] + "..."
+            self._refuse_arg(instance, "failpoint", (
+                f"world port failpoint was called with name {shown!r}, which is not in the "
+                "failpoint catalogue (harness.contract.Failpoint; docs/lifecycle.md, "
+                "\"Failpoint preconditions\"): an unknown point is a protocol error, neither "
+                "counted nor reached; call only the catalogue's points, spelled as there"))
         with self._lock:
             hit = self._hits.get(point, 0) + 1
             self._hits[point] = hit

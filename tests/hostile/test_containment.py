@@ -298,3 +298,34 @@ def test_an_empty_report_dir_exits_2_before_running(tmp_path, monkeypatch):
     assert code == 2 and "--report-dir" in said and "--report-dir ." in said
     assert started == [] and "fault plans" not in said
     assert sorted(os.listdir(tmp_path)) == ["err.txt"]
+
+
+@pytest.mark.parametrize("where, says", [
+    ("/proc/lh-reports-{}", "cannot be created"),    # the permission bits allow it to root
+    ("/sys/lh-reports-{}", "cannot be created"),
+    ("/proc/1/task/lh-{}", "cannot be created"),
+])
+def test_a_report_dir_the_file_system_refuses_exits_2_before_running(tmp_path, monkeypatch,
+                                                                      where, says):
+    # As root the permission bits of /proc and /sys say "writable": only creating the
+    # directory shows it cannot be. That must happen before the suite runs (issue 28: it
+    # ran everything, then exited 2 and the results were lost).
+    started = []
+    monkeypatch.setattr(cli, "run_suite", lambda *a, **k: started.append(a))
+    report_dir = where.format(os.getpid())
+    with open(os.devnull, "w") as out, open(tmp_path / "err.txt", "w") as err:
+        code = cli.main(["run", "--report-dir", report_dir], stdout=out, stderr=err)
+    said = (tmp_path / "err.txt").read_text()
+    assert code == 2 and started == [], said
+    assert f"--report-dir {report_dir!r}" in said
+    assert says in said or "not writable" in said, said
+
+
+def test_a_directory_that_takes_no_files_is_refused_before_running(tmp_path):
+    from harness.report import prepare_report_dir
+
+    assert prepare_report_dir(tmp_path / "new" / "reports") is None
+    assert (tmp_path / "new" / "reports").is_dir()
+    assert os.listdir(tmp_path / "new" / "reports") == []  # the probe file is gone
+    problem = prepare_report_dir("/proc/self/fdinfo")
+    assert problem is not None and ("does not take files" in problem or "not writable" in problem)

@@ -86,7 +86,7 @@ def test_a_running_container_is_hardened_as_the_command_says(tmp_path):
         assert host["AutoRemove"] is False and host["Privileged"] is False
         assert attrs["Config"]["User"] == f"{os.getuid()}:{os.getgid()}"
         assert attrs["Config"]["Labels"][LABEL] == implementation.run_id
-        assert attrs["Name"] == f"/lh-{implementation.run_id}-1"
+        assert attrs["Name"] == f"/lh-{implementation.run_id}-1"  # the creating process
         assert _labelled(implementation.label) == {attrs["Id"]}
     finally:
         implementation.close()
@@ -147,8 +147,52 @@ def test_a_harness_that_dies_leaves_no_container(tmp_path, how):
     assert _labelled(label) == set()
 
 
+WORKER_DIES = """
+import os, sys
+from harness.remote.docker import DockerImplementation
+implementation = DockerImplementation(sys.argv[1])
+print(implementation.label, flush=True)
+pid = os.fork()
+if pid == 0:  # a worker: starts a container, then dies without any cleanup
+    implementation._inspector(sys.argv[2])
+    os._exit(1)
+os.waitpid(pid, 0)
+implementation.close()  # the parent never reached the engine itself
+"""
+
+
+def test_a_worker_that_dies_leaves_no_container_once_the_parent_closes(tmp_path):
+    done = subprocess.run([sys.executable, "-c", WORKER_DIES, IMAGE, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    label = done.stdout.strip()
+    assert label.startswith(f"{LABEL}=") and done.returncode == 0, done.stderr
+    assert _labelled(label) == set()
+
+
+def test_parallel_workers_run_scenarios_in_containers_with_the_default_jobs(tmp_path):
+    # --jobs left at its default (the number of cores): forked workers start containers at
+    # the same time; none may share a name (issue 28: "already in use" in nearly every
+    # scenario), and none may be left behind.
+    before = _labelled()
+    report_dir = tmp_path / "report"
+    scenarios = [str(ROOT / "scenarios" / name) for name in (
+        "l4/crash_after_result_saved.toml", "l1/old_checkpoints.toml",
+        "l3/deny_between_decision_and_wait.toml", "m/eof_without_text.toml")]
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli.app", "run", "--impl", f"docker:{IMAGE}",
+         "--scenarios", *scenarios, "--report-dir", str(report_dir)],
+        capture_output=True, text=True, timeout=900, check=False, cwd=ROOT)
+    tail = done.stdout[-3000:] + done.stderr[-3000:]
+    assert _labelled() <= before, tail
+    report = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
+    errored = {s["id"]: s["error"] for s in report["scenarios"] if s["error"]}
+    assert not errored, errored
+    assert {s["status"] for s in report["scenarios"]} == {"passed"}, tail
+
+
 @pytest.mark.slow  # the whole suite, one container per instance: minutes, not seconds
 def test_the_whole_suite_passes_in_containers_and_leaves_none(tmp_path):
+    # the default --jobs: parallel workers, each starting containers of its own
     before = _labelled()
     report_dir = tmp_path / "report"
     done = subprocess.run(

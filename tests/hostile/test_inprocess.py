@@ -145,6 +145,36 @@ def emits_a_set() -> Hostile:
     return Hostile(run_turn=_emit_a_set)
 
 
+def _emit_then_run(data: dict[str, Any]) -> Any:
+    def run_turn(rt: Runtime, session: str, text: str) -> Any:
+        try:
+            rt.world.emit(LifecycleEvent(EventType.TURN_ENDED, session, data=data))
+        except Exception:  # noqa: BLE001 - swallowing the refusal does not hide it
+            pass
+        return rt.inner.run_turn(session, text)
+    return run_turn
+
+
+def emits_a_lone_surrogate() -> Hostile:
+    return Hostile(run_turn=_emit_then_run({"note": "x\ud800y"}))
+
+
+def emits_nan() -> Hostile:
+    return Hostile(run_turn=_emit_then_run({"cost": float("nan")}))
+
+
+def _unknown_failpoint(rt: Runtime, session: str, text: str) -> Any:
+    try:
+        rt.world.failpoint("<b>after_lunch</b>", {"session_id": session})
+    except Exception:  # noqa: BLE001 - swallowing the refusal does not hide it
+        pass
+    return rt.inner.run_turn(session, text)
+
+
+def calls_an_unknown_failpoint() -> Hostile:
+    return Hostile(run_turn=_unknown_failpoint)
+
+
 class _PooledWorld:
     """The world with execute_tool run on a thread pool (and awaited)."""
 
@@ -302,6 +332,15 @@ def test_the_honest_wrapper_passes_the_scenarios_used_below(tmp_path):
      "JSON data"),
     ("info_raises_after_load", TURN,
      "reading Implementation.info raised RuntimeError: info is gone"),
+    ("emits_a_lone_surrogate", TURN,
+     "world port emit was called with a LifecycleEvent whose data['note'] is 'x\\ud800y', "
+     "expected text without lone surrogates"),
+    ("emits_nan", TURN,
+     "world port emit was called with a LifecycleEvent whose data['cost'] is nan, expected a "
+     "finite number"),
+    ("calls_an_unknown_failpoint", TURN,
+     "world port failpoint was called with name '<b>after_lunch</b>', which is not in the "
+     "failpoint catalogue"),
 ])
 def test_a_value_off_the_contract_is_a_scenario_error(tmp_path, factory, scenario, message):
     assert message in _error_of(tmp_path, factory, scenario)

@@ -5,6 +5,7 @@ the harness ends every child it started and exits 130/143/129."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -83,7 +84,8 @@ def _run(hostile, mode, *, limits=None, time_limit_s=10.0, silence_s=None,
 
 
 @pytest.mark.parametrize("mode", ["group-then-exit", "session-then-exit", "orphan-then-exit",
-                                  "group-then-hang", "session-then-run", "orphan-then-run"])
+                                  "group-then-hang", "session-then-run", "orphan-then-run",
+                                  "daemon-then-run", "daemon-then-exit", "daemon-then-hang"])
 def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
     run, wall_s = _run(hostile, mode, time_limit_s=6.0, silence_s=SILENCE_S)
     helpers = _noted(hostile)
@@ -166,6 +168,21 @@ def test_an_event_flood_stops_at_the_events_limit(hostile, monkeypatch):
     assert len(run.trace.events) < 400
 
 
+@pytest.mark.parametrize("mode, what", [
+    ("big-events", "run_turn"),      # events of 1 MB each, each under the line limit
+    ("big-inspect", "inspect"),      # valid readings of ~10 MB, new at every probe
+])
+def test_bytes_a_scenario_brings_in_are_bounded_not_only_counts(hostile, mode, what):
+    # Each message is within line_bytes / inspect_bytes and the event count stays far below
+    # its limit: only a bound on the bytes of the whole scenario stops these (issue 28).
+    run, wall_s = _run(hostile, mode, limits=Limits(scenario_bytes=24 * 1024 * 1024),
+                       time_limit_s=20.0)
+    assert not run.trace.completed
+    assert "past the limit scenario_bytes=24MiB" in run.error, run.error
+    assert "the harness killed it" in run.error and what in run.error
+    assert wall_s < 30
+
+
 def _cli(hostile, mode, *options, env=None, **popen):
     argv = [sys.executable, "-m", "harness.cli.app", "run", "--impl",
             "process:" + " ".join(_argv(hostile, mode)), "--scenarios", str(SCENARIO_PATH),
@@ -188,6 +205,39 @@ def test_a_bad_limits_setting_is_a_usage_error(hostile):
     done = _cli(hostile, "run", env={LIMITS_ENV: "line_bytes=lots"})
     assert done.returncode == 2
     assert LIMITS_ENV in done.stderr
+
+
+# --------------------------------------------------------------------------- values, names, shutdown
+
+
+@pytest.mark.parametrize("mode, says", [
+    ("surrogate-event", "params.event.data.bad: text with a lone surrogate"),
+    ("nan-event", "params.event.data.cost: not a JSON number"),
+    ("infinity-event", "params.event.data.cost: not a JSON number"),
+    ("unknown-failpoint", "world port failpoint was called with name '<b>after_lunch</b>', "
+                          "which is not in the failpoint catalogue"),
+])
+def test_a_value_or_name_off_the_protocol_is_a_scenario_error_with_reports(hostile, mode, says):
+    # Valid JSON to Python, not to RFC 8259 or UTF-8 (a lone \ud800, NaN, -Infinity), and a
+    # failpoint outside the catalogue: each a clear failure naming the member or the name,
+    # with every report written; never exit 3, never recorded, never "reached".
+    done = _cli(hostile, mode)
+    assert done.returncode == 1, done.stderr[-2000:]
+    reports = hostile[0].parent / "reports"
+    report = json.loads((reports / "report.json").read_text(encoding="utf-8"))
+    (scenario,) = report["scenarios"]
+    assert scenario["status"] == "error" and says in scenario["error"], scenario["error"]
+    assert "after_lunch" not in json.dumps(scenario["failpoints_reached"])
+    assert {path.name for path in reports.iterdir()} >= {"report.json", "junit.xml",
+                                                           "report.md", "report.html"}
+
+
+def test_a_server_that_answers_shutdown_but_never_exits_fails_in_bounded_time(hostile):
+    run, wall_s = _run(hostile, "ignore-shutdown", time_limit_s=10.0)
+    assert "answered `shutdown` but did not exit within 2s" in run.error, run.error
+    assert not run.trace.completed
+    assert wall_s < 15, f"took {wall_s:.1f}s"
+    assert not any(_alive(pid) for pid in _noted(hostile))
 
 
 # --------------------------------------------------------------------------- signals

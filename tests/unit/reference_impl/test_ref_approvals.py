@@ -256,15 +256,30 @@ def test_a_wait_the_new_rules_forbid_is_withdrawn_not_shown(start, impl, data_di
         Permission.DENY, DecisionSource.REVALIDATION, 1)
 
 
+def test_a_deny_between_the_decision_and_the_wait_creates_no_wait(start, impl, data_dir):
+    # L3.4: no wait may exist for a call an explicit deny forbids, not even one withdrawn.
+    world = _ask_world()
+    runtime = start(world, config(rules=(ask("delete_branch"),)))
+    world.hooks["after_permission_decision"] = lambda _ctx: runtime.update_rules(
+        "s1", (deny("delete_branch"),), 2)
+    runtime.run_turn("s1", "delete")
+    obs = impl.inspect(data_dir)
+    assert obs.approval_waits == () and world.prompts == [] and world.executed("c1") == 0
+    op = obs.operation("c1")
+    assert (op.permission, op.decided_by, op.identity.permission_version) == (
+        Permission.DENY, DecisionSource.EXPLICIT_DENY, 2)
+
+
 def test_an_ask_decided_under_an_old_version_is_asked_again_under_the_new_one(start, impl, data_dir):
+    # The version changed before the wait was persisted: the old decision is void, so it
+    # is decided again and only the new decision's wait is created (none withdrawn).
     world = _ask_world()
     runtime = start(world, config(rules=(ask("delete_branch"),)))
     world.hooks["after_permission_decision"] = lambda _ctx: runtime.update_rules(
         "s1", (ask("delete_branch"),), 2)
     runtime.run_turn("s1", "delete")
     waits = impl.inspect(data_dir).approval_waits
-    assert [w.status for w in waits] == [WaitStatus.REJECTED, WaitStatus.PENDING]
-    assert len({w.wait_id for w in waits}) == 2 and len(world.prompts) == 1
+    assert [w.status for w in waits] == [WaitStatus.PENDING] and len(world.prompts) == 1
     runtime.answer_approval(world.prompts[0].wait_id, True)
     op = impl.inspect(data_dir).operation("c1")
     assert (world.executed("c1"), op.identity.permission_version) == (1, 2)

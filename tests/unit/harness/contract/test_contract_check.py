@@ -80,6 +80,17 @@ def test_values_of_the_contract_pass(kind, value):
     (ModelRequest, ModelRequest("r", "s1", "hi", ()), "whose messages is 'hi', expected a read-only"),
     (ModelRequest, ModelRequest("r", "s1", ConversationView([Message("user", "hi"), None], 2), ()),
      "whose messages[1] is None"),
+    # no JSON or UTF-8 form: the trace could not be written (issue 28)
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"note": ["ok", "x\ud800"]}),
+     "whose data['note'][1] is 'x\\ud800', expected text without lone surrogates"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s\udc00"),
+     "whose session_id is 's\\udc00', expected text without lone surrogates"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"\ud800": 1}),
+     "expected text without lone surrogates"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"cost": float("nan")}),
+     "whose data['cost'] is nan, expected a finite number (NaN and infinities are not JSON)"),
+    (TurnResult, TurnResult("s1", TurnStatus.COMPLETED, "hi\udfff"),
+     "whose final_text is 'hi\\udfff', expected text without lone surrogates"),
 ])
 def test_values_off_the_contract_name_the_field(kind, value, message):
     assert message in value_problem(kind, value, "run_turn returned")

@@ -350,6 +350,63 @@ def test_l3_4_fails_when_an_explicit_deny_executes_after_approval():
     assert_fail_at(verdict, row)
 
 
+W1 = ToolCall("w1", "write_file", {"path": "/repo/log.txt", "content": "x"})
+DENY_WRITES = (Rule(RuleEffect.DENY, "write_file"),)
+
+
+def _asked_then_waited(tb, deny_before_wait):
+    """w1 is asked for (no rule covers it); a deny rule arrives before (or after) its wait
+    is persisted; the wait is withdrawn and w1 ends denied by the explicit deny."""
+    tb.respond("s1", (W1,))
+    tb.observe("decided", Observation(operations=(
+        op(W1, permission=Permission.ASK, decided_by=DecisionSource.DEFAULT_ASK, outcome=Outcome.NOT_STARTED),)))
+    if deny_before_wait:
+        tb.update_rules("s1", DENY_WRITES, 2)
+    created = tb.emit("approval_wait_created", execution_id=op(W1).identity.execution_id, wait_id="wait-w1")
+    tb.failpoint("after_wait_persisted", context={"session_id": "s1", "tool_call_id": "w1"})
+    tb.observe("persisted", Observation(
+        operations=(op(W1, permission=Permission.ASK, decided_by=DecisionSource.DEFAULT_ASK,
+                       outcome=Outcome.NOT_STARTED),),
+        approval_waits=(wait("wait-w1", W1),)))
+    if not deny_before_wait:
+        tb.update_rules("s1", DENY_WRITES, 2)
+    tb.emit("approval_answered", execution_id=op(W1).identity.execution_id, wait_id="wait-w1",
+            approved=False, withdrawn=True)
+    tb.observe("final", Observation(
+        operations=(denied(W1, decided_by=DecisionSource.EXPLICIT_DENY),),
+        approval_waits=(wait("wait-w1", W1, status=WaitStatus.REJECTED, applied=True),)))
+    return created
+
+
+def test_l3_4_passes_when_a_wait_asked_before_the_deny_is_withdrawn():
+    # The chaos case of issue 28 (seed 404): the wait was created while the call was only
+    # asked for; the deny came later and the wait was closed. That is the revocation
+    # working, not an explicit deny made approvable.
+    tb = TB(SessionConfig("s1"))
+    _asked_then_waited(tb, deny_before_wait=False)
+    verdict = check("L3.4", tb.build())
+    assert verdict.status is Status.PASS and verdict.exercised == 1, verdict
+
+
+def test_l3_4_fails_when_a_wait_is_created_for_an_explicit_deny_then_withdrawn():
+    # The deny was in force when the wait was persisted: a wait for an explicitly denied
+    # call, even one withdrawn before any prompt, is what L3.4 forbids.
+    tb = TB(SessionConfig("s1"))
+    created = _asked_then_waited(tb, deny_before_wait=True)
+    verdict = check("L3.4", tb.build())
+    assert_fail_at(verdict, created)
+    assert "wait-w1" in verdict.evidence[0].note
+
+
+def test_l3_4_fails_when_a_wait_stays_pending_for_a_call_stored_as_explicitly_denied():
+    tb = TB(SessionConfig("s1"))
+    tb.respond("s1", (W1,))
+    index = tb.observe("final", Observation(
+        operations=(denied(W1, decided_by=DecisionSource.EXPLICIT_DENY),),
+        approval_waits=(wait("wait-w1", W1),)))
+    assert_fail_at(check("L3.4", tb.build()), index)
+
+
 def test_l3_4_not_exercised_without_such_calls():
     tb = TB(HARD, tools=HARD_TOOLS)
     deny_round(tb, bash("c1"))

@@ -249,6 +249,40 @@ def test_a_forked_copy_never_removes_its_parents_containers(engine, fake_engine)
     assert remove_all_containers() == ["mine"]
 
 
+def test_forked_workers_never_name_two_containers_alike(no_docker):
+    # run --jobs forks workers that each continue the same counter: without the pid, both
+    # named their next container lh-<run>-2 ("The container name ... is already in use").
+    implementation = DockerImplementation("img", info=REFERENCE_INFO)
+    mine = [implementation.container_name() for _ in range(2)]
+    names = set(mine)
+    for _ in range(2):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(write, " ".join(implementation.container_name()
+                                     for _ in range(3)).encode())
+            os._exit(0)
+        os.close(write)
+        theirs = os.read(read, 1000).decode().split()
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert all(name.startswith(f"lh-{implementation.run_id}-{pid}-") for name in theirs)
+        names |= set(theirs)
+    assert len(names) == 2 + 2 * 3
+    assert mine == [f"lh-{implementation.run_id}-1", f"lh-{implementation.run_id}-2"]
+
+
+def test_close_removes_by_label_what_only_workers_started(engine, fake_engine):
+    # The engine was reached in workers only (their containers left behind when they failed):
+    # close in the parent reaches it to remove them by label all the same.
+    implementation = DockerImplementation("img", info=REFERENCE_INFO)
+    assert implementation.engine is None
+    fake_engine.containers = {"lh-w-1": _oom_attrs(implementation.run_id),
+                              "someone-elses": _oom_attrs("0123456789ab")}
+    implementation.close()
+    assert set(fake_engine.containers) == {"someone-elses"}
+
+
 class FakeContainer:
     def __init__(self, name, log, fail=None):
         self.id = name

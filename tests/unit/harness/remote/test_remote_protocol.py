@@ -300,6 +300,41 @@ def test_numbers_and_texts_as_another_language_writes_them_are_read():
                               "f": 1e-7}
     assert c.canonical_json(message.result) == \
         '{"f":1e-7,"m":-9007199254740991,"n":53401225956765130,"t":"\U0001f600"}'
+@pytest.mark.parametrize("value, member", [
+    (b"NaN", "params.event.data.cost"),
+    (b"Infinity", "params.event.data.cost"),
+    (b"[1, -Infinity]", "params.event.data.cost[1]"),
+    (b"1e999", "params.event.data.cost"),
+])
+def test_a_number_without_json_form_is_refused_naming_its_member(value, member):
+    # Python's decoder takes NaN and Infinity; RFC 8259 has no such number, and the
+    # trace's canonical JSON could not hold one (issue 28).
+    line = (b'{"jsonrpc": "2.0", "id": 7, "method": "emit", "params": {"event": {"data": '
+            b'{"cost": ' + value + b'}}}}\n')
+    with pytest.raises(p.BadValue) as caught:
+        p.parse_message(line)
+    assert str(caught.value).startswith(f"{member}: not a JSON number")
+    assert caught.value.id == 7 and caught.value.code == p.INVALID_REQUEST
+
+
+@pytest.mark.parametrize("text, member", [
+    (b'{"bad": "x\\ud800y"}', "params.event.data.bad"),
+    (b'{"ok": ["a", "\\uDFFF"]}', "params.event.data.ok[1]"),
+    (b'{"\\udc00": 1}', "params.event.data['\\udc00'] (key)"),
+])
+def test_a_lone_surrogate_is_refused_naming_its_member(text, member):
+    # Valid JSON, but the text has no UTF-8 form: the trace digest could not encode it.
+    line = (b'{"jsonrpc": "2.0", "id": 7, "method": "emit", "params": {"event": {"data": '
+            + text + b'}}}\n')
+    with pytest.raises(p.BadValue) as caught:
+        p.parse_message(line)
+    assert str(caught.value).startswith(f"{member}: text with a lone surrogate")
+    assert caught.value.id == 7
+
+
+def test_a_surrogate_pair_is_one_character_and_passes():
+    message = p.parse_message(b'{"jsonrpc": "2.0", "id": 1, "result": "\\ud83d\\ude00 \\\\ud800"}')
+    assert message.result == "\U0001f600 \\ud800"
 
 
 def test_a_server_keeps_serving_after_a_bad_line():

@@ -86,3 +86,41 @@ def test_the_canonical_text_encodes_shared_rows_once_and_equals_the_plain_one():
     points = trace.observations + (ObservationPoint(10**6, "probe:odd", odd),)
     mixed = dataclasses.replace(trace, observations=points)
     assert trace_canonical_json(mixed) == canonical_json(to_json(mixed))
+
+
+def test_large_readings_are_streamed_not_kept_and_the_digest_is_unchanged(monkeypatch):
+    # A hostile implementation sends large fresh readings: the text is produced piece by
+    # piece (never whole) and nothing past the caps is kept, yet text and digest are exactly
+    # those of the plain encoding.
+    import hashlib
+
+    from harness.contract import (Observation, Outcome, Permission, Projection, canonical_json,
+                                  to_json)
+    from harness.implementations.specs import resolve
+    from harness.running.runner import run_scenario
+    from harness.scenarios.loader import load
+    from harness.trace import record
+    from harness.trace.record import (ObservationPoint, canonical_pieces, digest_and_find,
+                                      trace_canonical_json, trace_digest)
+    from pathlib import Path
+
+    monkeypatch.setattr(record, "ROW_TEXT_KEPT_CHARS", 64)
+    monkeypatch.setattr(record, "TUPLE_TEXT_KEPT_CHARS", 512)
+    monkeypatch.setattr(record, "OBSERVATION_TEXT_KEPT_CHARS", 1024)
+    monkeypatch.setattr(record, "OBSERVATION_TEXTS_KEPT_CHARS", 2048)
+    scenario = load(Path(__file__).parents[4] / "scenarios" / "l4" / "crash_after_result_saved.toml")
+    trace = run_scenario(resolve("reference"), scenario, 0).trace
+    big = Observation(projections=tuple(
+        Projection("s1", f"ex-{n}", f"c{n}", Permission.DENY, Outcome.NOT_STARTED, "denied",
+                   "y" * 300, ()) for n in range(20)))
+    points = trace.observations + tuple(ObservationPoint(10**6 + n, "probe:big", big)
+                                        for n in range(3))
+    trace = dataclasses.replace(trace, observations=points)
+    plain = canonical_json(to_json(trace))
+    pieces = list(canonical_pieces(trace))
+    assert max(len(piece) for piece in pieces) < len(plain) // 4  # never the whole text
+    assert "".join(pieces) == plain == trace_canonical_json(trace)
+    expected = "sha256:" + hashlib.sha256(plain.encode()).hexdigest()
+    digest, found = digest_and_find(trace, lambda piece: "y" * 300 in piece)
+    assert (digest, found) == (expected, True)
+    assert trace_digest(trace) == expected

@@ -91,6 +91,16 @@ def test_failpoints_count_hits_record_probe_then_act():
     assert [type(e) for e in w.take_raised(0)] == [c.InjectedFault] and w.take_raised(0) == []
 
 
+@pytest.mark.parametrize("name", ["after_lunch", "<b>after_prepare</b>", "AFTER_PREPARE"])
+def test_a_failpoint_outside_the_catalogue_is_refused_not_reached(name):
+    w = world([make_fault("after_prepare", "1", "crash")])
+    with pytest.raises(c.ContractError, match="not in the failpoint catalogue"):
+        w.port(0).failpoint(name, {"session_id": "s1"})
+    assert w.failpoints_reached() == () and len(w.log) == 0
+    (problem,) = w.take_foreign_calls()
+    assert repr(name) in problem and "protocol error" in problem
+
+
 def test_a_crashed_instance_can_no_longer_act_or_leave_records():
     w = world([make_fault("after_prepare", "1", "crash")])
     dead, alive = w.port(0), w.port(1)
