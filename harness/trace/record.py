@@ -231,6 +231,7 @@ class Trace:
 
 _TRACE_FIELDS = tuple(f.name for f in fields(Trace))
 _POINT_FIELDS = tuple(f.name for f in fields(ObservationPoint))
+_EVENT_FIELDS_SORTED = tuple(sorted(f.name for f in fields(TraceEvent)))
 
 
 @by_identity(4)
@@ -269,52 +270,127 @@ def trace_from_json(data: dict[str, Any]) -> Trace:
     return from_json(Trace, data)
 
 
-@by_identity(2)  # the runner's scrub check and the digest read the same trace's text
+@by_identity(2)  # the tests and callers that want the text itself
 def trace_canonical_json(trace: Trace) -> str:
-    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes), with an
-    observation that several points share encoded once and spliced in (canonical JSON is
-    sorted keys without whitespace, so an object's text is its members' texts joined). The
-    pieces are joined once: the text repeats each point's observation, hundreds of KB per
-    trace, and joining it level by level copied it once per level."""
-    encoded: dict[int, tuple[Observation, str]] = {}
+    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes): the pieces of
+    :func:`trace_text_pieces` joined once."""
+    return "".join([piece for piece, _ in trace_text_pieces(trace)])
+
+
+def trace_text_pieces(trace: Trace) -> Iterator[tuple[str, bool]]:
+    """The canonical text of ``trace`` in pieces, in order, each with whether it is *fresh*:
+    text encoded here for the first time rather than a repeat of an earlier piece (a store
+    row or a conversation message met again, an observation shared by several points).
+
+    Every JSON string of the text lies whole inside one piece (a piece is the text of whole
+    values, or punctuation and member names), so a search for a string's content may look at
+    the fresh pieces alone: a repeated piece is a copy of a fresh one. The text repeats each
+    store reading (a long session's readings hold all its rows) and each request's whole
+    conversation, so it grows as the square of a session's length; the pieces do not: what
+    is kept while they are produced is each distinct row's and message's text and the last
+    reading's, never the whole text."""
     rows = _RowTexts()
-    pieces: list[str] = []
-    put = pieces.append
-
-    def trace_member(name: str, value: Any) -> None:
-        if name != "observations":
-            put(canonical_text(value))
-            return
-        put("[")
-        for number, point in enumerate(value):
-            if number:
-                put(",")
-            _put_object(put, point, _POINT_FIELDS_SORTED, point_member)
-        put("]")
-
-    def point_member(name: str, value: Any) -> None:
-        if name != "observation":
-            put(canonical_text(value))
-            return
-        seen = encoded.get(id(value))
-        if seen is None or seen[0] is not value:
-            seen = encoded[id(value)] = (value, _canonical_observation(value, rows))
-        put(seen[1])
-
-    _put_object(put, trace, _TRACE_FIELDS_SORTED, trace_member)
-    return "".join(pieces)
+    last: list[tuple[Observation, str]] = []
+    messages = _MessageTexts()
+    for at, name in enumerate(_TRACE_FIELDS_SORTED):
+        yield ("," if at else "{") + _key_text(name) + ":", False
+        value = getattr(trace, name)
+        if name == "observations":
+            yield from _observation_pieces(value, rows, last)
+        elif name == "events":
+            yield from _event_pieces(value, messages)
+        else:
+            yield canonical_text(value), True
+    yield "}", False
 
 
-def _put_object(put: Callable[[str], None], value: Any, names: tuple[str, ...],
-                member: Callable[[str, Any], None]) -> None:
-    """Append the canonical text of the object ``value`` whose sorted field names are
-    ``names``; ``member(name, field value)`` appends each member's value."""
-    for at, name in enumerate(names):
-        put("," if at else "{")
-        put(_key_text(name))
-        put(":")
-        member(name, getattr(value, name))
-    put("}")
+def _observation_pieces(points: Any, rows: "_RowTexts", last: list[tuple[Observation, str]]
+                        ) -> Iterator[tuple[str, bool]]:
+    if type(points) is not tuple:
+        yield canonical_text(points), True
+        return
+    yield "[", False
+    for number, point in enumerate(points):
+        if type(point) is not ObservationPoint:
+            yield ("," if number else "") + canonical_text(point), True
+            continue
+        for at, name in enumerate(_POINT_FIELDS_SORTED):
+            opening = ("," if number else "") + "{" if at == 0 else ","
+            yield opening + _key_text(name) + ":", False
+            value = getattr(point, name)
+            if name != "observation":
+                yield canonical_text(value), True
+                continue
+            if last and last[0][0] is value:  # the same reading as the point before
+                yield last[0][1], False
+                continue
+            text, fresh = _canonical_observation(value, rows)
+            last[:] = [(value, text)]
+            yield text, fresh
+        yield "}", False
+    yield "]", False
+
+
+def _event_pieces(events: Any, messages: "_MessageTexts") -> Iterator[tuple[str, bool]]:
+    """The events' text, each event whole except a list of objects in its data (a model
+    request's conversation), whose members are encoded once per object (the world records
+    one object per message, shared by every request that carries it)."""
+    if type(events) is not tuple:
+        yield canonical_text(events), True
+        return
+    yield "[", False
+    for number, event in enumerate(events):
+        comma = "," if number else ""
+        data = getattr(event, "data", None) if type(event) is TraceEvent else None
+        if type(data) is not dict or not _plain_keys(data) or not any(
+                type(item) is list and item and type(item[0]) is dict for item in data.values()):
+            yield comma + canonical_text(event), True
+            continue
+        for at, name in enumerate(_EVENT_FIELDS_SORTED):
+            opening = (comma + "{") if at == 0 else ","
+            yield opening + _key_text(name) + ":", False
+            if name != "data":
+                yield canonical_text(getattr(event, name)), True
+                continue
+            for position, key in enumerate(sorted(data)):
+                yield ("," if position else "{") + _key_text(key) + ":", True
+                item = data[key]
+                if type(item) is list and item and type(item[0]) is dict:
+                    yield from messages.pieces(item)
+                else:
+                    yield canonical_text(item), True
+            yield "}", False
+        yield "}", False
+    yield "]", False
+
+
+def _plain_keys(data: dict[Any, Any]) -> bool:
+    """Keys the canonical text writes as they are, in the order ``sorted`` gives: ASCII
+    strings (the trace's own member names), so the members may be written one by one."""
+    return all(type(key) is str and key.isascii() for key in data)
+
+
+@dataclass(slots=True)
+class _MessageTexts:
+    """Objects of a list already encoded in this text, by object (held, so an id is never
+    reused while it is a key)."""
+
+    by_object: dict[int, tuple[Any, str]] = field(default_factory=dict)
+
+    def pieces(self, items: list[Any]) -> Iterator[tuple[str, bool]]:
+        yield "[", False
+        for position, item in enumerate(items):
+            if position:
+                yield ",", False
+            seen = self.by_object.get(id(item))
+            if seen is not None and seen[0] is item:
+                yield seen[1], False
+                continue
+            text = canonical_text(item)
+            if type(item) is dict:
+                self.by_object[id(item)] = (item, text)
+            yield text, True
+        yield "]", False
 
 
 _TRACE_FIELDS_SORTED = tuple(sorted(_TRACE_FIELDS))
@@ -333,9 +409,14 @@ class _RowTexts:
 
     by_object: dict[int, tuple[Any, str]] = field(default_factory=dict)
     by_value: dict[Any, str] = field(default_factory=dict)
-    by_tuple: dict[int, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
-    """A field's whole tuple of rows by object: an implementation that keeps the parts of
-    its store that did not change hands back the very same tuple in the next reading."""
+    by_field: dict[str, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
+    """Per field, the last reading's tuple of rows and its text: an implementation that
+    keeps the parts of its store that did not change hands back the very same tuple in the
+    next reading. Only the last one is kept: a long session's readings each hold a new
+    tuple of all its rows, and keeping every one's text would keep the whole text."""
+    fresh: bool = False
+    """Set when :meth:`text` encoded a row for the first time (read and reset by the
+    caller)."""
 
     def text(self, row: Any) -> str:
         seen = self.by_object.get(id(row))
@@ -345,30 +426,35 @@ class _RowTexts:
         text = None if key is None else self.by_value.get(key)
         if text is None:
             text = canonical_text(row)
+            self.fresh = True
             if key is not None:
                 self.by_value[key] = text
         self.by_object[id(row)] = (row, text)
         return text
 
 
-def _canonical_observation(observation: Observation, rows: _RowTexts) -> str:
-    """``canonical_json(to_json(observation))``, each row's text taken from ``rows``."""
+def _canonical_observation(observation: Observation, rows: _RowTexts) -> tuple[str, bool]:
+    """``canonical_json(to_json(observation))``, each row's text taken from ``rows``, and
+    whether any of it was encoded here for the first time (see :func:`trace_text_pieces`)."""
     if type(observation) is not Observation:
-        return canonical_text(observation)
+        return canonical_text(observation), True
     members = {}
+    rows.fresh = False
+    fresh = False
     for name in _OBSERVATION_FIELDS:
         value = getattr(observation, name)
         if type(value) is not tuple:
             members[name] = canonical_text(value)
+            fresh = fresh or type(value) is not int  # a count's text holds no string
             continue
-        seen = rows.by_tuple.get(id(value))
+        seen = rows.by_field.get(name)
         if seen is not None and seen[0] is value:
             members[name] = seen[1]
             continue
         text = "[" + ",".join([rows.text(row) for row in value]) + "]"
-        rows.by_tuple[id(value)] = (value, text)
+        rows.by_field[name] = (value, text)
         members[name] = text
-    return _canonical_object(members)
+    return _canonical_object(members), fresh or rows.fresh
 
 
 def _canonical_object(members: dict[str, str]) -> str:
@@ -388,5 +474,39 @@ def _key_text(name: str) -> str:
     return text
 
 
+_DIGESTS: list[tuple[Trace, str]] = []
+"""The last few traces digested, with their digests (the runner digests a trace as it
+scrubs it, the suite and the campaigns ask again for the same trace)."""
+_DIGESTS_KEPT = 4
+_HASH_BATCH = 1 << 20
+
+
 def trace_digest(trace: Trace) -> str:
-    return "sha256:" + hashlib.sha256(trace_canonical_json(trace).encode()).hexdigest()
+    """``sha256`` of :func:`trace_canonical_json`, hashed piece by piece (the text itself is
+    never built: see :func:`trace_text_pieces`)."""
+    return digest_pieces(trace, lambda piece, fresh: None)
+
+
+def digest_pieces(trace: Trace, visit: Callable[[str, bool], None]) -> str:
+    """:func:`trace_digest`, calling ``visit(piece, fresh)`` on every piece of the text in
+    order when it is computed here (a digest remembered from an earlier call visits
+    nothing and is returned as it was)."""
+    for held, digest in _DIGESTS:
+        if held is trace:
+            return digest
+    hasher = hashlib.sha256()
+    batch: list[str] = []
+    size = 0
+    for piece, fresh in trace_text_pieces(trace):
+        visit(piece, fresh)
+        batch.append(piece)
+        size += len(piece)
+        if size >= _HASH_BATCH:
+            hasher.update("".join(batch).encode())
+            batch.clear()
+            size = 0
+    hasher.update("".join(batch).encode())
+    digest = "sha256:" + hasher.hexdigest()
+    _DIGESTS.insert(0, (trace, digest))
+    del _DIGESTS[_DIGESTS_KEPT:]
+    return digest
