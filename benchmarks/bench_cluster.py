@@ -25,10 +25,14 @@ def _campaign(budget: int, seed: int, executor=None) -> tuple[list, float]:
     from harness.campaigns.generate import run_generation
 
     implementation = reference_impl.implementation()
+    on = None if executor is None else executor(implementation)
     started = time.monotonic()
-    result = run_generation(implementation, seed=seed, budget=budget, shrink=False, jobs=1,
-                            executor=None if executor is None else executor(implementation),
-                            regressions_dir="/tmp/lh-bench-cluster")
+    try:
+        result = run_generation(implementation, seed=seed, budget=budget, shrink=False, jobs=1,
+                                executor=on, regressions_dir="/tmp/lh-bench-cluster")
+    finally:
+        if on is not None:
+            on.close()
     took = time.monotonic() - started
     return [(c.key, c.outcome.trace_digest) for c in result.cases], took
 

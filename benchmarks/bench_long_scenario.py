@@ -51,17 +51,22 @@ def one_row(n: int) -> dict:
     from harness.running.suite import default_criteria
     from harness.scenarios.loader import loads
 
+    def cpu_s() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     scenario = loads(scenario_text(n))
     implementation, criteria = reference_impl.implementation(), default_criteria()
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), cpu_s()
     run = run_scenario(implementation, scenario, 0, time_limit_s=600.0)
-    run_s = time.monotonic() - started
-    started = time.monotonic()
+    run_s, run_cpu_s = time.monotonic() - started, cpu_s() - cpu_started
+    started, cpu_started = time.monotonic(), cpu_s()
     outcome = judge(run, criteria)
-    judge_s = time.monotonic() - started
+    judge_s, judge_cpu_s = time.monotonic() - started, cpu_s() - cpu_started
     return {
         "n": n, "run_s": round(run_s, 2), "judge_s": round(judge_s, 2),
-        "total_s": round(run_s + judge_s, 2),
+        "total_s": round(run_s + judge_s, 2), "run_cpu_s": round(run_cpu_s, 2),
+        "judge_cpu_s": round(judge_cpu_s, 2), "cpu_s": round(run_cpu_s + judge_cpu_s, 2),
         "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "events": len(run.trace.events), "readings": len(run.trace.observations),
         "distinct_readings": len({id(p.observation) for p in run.trace.observations}),
@@ -95,8 +100,8 @@ def main() -> None:
         print(json.dumps(one_row(args.row)))
         return
     rows: list[dict] = []
-    print(f"{'N':>6} {'run s':>7} {'judge s':>8} {'total s':>8} {'peak MB':>8} {'events':>7} "
-          f"{'readings':>8} {'distinct':>8}  verdict")
+    print(f"{'N':>6} {'run s':>7} {'judge s':>8} {'total s':>8} {'CPU s':>7} {'peak MB':>8} "
+          f"{'events':>7} {'readings':>8} {'distinct':>8}  verdict")
     for n in sorted(args.n):
         try:
             child = subprocess.run([sys.executable, __file__, "--row", str(n)], cwd=ROOT,
@@ -110,19 +115,20 @@ def main() -> None:
         row = json.loads(child.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"{n:>6} {row['run_s']:>7} {row['judge_s']:>8} {row['total_s']:>8} "
-              f"{row['peak_mb']:>8} {row['events']:>7} {row['readings']:>8} "
+              f"{row['cpu_s']:>7} {row['peak_mb']:>8} {row['events']:>7} {row['readings']:>8} "
               f"{row['distinct_readings']:>8}  {row['verdict']}")
     for a, b in zip(rows, rows[1:]):
         print(f"exponent N={a['n']}->{b['n']}: time {exponent(a, b, 'total_s'):.2f} (run "
-              f"{exponent(a, b, 'run_s'):.2f}, judge {exponent(a, b, 'judge_s'):.2f}), "
-              f"peak memory {exponent(a, b, 'peak_mb'):.2f}")
+              f"{exponent(a, b, 'run_s'):.2f}, judge {exponent(a, b, 'judge_s'):.2f}), CPU "
+              f"{exponent(a, b, 'cpu_s'):.2f} (run {exponent(a, b, 'run_cpu_s'):.2f}, judge "
+              f"{exponent(a, b, 'judge_cpu_s'):.2f}), peak memory {exponent(a, b, 'peak_mb'):.2f}")
     if len(rows) > 1:
-        print(f"fitted over every row: time N^{fitted(rows, 'total_s'):.2f}, "
-              f"peak memory N^{fitted(rows, 'peak_mb'):.2f}")
+        print(f"fitted over every row: time N^{fitted(rows, 'total_s'):.2f}, CPU "
+              f"N^{fitted(rows, 'cpu_s'):.2f}, peak memory N^{fitted(rows, 'peak_mb'):.2f}")
     at_target = next((r for r in rows if r["n"] == TARGET_N), None)
     if at_target is not None:
-        print(f"target N={TARGET_N}: {at_target['total_s']} s (x{at_target['total_s'] / TARGET_S:.2f}"
-              f" of {TARGET_S:g} s), {at_target['peak_mb']} MB "
+        print(f"target N={TARGET_N}: {at_target['total_s']} s wall, {at_target['cpu_s']} s CPU "
+              f"(x{at_target['cpu_s'] / TARGET_S:.2f} of {TARGET_S:g} s), {at_target['peak_mb']} MB "
               f"(x{at_target['peak_mb'] / TARGET_MB:.2f} of {TARGET_MB:g} MB)")
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:

@@ -104,6 +104,14 @@ class DaskCluster:
                     f"--executor {DASK_SCHEME}{self.address}: no Dask scheduler answered there "
                     f"({exc}); start one with `dask scheduler` and workers with `dask worker "
                     f"{self.address} --nthreads 1` (docs/campaigns.md)") from None
+            try:  # a scheduler without workers would hold the cases forever
+                self._client.wait_for_workers(1, timeout=self._timeout_s)
+            except (OSError, TimeoutError) as exc:
+                self.close()
+                raise ExecutorError(
+                    f"--executor {DASK_SCHEME}{self.address}: the scheduler has no worker "
+                    f"after {self._timeout_s:g} s ({exc}); start some with `dask worker "
+                    f"{self.address} --nthreads 1` (docs/campaigns.md)") from None
         return self._client
 
     @property

@@ -125,3 +125,13 @@ def test_no_scheduler_there_is_an_executor_error():
     executor = E.DaskCluster("127.0.0.1:9", [], timeout_s=1.0)
     with pytest.raises(E.ExecutorError, match="no Dask scheduler answered"):
         executor.run(lambda i: i, 1)
+
+
+def test_a_scheduler_without_workers_is_an_executor_error():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=0, processes=False,
+                                  dashboard_address=None) as empty:
+        executor = E.DaskCluster(empty.scheduler_address.removeprefix("tcp://"), [],
+                                 timeout_s=1.0)
+        with pytest.raises(E.ExecutorError, match="has no worker"):
+            executor.run(lambda i: i, 1)
