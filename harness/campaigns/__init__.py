@@ -8,7 +8,8 @@ failure is shrunk to a scenario file with its replay command). Modules:
 :mod:`~harness.campaigns.matrix` and :mod:`~harness.campaigns.compare` (criterion x
 implementation tables), :mod:`~harness.campaigns.merge` (shards joined into one report),
 :mod:`~harness.campaigns.diff` (the same cases on two implementations, the first diverging
-world event of each).
+world event of each), :mod:`~harness.campaigns.executor` (where a campaign's cases run: the
+local worker pool or a Dask cluster).
 Campaigns sit above running and the implementations they choose; the command line sits above
 them. The modules are the face (this package imports nothing).
 """

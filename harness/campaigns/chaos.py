@@ -638,12 +638,15 @@ Progress = Callable[[Any], None]
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
                   reference: Implementation | None = None, criteria: Sequence[Criterion],
                   runner: Runner, time_limit_s: float, progress: Progress | None = None,
-                  jobs: int = 1) -> tuple[tuple[Base, ...], tuple[SkippedBase, ...]]:
+                  jobs: int = 1, executor: Any = None
+                  ) -> tuple[tuple[Base, ...], tuple[SkippedBase, ...]]:
     """Learn each scenario's reachable hits on the reference; keep the bases that pass plainly
     on the implementation and reach at least one failpoint. ``jobs`` > 1 learns them in the
-    worker pool (:mod:`harness.running.parallel`); the bases, their order and so the campaign are the
+    worker pool (:mod:`harness.running.parallel`), an ``executor`` on its workers
+    (:mod:`harness.campaigns.executor`); the bases, their order and so the campaign are the
     same; a base whose worker died is skipped with the cause."""
-    from harness.running.parallel import CaseFailure, run_cases
+    from harness.campaigns.executor import LocalPool
+    from harness.running.parallel import CaseFailure
 
     bases: list[Base] = []
     skipped: list[SkippedBase] = []
@@ -656,7 +659,8 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         return make_base(scenario, learned), judge(plain, criteria)
 
-    learned_all = run_cases(learn, len(scenarios), jobs=jobs, reuse_workers=True)
+    executor = LocalPool(jobs) if executor is None else executor
+    learned_all = executor.run(learn, len(scenarios))
     for index, (scenario, item) in enumerate(zip(scenarios, learned_all), start=1):
         if isinstance(item, CaseFailure):
             lost = SkippedBase(scenario.id, _display(scenario.file),
@@ -700,21 +704,27 @@ def run_campaign(
     max_shrink_runs: int = DEFAULT_MAX_SHRINK_RUNS,
     command: str = "",
     jobs: int = 1,
+    executor: Any = None,
 ) -> CampaignResult:
     """Run one campaign (see the module docstring); write the regression file on a failure.
+    ``executor`` (default: ``jobs`` local worker processes) runs the cases ahead of the search
+    (:mod:`harness.campaigns.executor`).
 
     ``reference`` (default: the implementation itself) is where reachable hits are learned;
     ``criteria`` defaults to the catalogue, ``runner`` to ``harness.running.runner.run_scenario``."""
+    from harness.campaigns.executor import LocalPool
     from harness.running.suite import default_criteria, default_runner, replay_command
 
     hypothesis = require_hypothesis()
+    executor = LocalPool(jobs) if executor is None else executor
     if budget < 1:
         raise ChaosError(f"budget {budget}: a campaign needs at least 1 example")
     criteria = tuple(default_criteria() if criteria is None else criteria)
     runner = default_runner() if runner is None else runner
     bases, skipped = prepare_bases(implementation, scenarios, seed, reference=reference,
                                    criteria=criteria, runner=runner,
-                                   time_limit_s=time_limit_s, progress=progress, jobs=jobs)
+                                   time_limit_s=time_limit_s, progress=progress,
+                                   executor=executor)
     if not bases:
         return CampaignResult(seed, budget, (), skipped, (), None)
     by_id = {base.id: base for base in bases}
@@ -768,9 +778,9 @@ def run_campaign(
         verbosity=hypothesis.Verbosity.quiet,
     )
     prefetched: dict[str, tuple[Outcome, float]] = {}
-    if jobs > 1:
+    if executor.width > 1 or not isinstance(executor, LocalPool):
         drawn = _drawn_schedules(hypothesis, settings, bases, seed)
-        prefetched = _run_ahead(drawn, run_one, jobs, progress)
+        prefetched = _run_ahead(drawn, run_one, executor, progress)
         if all(s.key() in prefetched and not prefetched[s.key()][0].failed for s in drawn):
             # Every example passed: the search below would draw exactly these, in this
             # order, and call each once (a repeat is a cached trial), so this is its result.
@@ -819,22 +829,21 @@ def _drawn_schedules(hypothesis: Any, settings: Any, bases: Sequence[Base], seed
 
 
 def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Outcome, float]],
-               jobs: int, progress: Progress | None = None
+               executor: Any, progress: Progress | None = None
                ) -> dict[str, tuple[Outcome, float]]:
-    """The outcome and wall-clock seconds of each distinct schedule of ``drawn``, run in
-    ``jobs`` worker processes in batches in draw order, stopping after the first batch in
+    """The outcome and wall-clock seconds of each distinct schedule of ``drawn``, run by the
+    ``executor``'s workers in batches in draw order, stopping after the first batch in
     which one failed (the search stops at its first failure; what it would not have run is
     not run). A schedule whose worker died is left out: the search runs it itself, as it
     would have without workers."""
-    from harness.running.parallel import CaseFailure, run_cases
+    from harness.running.parallel import CaseFailure
 
     distinct = list({schedule.key(): schedule for schedule in drawn}.values())
     found: dict[str, tuple[Outcome, float]] = {}
-    batch = RUN_AHEAD_PER_JOB * jobs
+    batch = RUN_AHEAD_PER_JOB * executor.width
     for start in range(0, len(distinct), batch):
         chunk = distinct[start:start + batch]
-        outcomes = run_cases(lambda i: run_one(chunk[i]), len(chunk), jobs=jobs,
-                             reuse_workers=True)
+        outcomes = executor.run(lambda i: run_one(chunk[i]), len(chunk))
         failed = False
         for schedule, item in zip(chunk, outcomes):
             if isinstance(item, CaseFailure):
@@ -842,7 +851,7 @@ def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Ou
             found[schedule.key()] = item
             failed = failed or item[0].failed
         if progress:
-            progress(RunAhead(start + len(chunk), len(distinct), jobs))
+            progress(RunAhead(start + len(chunk), len(distinct), executor.width))
         if failed:
             break
     return found

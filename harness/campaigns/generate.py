@@ -12,8 +12,12 @@ simulator and TigerBeetle's VOPR work the same way). Guarantees of :func:`run_ge
   So the same seed gives the same cases in the same order and the same trace digests, with
   one job or many, and a ``--time-s`` campaign is a prefix of a ``--budget`` one.
 * **Parallel.** With ``jobs`` > 1 each worker process draws and runs whole chunks
-  (:func:`harness.running.parallel.run_cases`); the main process only collects outcomes, in
-  chunk order. A chunk stops at its first failing case, and the campaign stops after the
+  (:func:`harness.running.parallel.run_cases`), and with an ``executor`` each worker of a Dask
+  cluster does (:mod:`harness.campaigns.executor`); the main process only collects outcomes,
+  in chunk order. A draw does not depend on the process it is made in: Hypothesis' habit of
+  mixing constants found in the source of the process's loaded modules into its draws is
+  turned off while a chunk is drawn (:func:`source_free_draws`), so a worker that loaded
+  other modules than this process draws the same cases. A chunk stops at its first failing case, and the campaign stops after the
   round of chunks in which the first failure (in case order) was found.
 * **The property.** A case holds when its run completed and no criterion failed or errored
   (:func:`harness.campaigns.chaos.judge`); ``not_exercised`` is no failure here: a single case
@@ -37,6 +41,7 @@ on a mutant; it returns how many cases that took.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -44,11 +49,12 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from harness.campaigns.chaos import (
     ChaosError, Outcome, dumps_toml, judge, require_hypothesis, write_and_rerun,
 )
+from harness.campaigns.executor import Executor, LocalPool
 from harness.contract import Failpoint, Implementation
 from harness.contract.errors import HarnessError, ScenarioError
 from harness.criteria.base import Criterion
@@ -362,8 +368,43 @@ def draw_chunk(seed: int, chunk: int, context: Any, count: int = CHUNK) -> list[
     settings = _settings(hypothesis, count)
     test = hypothesis.seed(chunk_seed(seed, chunk))(
         settings(hypothesis.given(workloads(context, chunk_plan(chunk)))(record)))
-    test()
+    with source_free_draws():
+        test()
     return drawn[:count]
+
+
+@contextlib.contextmanager
+def source_free_draws() -> Iterator[None]:
+    """Hypothesis draws without the constants of the process's own source code.
+
+    Hypothesis (6.13x and later) mixes into about one draw in twenty constants it collects
+    from the source of every *local* module loaded in the process (not the standard library
+    nor site-packages). A chunk drawn after other modules were imported, in a worker that
+    imported fewer (a Dask worker has no command line loaded), from an installed wheel
+    (whose modules are not local), or after any edit that adds a literal somewhere in the
+    harness, would then be other cases under the same seed. Inside this block the local
+    constants are an empty set (Hypothesis' own built-in constants still apply); the cache
+    of permitted constants is cleared on the way in and out so no draw outside mixes the
+    two. Without that part of Hypothesis (older versions) this does nothing."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
+    except ImportError:
+        yield
+        return
+    original = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if original is None or cache is None:
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.cache.clear()
 
 
 def generated_workloads(seed: int, count: int, context: Any) -> list[Any]:
@@ -470,10 +511,12 @@ def run_generation(
     jobs: int = 1,
     shrink: bool = True,
     command: str = "",
+    executor: Executor | None = None,
 ) -> GenerationResult:
     """Run one generation campaign (see the module docstring). ``budget`` cases at most
-    (``None``: no count bound), and no new chunk after ``time_s`` wall-clock seconds."""
-    from harness.running.parallel import CaseFailure, run_cases
+    (``None``: no count bound), and no new chunk after ``time_s`` wall-clock seconds.
+    ``executor`` (default: ``jobs`` local worker processes) runs the chunks."""
+    from harness.running.parallel import CaseFailure
     from harness.running.suite import default_criteria, default_runner
 
     require_hypothesis()
@@ -484,6 +527,8 @@ def run_generation(
     criteria = tuple(default_criteria() if criteria is None else criteria)
     runner = default_runner() if runner is None else runner
     context = implementation_context(implementation)
+    executor = LocalPool(jobs) if executor is None else executor
+    width = executor.width
     started = time.monotonic()
     cases: list[CaseResult] = []
     invalid: list[InvalidCase] = []
@@ -492,7 +537,7 @@ def run_generation(
     while failing is None:
         if time_s is not None and time.monotonic() - started >= time_s:
             break
-        round_ = [c for _, c in zip(range(max(1, jobs)), chunks)]
+        round_ = [c for _, c in zip(range(width), chunks)]
         if not round_:
             break
 
@@ -501,7 +546,7 @@ def run_generation(
             return run_chunk(implementation, chunk, seed=seed, context=context, count=count,
                              criteria=criteria, runner=runner, time_limit_s=time_limit_s)
 
-        results = run_cases(work, len(round_), jobs=jobs, reuse_workers=True)
+        results = executor.run(work, len(round_))
         for position, ((chunk, _count), item) in enumerate(zip(round_, results)):
             if isinstance(item, CaseFailure):  # a worker died: run the chunk here instead
                 item = work(position)
@@ -573,7 +618,8 @@ def _shrink_and_record(implementation: Implementation, failing: CaseResult, *, s
     test = hypothesis.seed(chunk_seed(seed, chunk))(
         settings(hypothesis.given(workloads(context, chunk_plan(chunk)))(prop)))
     try:
-        test()
+        with source_free_draws():
+            test()
     except _Counterexample as found:
         data, outcome = found.data, found.outcome
     except hypothesis.errors.Flaky as exc:

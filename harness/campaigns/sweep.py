@@ -27,7 +27,8 @@ Guarantees of :func:`run_sweep`:
   F:H``, ``--raise-at F:H`` or ``--hold-at F:STEP`` on ``replay``, which rebuilds exactly
   this case's scenario with :func:`case_scenario`.
 * **Parallel and sharded.** Cases run in the worker pool (:mod:`harness.running.parallel`; a dead
-  worker is that case's error); ``--shard I/N`` splits them by case id
+  worker is that case's error) or on a Dask cluster's workers
+  (:mod:`harness.campaigns.executor`); ``--shard I/N`` splits them by case id
   (:mod:`harness.running.shard`) after every shard learned the same case list; ``merge`` joins
   the shards' ``sweep.json`` into the one an unsharded sweep writes (byte for byte: nothing
   wall-clock is in it; durations go to ``durations.json``).
@@ -320,11 +321,14 @@ def run_sweep(
     shard: Any = None,
     durations: dict[str, float] | None = None,
     progress: Progress | None = None,
+    executor: Any = None,
 ) -> SweepResult:
-    """Learn, plan and run every case (see the module docstring)."""
+    """Learn, plan and run every case (see the module docstring); ``executor`` (default:
+    ``jobs`` local worker processes, :mod:`harness.campaigns.executor`) runs them."""
     import time
 
-    from harness.running.parallel import CaseFailure, run_cases
+    from harness.campaigns.executor import LocalPool
+    from harness.running.parallel import CaseFailure
     from harness.running.shard import select
     from harness.running.suite import default_criteria, default_runner
 
@@ -342,7 +346,8 @@ def run_sweep(
         return planned, baseline, time.monotonic() - started
 
     # Cases are independent runs, as the suite's are: a worker takes case after case.
-    learned = run_cases(learn, len(scenarios), jobs=jobs, reuse_workers=True)
+    executor = LocalPool(jobs) if executor is None else executor
+    learned = executor.run(learn, len(scenarios))
     all_cases: list[SweepCase] = []
     known: dict[str, CaseResult] = {}
     took: dict[str, float] = {}
@@ -384,7 +389,7 @@ def run_sweep(
         if progress and finished[0] % 100 == 0:
             progress(f"[{finished[0]}/{len(to_run)}] cases run")
 
-    outcomes = run_cases(one, len(to_run), jobs=jobs, on_done=done, reuse_workers=True)
+    outcomes = executor.run(one, len(to_run), on_done=done)
     for case, outcome in zip(to_run, outcomes):
         if isinstance(outcome, CaseFailure):
             scenario = scenarios[case.scenario_index]

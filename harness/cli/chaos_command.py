@@ -61,10 +61,11 @@ def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
     run ahead of the search (see the module docstring); ``--shard I/N``: this machine's share of
     the bases, an independent campaign under the same seed (no merge: each shard's failure,
     if any, is its own regression file)."""
-    from harness.cli.options import add_jobs_option
+    from harness.cli.options import add_executor_option, add_jobs_option
     from harness.running.shard import parse_shard
 
     add_jobs_option(parser)
+    add_executor_option(parser)
     parser.add_argument(
         "--shard", type=parse_shard, default=None, metavar="I/N",
         help="campaign over shard I of N of the base scenarios (split by a stable hash of the "
@@ -130,12 +131,15 @@ def cmd_chaos(args: argparse.Namespace, ctx: Any) -> int:
                              "shard; use fewer shards")
     ctx.err(f"chaos: {args.impl}, {len(scenarios)} base scenario(s), seed {args.seed}, "
             f"budget {args.budget}; learning reachable failpoints on the reference")
-    result = run_campaign(
-        implementation, scenarios, seed=args.seed, budget=args.budget, impl_spec=args.impl,
-        reference=reference, regressions_dir=regressions, time_limit_s=args.time_limit_s,
-        criteria=criteria, runner=ctx.deps.runner(), progress=_progress(ctx),
-        command=shlex.join((cli.PROG, *ctx.argv)), jobs=getattr(args, "jobs", 1),
-    )
+    travelling = [(implementation, args.impl), (reference, cli.DEFAULT_IMPL_SPEC)]
+    with cli.campaign_executor(args, travelling) as executor:
+        result = run_campaign(
+            implementation, scenarios, seed=args.seed, budget=args.budget, impl_spec=args.impl,
+            reference=reference, regressions_dir=regressions, time_limit_s=args.time_limit_s,
+            criteria=criteria, runner=ctx.deps.runner(), progress=_progress(ctx),
+            command=shlex.join((cli.PROG, *ctx.argv)), jobs=getattr(args, "jobs", 1),
+            executor=executor,
+        )
     if not result.bases:
         ctx.out(f"no usable base scenario: all {len(result.skipped)} already fail without "
                 "chaos faults or reach no failpoint; fix those first (`lifecycle-harness run`)")

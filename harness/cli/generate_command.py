@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
     cli.add_time_limit_option(parser)
     cli.add_expectations_option(parser)
     cli.add_jobs_option(parser)
+    cli.add_executor_option(parser)
     parser.set_defaults(handler=cmd_generate)
 
 
@@ -93,16 +94,19 @@ def cmd_generate(args: argparse.Namespace, ctx: Any) -> int:
                     + f"; {item.total_cases} in {item.elapsed_s:.1f} s ({rate:.1f}/s)")
 
     try:
-        result = run_generation(
-            implementation, seed=args.seed, budget=budget, time_s=args.time_s,
-            impl_spec=args.impl, regressions_dir=regressions, time_limit_s=args.time_limit_s,
-            criteria=criteria, runner=ctx.deps.runner(), progress=progress, jobs=args.jobs,
-            shrink=not args.no_shrink, command=shlex.join((cli.PROG, *ctx.argv)))
+        with cli.campaign_executor(args, [(implementation, args.impl)]) as executor:
+            result = run_generation(
+                implementation, seed=args.seed, budget=budget, time_s=args.time_s,
+                impl_spec=args.impl, regressions_dir=regressions,
+                time_limit_s=args.time_limit_s, criteria=criteria, runner=ctx.deps.runner(),
+                progress=progress, jobs=args.jobs, shrink=not args.no_shrink,
+                command=shlex.join((cli.PROG, *ctx.argv)), executor=executor)
+            where = executor.describe()
     except GenerationError as exc:
         raise UsageError(str(exc)) from None
     cases = len(result.cases)
     ctx.out(f"{cases} cases in {result.elapsed_s:.1f} s: {result.cases_per_s:.1f} cases/s "
-            f"(seed {args.seed}, {args.jobs} job(s))")
+            f"(seed {args.seed}, {where})")
     for line in _mix_lines("features drawn", result.feature_mix(), cases):
         ctx.out(line)
     for line in _mix_lines("situations reached", result.reached_mix(), cases):

@@ -11,9 +11,10 @@ not exist or holds no scenario; every default dependency is imported lazily.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from harness.contract import Implementation
 from harness.criteria.base import Criterion
@@ -270,6 +271,42 @@ def discover_scenarios(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, 
             "folders holding *.toml scenario files"
         )
     return scenarios
+
+
+def add_executor_option(parser: Any) -> None:
+    """``--executor`` for the campaigns whose cases are independent (chaos, sweep, generate)."""
+    parser.add_argument(
+        "--executor", default=None, metavar="dask://HOST:PORT",
+        help="run the cases on the workers of a Dask distributed scheduler instead of --jobs "
+        "local processes (the cluster extra; results, reports and digests are the same; "
+        "docs/campaigns.md says how to start the scheduler and workers)",
+    )
+
+
+@contextlib.contextmanager
+def campaign_executor(args: argparse.Namespace,
+                      implementations: Sequence[tuple[Any, str]]) -> Iterator[Any]:
+    """The executor ``--executor``/``--jobs`` name, closed when the command is done; each
+    ``(implementation, spec)`` pair travels to a cluster's workers as its spec (with the
+    ``--freeze-clock`` choice) and is resolved there."""
+    from harness.campaigns.executor import ExecutorError, ImplementationRecipe, parse_executor
+
+    freeze = getattr(args, "freeze_clock", None)
+    recipes = [(implementation, ImplementationRecipe(spec.strip(), freeze))
+               for implementation, spec in implementations]
+    try:
+        executor = parse_executor(getattr(args, "executor", None), jobs=getattr(args, "jobs", 1),
+                                  implementations=recipes)
+    except ExecutorError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        yield executor
+    except ExecutorError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        close = getattr(executor, "close", None)
+        if callable(close):
+            close()
 
 
 def add_jobs_option(parser: Any) -> None:

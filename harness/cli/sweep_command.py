@@ -22,7 +22,7 @@ def _max_hits(text: str) -> int:
 
 def add_parser(sub: Any) -> None:
     from harness.cli import options as cli
-    from harness.cli.options import add_jobs_option
+    from harness.cli.options import add_executor_option, add_jobs_option
     from harness.running.shard import add_shard_options
 
     parser = sub.add_parser(
@@ -46,6 +46,7 @@ def add_parser(sub: Any) -> None:
     parser.add_argument("--report-dir", default=DEFAULT_SWEEP_DIR, metavar="DIR",
                         help=f"where sweep.json, sweep.md, sweep.html go (default: {DEFAULT_SWEEP_DIR})")
     add_jobs_option(parser)
+    add_executor_option(parser)
     add_shard_options(parser)
     parser.set_defaults(handler=cmd_sweep)
 
@@ -74,12 +75,14 @@ def cmd_sweep(args: argparse.Namespace, ctx: Any) -> int:
     ctx.err(f"sweep: {args.impl}, {len(scenarios)} scenario(s), seed {args.seed}, actions "
             f"{','.join(actions)}, max hits {args.max_hits or 'all'}, {args.jobs} job(s)"
             + (f", shard {args.shard.text()}" if args.shard else ""))
-    result = run_sweep(
-        implementation, scenarios, seed=args.seed, impl_spec=args.impl,
-        criteria=ctx.deps.criteria(), runner=ctx.deps.runner(), time_limit_s=args.time_limit_s,
-        actions=actions, max_hits=args.max_hits, failpoints=args.failpoints, jobs=args.jobs,
-        shard=args.shard, durations=load_durations(args.durations), progress=ctx.err,
-    )
+    with cli.campaign_executor(args, [(implementation, args.impl)]) as executor:
+        result = run_sweep(
+            implementation, scenarios, seed=args.seed, impl_spec=args.impl,
+            criteria=ctx.deps.criteria(), runner=ctx.deps.runner(),
+            time_limit_s=args.time_limit_s, actions=actions, max_hits=args.max_hits,
+            failpoints=args.failpoints, jobs=args.jobs, shard=args.shard,
+            durations=load_durations(args.durations), progress=ctx.err, executor=executor,
+        )
     files = report_files(result)
     if args.shard is not None:
         files[SHARD_FILE] = shard_bytes("sweep", args.shard, result.all_cases,

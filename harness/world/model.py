@@ -11,11 +11,16 @@ Guarantees:
   :class:`~harness.contract.ModelTransportError` or a
   :class:`~harness.contract.ModelStreamCancelled` (raised again if read again);
 * the world records ``MODEL_REQUEST`` (full messages as contract JSON, tool names) when a
-  stream is opened and ``MODEL_STREAM_END`` once, when the ending is reached.
+  stream is opened and ``MODEL_STREAM_END`` once, when the ending is reached. A message object
+  passed again (a conversation carries every earlier message in each request) is encoded
+  once per run and its JSON shared by the requests that carry it: encoding a session of N
+  requests costs its N messages, not N times the conversation (the recorded data is the
+  same value; nothing mutates recorded data).
 """
 
 from __future__ import annotations
 
+import collections.abc
 import enum
 import re
 import threading
@@ -24,6 +29,7 @@ from typing import Sequence
 
 from harness.contract import (
     ChunkKind,
+    Message,
     ModelChunk,
     ModelRequest,
     ModelStreamCancelled,
@@ -118,6 +124,9 @@ class ScriptedModel:
             self._queues.setdefault(response.session, []).extend([index] * response.repeat)
         self._served: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._encoded: dict[int, tuple[object, object]] = {}
+        """Each message object already encoded, by id, with the object (held, so an id is
+        never reused while it is a key) and its JSON."""
 
     def next_response(self, session_id: str) -> tuple[int, ScriptedResponse]:
         """The script index and response for the session's next request (-1: default)."""
@@ -140,9 +149,39 @@ class ScriptedModel:
         channel.record(Kind.MODEL_REQUEST, {
             "request_id": request.request_id,
             "session_id": request.session_id,
-            "messages": to_json(request.messages),
+            "messages": self._messages_json(request.messages),
             "tools": list(request.tools),
             "script_index": index,
             "instance": channel.instance,
         })
         return ScriptedStream(request.request_id, response, channel)
+
+    def _messages_json(self, messages: object) -> object:
+        """``to_json(messages)``, each :class:`Message` object encoded once per run and its
+        JSON reused while its tool calls' args still equal what was encoded (a dict inside a
+        frozen message can still be changed in place; then it is encoded afresh)."""
+        if isinstance(messages, (str, bytes, bytearray, memoryview)) \
+                or not isinstance(messages, collections.abc.Sequence):
+            return to_json(messages)
+        encoded = self._encoded
+        out = []
+        with self._lock:
+            for message in messages:
+                if type(message) is not Message:
+                    out.append(to_json(message))
+                    continue
+                seen = encoded.get(id(message))
+                if seen is None or seen[0] is not message or not _args_unchanged(message, seen[1]):
+                    seen = encoded[id(message)] = (message, to_json(message))
+                out.append(seen[1])
+        return out
+
+
+def _args_unchanged(message: Message, data: object) -> bool:
+    """Do the message's tool calls still hold the args its JSON ``data`` was encoded from?"""
+    if not message.tool_calls:
+        return True
+    calls = data.get("tool_calls") if isinstance(data, dict) else None
+    return isinstance(calls, list) and len(calls) == len(message.tool_calls) and all(
+        type(call.args) is dict and encoded.get("args") == call.args
+        for call, encoded in zip(message.tool_calls, calls))
