@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from harness.contract import (
+    DecisionSource,
     Delivery,
     Failpoint,
     Feature,
@@ -585,7 +586,10 @@ def _after_permission_decision(hit: _Hit) -> list[Problem]:
     _no_result_yet(hit, op, problems)
     _not_started_yet(hit, op, problems)
     _no_pending_wait(hit, op, problems)
-    _no_prompt_since(hit, hit.last_hit(), problems)
+    if op is None or op.decided_by is not DecisionSource.APPROVAL:
+        # An owner's answer is a decision whose question was shown before it: a recovery
+        # may have shown that prompt with no after_prompt hit of its own in between.
+        _no_prompt_since(hit, hit.last_hit(), problems)
     return problems
 
 

@@ -866,7 +866,8 @@ class _Walk:
             return None
         return DecisionSource.REVALIDATION
 
-    def _refuse(self, instance: int, s: _Session, op: _Op, refusal: DecisionSource) -> None:
+    def _refuse(self, instance: int, s: _Session, op: _Op, refusal: DecisionSource,
+                started: bool = False) -> None:
         if op.escalated:  # the sandboxed result stands; only the escalation is refused
             op.stage = RECORDED
             self._deliver(instance, op, f"the sandboxed result of {op.name} standing after "
@@ -874,8 +875,9 @@ class _Walk:
                           reference=False)
             return
         op.stage, op.permission, op.decided_by, op.decider = DECIDED, "deny", refusal, instance
-        self.maybe(F.AFTER_PERMISSION_DECISION, instance,
-                   f"revalidation refusing {op.name}", reference=False)
+        if not started:
+            self.maybe(F.AFTER_PERMISSION_DECISION, instance,
+                       f"revalidation refusing {op.name}", reference=False)
 
     def _execute(self, instance: int, s: _Session, op: _Op) -> None:
         refusal = self._refusal(s, op)
@@ -891,8 +893,8 @@ class _Walk:
         self._reset(op.session, s.version, consecutive=True)
         self.hit(F.AFTER_START_RECORDED, instance)
         refusal = self._refusal(s, op)
-        if refusal is not None:
-            return self._refuse(instance, s, op, refusal)
+        if refusal is not None:  # after the start record: no decision point any more
+            return self._refuse(instance, s, op, refusal, started=True)
         sandboxed = not op.escalated
         outcome, kind, escalation = self._invoke(op, s.config.thresholds.auto_retries_max,
                                                  sandboxed)

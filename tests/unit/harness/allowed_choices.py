@@ -19,7 +19,11 @@ scenario it is run on must pass with no scenario error.
   ``after_permission_decision`` (contract.md's outcome table, lifecycle.md's recovery row);
 * :data:`VOID_VERDICT_BOUND_TO_NEW_VERSION`: a classifier verdict voided by a rule change
   during the review is recorded denied, decided_by ``revalidation`` (contract.md), bound to
-  the permission version in force when it was voided rather than the one it was asked under.
+  the permission version in force when it was voided rather than the one it was asked under;
+* :data:`DECISION_POINT_ON_EVERY_DECISION` (found by the neutrality model's choices, not by
+  the outside implementation): ``after_permission_decision`` after every decision, an owner's
+  answer and a revalidation refusal included, and after taking up a call another instance
+  decided ("decided again", L4.8).
 """
 
 from __future__ import annotations
@@ -98,5 +102,32 @@ VOID_VERDICT_BOUND_TO_NEW_VERSION = Mutant(
                        "        if not self._save_decision(session, op, decision):\n")),
 )
 
+DECISION_POINT_ON_EVERY_DECISION = Mutant(
+    "decision-point-on-every-decision",
+    "after_permission_decision is also passed for the decisions the reference records "
+    "without it: an owner's answer, a refusal at revalidation, and a call decided by another "
+    "(restarted or second) instance that this one takes up",
+    (),
+    edits(
+        edit(EX,
+             find="            elif op.stage is Stage.DECIDED:\n"
+                  "                if op.permission is Permission.ALLOW:\n",
+             replace="            elif op.stage is Stage.DECIDED:\n"
+                     "                if op.execution_id not in self.__dict__.setdefault('_seen', set()):\n"
+                     "                    self._seen.add(op.execution_id)\n"
+                     "                    self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION,\n"
+                     "                                            op.session_id, op.execution_id,\n"
+                     "                                            op.tool_call_id)\n"
+                     "                if op.permission is Permission.ALLOW:\n"),
+        edit(EX,
+             find="        self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,\n"
+                  "                                op.execution_id, op.tool_call_id)\n",
+             replace="        self.__dict__.setdefault('_seen', set()).add(op.execution_id)\n"
+                     "        self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,\n"
+                     "                                op.execution_id, op.tool_call_id)\n"),
+    ),
+)
+
 ALLOWED_CHOICES = (RECOVERY_PASSES_CHECKPOINT_FAILPOINTS, DENY_PATH_WITHOUT_FAILPOINTS,
-                   CANCELLED_CALL_NOT_DECIDED, VOID_VERDICT_BOUND_TO_NEW_VERSION)
+                   CANCELLED_CALL_NOT_DECIDED, VOID_VERDICT_BOUND_TO_NEW_VERSION,
+                   DECISION_POINT_ON_EVERY_DECISION)
