@@ -77,11 +77,11 @@ class ModelRequester:
         that waited there (another instance of the same session ran meanwhile) sends the
         session as it is now, never the one it saw before waiting (X3)."""
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
-        if self._cancelled(session_id):
-            return None
         # ORDERED: the model relies on nothing we store; a start lost on a power cut is a
         # crash before the request, and asking again is what recovery does then.
         with self._store.transaction(Durability.ORDERED) as conn:
+            if records.load_session(conn, session_id).cancelled:
+                return None  # read with the start: nothing is written
             now = self._world.now()  # one time for what one transaction writes
             composed = compose(conn, now)
             if composed is None:
