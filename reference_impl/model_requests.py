@@ -13,8 +13,11 @@ Guarantees:
   recorded (M3);
 * there are no retries: one logical request is one ``open_model_stream`` call (M4), and
   recording never touches tools;
-* the caller's ``on_end`` runs inside the end transaction, so the answer is appended to the
-  conversation atomically with the end record;
+* the caller's ``compose`` runs inside the start transaction and its ``on_end`` inside the
+  end transaction, so what the request starts from (a turn's user message) is committed
+  with its start, and the answer (with what follows from it: its first call's prepare, or
+  the turn's end) atomically with the end record; the end is synced unless the answer
+  carries tool calls (their start is the next synced commit);
 * :func:`end_interrupted` closes requests a crash left open, as ``incomplete``.
 """
 
