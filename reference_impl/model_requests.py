@@ -13,8 +13,11 @@ Guarantees:
   recorded (M3);
 * there are no retries: one logical request is one ``open_model_stream`` call (M4), and
   recording never touches tools;
-* the caller's ``on_end`` runs inside the end transaction, so the answer is appended to the
-  conversation atomically with the end record;
+* the caller's ``compose`` runs inside the start transaction and its ``on_end`` inside the
+  end transaction, so what the request starts from (a turn's user message) is committed
+  with its start, and the answer (with what follows from it: its first call's prepare, or
+  the turn's end) atomically with the end record; the end is synced unless the answer
+  carries tool calls (their start is the next synced commit);
 * :func:`end_interrupted` closes requests a crash left open, as ``incomplete``.
 """
 
@@ -77,11 +80,11 @@ class ModelRequester:
         that waited there (another instance of the same session ran meanwhile) sends the
         session as it is now, never the one it saw before waiting (X3)."""
         self._signals.failpoint(Failpoint.BEFORE_MODEL_REQUEST, session_id)
-        if self._cancelled(session_id):
-            return None
         # ORDERED: the model relies on nothing we store; a start lost on a power cut is a
         # crash before the request, and asking again is what recovery does then.
         with self._store.transaction(Durability.ORDERED) as conn:
+            if records.load_session(conn, session_id).cancelled:
+                return None  # read with the start: nothing is written
             now = self._world.now()  # one time for what one transaction writes
             composed = compose(conn, now)
             if composed is None:

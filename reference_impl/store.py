@@ -438,7 +438,7 @@ def read_through(conn: sqlite3.Connection, table: str, key: object, read: Callab
     """What ``read()`` reads from ``table``, or the value ``conn``'s row cache vouches for
     under ``key`` (then ``read`` is not called); a value read is remembered. An exception
     of ``read`` (a missing row it refuses) remembers nothing."""
-    rows = rows_of(conn)
+    rows = getattr(conn, "rows", None)  # rows_of(conn), without its call: the hottest path
     if rows is None:
         return read()
     value = rows.get(table, key)
@@ -453,6 +453,10 @@ class Store:
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+        self.connection = connection
+        """For reads outside a transaction: each sees the latest committed state, or,
+        through the row cache, the state as of its last check (see :class:`RowCache`).
+        An attribute, not a property: the steps read it dozens of times each."""
         self._durability = Durability.SYNCED  # what open_file set
         self.rows = rows_of(connection)
 
@@ -479,12 +483,6 @@ class Store:
         if store.rows is not None:
             store.rows.verify()
         return store
-
-    @property
-    def connection(self) -> sqlite3.Connection:
-        """For reads outside a transaction: each sees the latest committed state, or,
-        through the row cache, the state as of its last check (see :class:`RowCache`)."""
-        return self._connection
 
     def transaction(self, durability: Durability = Durability.SYNCED) -> "_Transaction":
         """A write transaction whose commit is as durable as ``durability`` says."""

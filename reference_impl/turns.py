@@ -11,7 +11,11 @@ Guarantees:
 * EOF ends the turn ``incomplete`` and is never taken as an answer (M5); a transport error
   or a cancellation ends it ``failed``/``cancelled`` and is re-raised unchanged after the
   request's end is recorded (M3); nothing is retried (M4);
-* a cancelled session stops at the next step; every end emits ``TURN_ENDED``.
+* a cancelled session stops at the next step; every end emits ``TURN_ENDED``;
+* a one-call turn takes eight commits, three synced (``docs/lifecycle.md``, "What must be on
+  disk before what"): steps with no failpoint between them share one, the user message with
+  the first request's start (:meth:`TurnLoop.open_turn`), a request's end with the prepare
+  of the first call it answered, the final answer's end with the turn's end.
 """
 
 from __future__ import annotations

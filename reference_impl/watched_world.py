@@ -34,11 +34,13 @@ from reference_impl.store import RowCache
 class WatchedWorld:
     """``world``, telling ``rows`` after each port call (see the module docstring)."""
 
-    __slots__ = ("_world", "_rows")
+    __slots__ = ("_world", "_rows", "_called")
 
     def __init__(self, world: World, rows: RowCache | None) -> None:
         self._world = world
         self._rows = rows
+        # after each port call: the cache's own method, bound once (one call, not two)
+        self._called = rows.others_may_have_run if rows is not None else _nothing
 
     def open_model_stream(self, request: ModelRequest) -> ModelStream:
         try:
@@ -89,9 +91,9 @@ class WatchedWorld:
         finally:
             self._called()
 
-    def _called(self) -> None:
-        if self._rows is not None:
-            self._rows.others_may_have_run()
+
+def _nothing() -> None:
+    pass
 
 
 class _WatchedStream:

@@ -126,3 +126,37 @@ def test_a_session_that_did_no_op_has_no_transactions_only_figure(tmp_path: Path
     assert bench_ops._transactions_only(str(tmp_path), [True, False], ops=0) is None
     assert bench_ops._transactions_only(str(tmp_path), [], ops=3) is None
     assert bench_ops._cell(None) == "-" and bench_ops._cell(1234.5, 1e-3, "ms") == "1.23ms"
+
+
+def test_the_minimal_patterns_are_the_commit_budget():
+    per_turn, none = bench_ops.MINIMAL_PATTERNS["turns"]
+    assert none == () and (len(per_turn), sum(per_turn)) == bench_ops.COMMIT_BUDGET["turns"]
+    per_op, per_session = bench_ops.MINIMAL_PATTERNS["batch"]
+    assert (len(per_op), sum(per_op)) == bench_ops.COMMIT_BUDGET["batch"]
+    # a batch of one is a one-call turn
+    assert (len(per_op) + len(per_session), sum(per_op) + sum(per_session)) == \
+        bench_ops.COMMIT_BUDGET["turns"]
+
+
+def test_a_row_checks_the_budget_and_divides_by_the_minimal_replay(tmp_path: Path) -> None:
+    for shape, size in (("turns", 2), ("batch", 6)):
+        row = bench_ops.measure(shape, size, str(tmp_path), budget_s=60.0, memory=False)
+        assert row.within_budget, (shape, row.writing_transactions_per_op,
+                                   row.synced_commits_per_op)
+        assert row.minimal_per_op_us > 0
+        assert abs(row.ratio_to_minimal - row.per_op_us / row.minimal_per_op_us) <= 0.01
+        assert row.cpu_per_op_us > 0 and row.unflushed_cpu_per_op_us > 0
+        assert row.floor_cpu_us > 0
+    assert (row.writing_transactions_per_op, row.synced_commits_per_op) == (
+        round((5 * 6 + 3) / 6, 2), round((2 * 6 + 1) / 6, 2))
+
+
+def test_a_minimal_replay_samples_one_op_and_a_share_of_the_session(tmp_path: Path) -> None:
+    replay = bench_ops._MinimalReplay(str(tmp_path), "batch", 4)
+    statements: list[str] = []
+    replay._replay._connection.set_trace_callback(statements.append)
+    try:
+        assert replay.sample() > 0 and len(replay.samples_s) == 1
+    finally:
+        replay.close()
+    assert statements.count("COMMIT") == 5 + 3  # one op's commits and the session's own
