@@ -77,7 +77,8 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
             limit = max(limit, float(getattr(implementation, "time_limit_s", 0.0)))
         result = run_suite(implementation, chosen, args.seed, criteria=ctx.deps.criteria(),
                            runner=ctx.deps.runner(), expectations=expectations_of(implementation),
-                           not_applicable=not_applicable_of(implementation),
+                           not_applicable=not_applicable_of(implementation)
+                           or _adapter_not_applicable(target),
                            time_limit_s=limit, impl_spec=target.spec,
                            command=f"lifecycle-harness run --impl {target.spec}")
         write_target_reports(result, report_dir / target.slug)
@@ -108,3 +109,14 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
         write_text(readme, text)
         ctx.out(f"updated the matrix block of {readme}")
     return EXIT_OK if agreed else EXIT_CONFORMANCE_FAILURE
+
+
+def _adapter_not_applicable(target: Any) -> dict[str, str] | None:
+    """What an adapter target's library lacks (``AdapterInfo.not_applicable``): the matrix
+    resolves an adapter by its ``process:`` spec, which carries no declaration."""
+    if target.kind != "adapter" or not target.name.startswith("adapter-"):
+        return None
+    from harness.adapters import find
+
+    info = find(target.name.removeprefix("adapter-"))
+    return dict(getattr(info, "not_applicable", {}) or {}) or None

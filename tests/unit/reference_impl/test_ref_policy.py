@@ -150,3 +150,40 @@ def test_rerun_of_an_approved_escalation_runs_outside_the_sandbox_again(data_dir
     restarted.recover()
     assert [inv.sandboxed for inv in world.ledger] == [True, False, False]
     restarted.close()
+
+
+MARK_FAILED = RuntimePolicy(incomplete_calls_on_restart=RestartAction.MARK_FAILED)
+NO_CLASSIFIER = RuntimePolicy(classifier=False)
+
+
+def test_mark_failed_policy_records_an_interrupted_call_failed_and_resumes_the_turn(
+        data_dir, impl):
+    """OpenCode: a call running at a restart is marked failed, "Tool execution interrupted";
+    it is not run again, and the resumed turn hands that result to the model."""
+    world = FakeWorld(replies={"s1": [Reply("writing", (WRITE_CALL,)), Reply("done")]})
+    runtime, report = _crash_and_restart(data_dir, world, config(rules=(allow("write_file"),)),
+                                         "after_tool_returned", MARK_FAILED)
+    assert world.executed("c1") == 1  # not re-run
+    assert report.reconciliation_required == ()
+    op = impl.inspect(data_dir).operation("c1")
+    assert (op.outcome, op.reconciliation_required, op.execution_started) == (
+        Outcome.FAILED, False, True)
+    assert op.reason == "Tool execution interrupted"
+    assert world.requests[-1].messages[-1].tool_call_id == "c1"  # the model saw it
+    runtime.close()
+
+
+@pytest.mark.parametrize("interactive", [True, False])
+def test_without_a_classifier_an_auto_operation_takes_the_ask_path(data_dir, impl, interactive):
+    world = FakeWorld(replies={"s1": [Reply("", (risky(1),)), Reply("done")]})
+    runtime = ReferenceRuntime(data_dir, world, NO_CLASSIFIER)
+    runtime.open_session(config(mode=Mode.AUTO, interactive=interactive))
+    runtime.run_turn("s1", "write")
+    assert world.reviews == []  # never asked
+    op = impl.inspect(data_dir).operation("c1")
+    assert world.executed("c1") == 0
+    if interactive:
+        assert [p.tool_call_id for p in world.prompts] == ["c1"]
+    else:
+        assert world.prompts == [] and op.outcome is Outcome.NOT_STARTED
+    runtime.close()
