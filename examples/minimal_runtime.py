@@ -838,6 +838,17 @@ class Runtime:
                 " allow it does not run", outcome, "")
 
     def open_wait(self, op) -> None:
+        session = self.session(op["session_id"])
+        if session.version != op["permission_version"] or session.fixed_decision(
+                op["tool"], json.loads(op["args"])):
+            # The rules changed at the decision's failpoint: that decision is void. It is
+            # taken again; no wait is created for it, not even one withdrawn at once (L3.4).
+            with self.store as db:
+                db.execute("UPDATE operations SET stage = 'prepared', permission = 'ask',"
+                           " decided_by = 'default_ask', reason = '', classifier_outcome ="
+                           " NULL, wait_trigger = '' WHERE execution_id = ? AND stage ="
+                           " 'decided' AND permission = 'ask'", (op["execution_id"],))
+            return
         with self.store as db:
             if not db.execute("UPDATE operations SET stage = 'waiting' WHERE execution_id = ?"
                               " AND stage = 'decided' AND permission = 'ask'",

@@ -16,7 +16,17 @@ A campaign is (implementation, base scenarios, seed, budget). Guarantees of
 * **The property.** The base with the schedule added runs against the implementation under
   the campaign seed; it holds when the run completed and no criterion failed or errored.
   A base that already fails without extra faults on the implementation is left out (and
-  reported): chaos is about failures the faults reveal.
+  reported): chaos is about failures the faults reveal. When the implementation is the
+  reference the hits were learned on, that plain run is the learning run; in-process
+  implementations are run plainly base by base up front. An out-of-process implementation
+  (crash mode ``process``, where a run costs a process) is run plainly only on the bases
+  the search draws, once each: a drawn base that fails plainly is rejected (Hypothesis
+  draws again; no example is spent on it) and reported as left out, so a campaign of 50
+  schedules checks a few dozen bases, not all of them (that alone took minutes). Every
+  schedule that runs still has a base that passes plainly; for an implementation on which
+  every base passes (the reference as a process) the schedules are exactly those drawn
+  up front; where some base fails, the draws differ from an up-front check's, and stay
+  the same for the same seed.
 * **Determinism.** One seed: Hypothesis is seeded with it (``@seed``), the example database
   is off, and every scenario run uses it as its run seed; so the same seed, bases and
   implementation try the same schedules in the same order and shrink to the same case.
@@ -505,8 +515,9 @@ def require_hypothesis() -> Any:
     return hypothesis
 
 
-def schedules(bases: Sequence[Base]) -> Any:
-    """The Hypothesis strategy of :class:`Schedule` over ``bases`` (see the module doc).
+def schedules(bases: Sequence[Base], usable: Callable[[str], bool] | None = None) -> Any:
+    """The Hypothesis strategy of :class:`Schedule` over ``bases`` (see the module doc);
+    ``usable(base id)`` False rejects a drawn base (the example is drawn again).
 
     Every fault draws the same five choices whatever its base and action (lifecycle
     position, hit pick, action, delay, session pick), so that when the shrinker lowers one of
@@ -544,6 +555,8 @@ def schedules(bases: Sequence[Base]) -> Any:
     def schedule(draw: Any) -> Schedule:
         index = draw(st.integers(0, len(bases) - 1))
         base = bases[index]
+        if usable is not None and not usable(base.id):
+            require_hypothesis().reject()
         if index not in built:
             built[index] = faults_of(base)
         faults = draw(built[index])
@@ -638,13 +651,15 @@ Progress = Callable[[Any], None]
 def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario], seed: int, *,
                   reference: Implementation | None = None, criteria: Sequence[Criterion],
                   runner: Runner, time_limit_s: float, progress: Progress | None = None,
-                  jobs: int = 1, executor: Any = None
+                  jobs: int = 1, executor: Any = None, check_plainly: bool = True
                   ) -> tuple[tuple[Base, ...], tuple[SkippedBase, ...]]:
-    """Learn each scenario's reachable hits on the reference; keep the bases that pass plainly
-    on the implementation and reach at least one failpoint. ``jobs`` > 1 learns them in the
-    worker pool (:mod:`harness.running.parallel`), an ``executor`` on its workers
-    (:mod:`harness.campaigns.executor`); the bases, their order and so the campaign are the
-    same; a base whose worker died is skipped with the cause."""
+    """Learn each scenario's reachable hits on the reference; keep the bases that reach at
+    least one failpoint and pass plainly on the reference (the implementation itself when
+    ``reference`` is None or it) and, with ``check_plainly``, on the implementation too
+    (without it, the caller checks that base by base: see the module doc). ``jobs`` > 1
+    learns them in the worker pool (:mod:`harness.running.parallel`), an ``executor`` on its
+    workers (:mod:`harness.campaigns.executor`); the bases, their order and so the campaign
+    are the same; a base whose worker died is skipped with the cause."""
     from harness.campaigns.executor import LocalPool
     from harness.running.parallel import CaseFailure
 
@@ -655,7 +670,7 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
     def learn(index: int) -> tuple[Base, Outcome]:
         scenario = scenarios[index]
         learned = runner(reference, scenario, seed, time_limit_s=time_limit_s, data_root=None)
-        plain = learned if reference is implementation else runner(
+        plain = learned if reference is implementation or not check_plainly else runner(
             implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         return make_base(scenario, learned), judge(plain, criteria)
 
@@ -672,7 +687,9 @@ def prepare_bases(implementation: Implementation, scenarios: Sequence[Scenario],
         base, outcome = item
         reason = ""
         if outcome.failed:
-            reason = f"already fails without chaos faults ({outcome.brief()}); see `lifecycle-harness run`"
+            where = "" if check_plainly or reference is implementation else " on the reference"
+            reason = (f"already fails without chaos faults{where} ({outcome.brief()}); see "
+                      "`lifecycle-harness run`")
         elif not base.hits:
             reason = "reaches no failpoint hit free for a chaos fault on the reference"
         if reason:
@@ -721,13 +738,38 @@ def run_campaign(
         raise ChaosError(f"budget {budget}: a campaign needs at least 1 example")
     criteria = tuple(default_criteria() if criteria is None else criteria)
     runner = default_runner() if runner is None else runner
-    bases, skipped = prepare_bases(implementation, scenarios, seed, reference=reference,
-                                   criteria=criteria, runner=runner,
-                                   time_limit_s=time_limit_s, progress=progress,
-                                   executor=executor)
+    # An out-of-process run costs a process: its bases are checked plainly as drawn.
+    deferred = (reference is not None and reference is not implementation
+                and getattr(implementation, "crash_mode", "") == "process")
+    bases, skipped_up_front = prepare_bases(
+        implementation, scenarios, seed, reference=reference, criteria=criteria, runner=runner,
+        time_limit_s=time_limit_s, progress=progress, executor=executor,
+        check_plainly=not deferred)
+    skipped = list(skipped_up_front)
     if not bases:
-        return CampaignResult(seed, budget, (), skipped, (), None)
+        return CampaignResult(seed, budget, (), tuple(skipped), (), None)
     by_id = {base.id: base for base in bases}
+    plain: dict[str, bool] = {}
+    """Base id -> whether it passes plainly on the implementation (deferred mode)."""
+
+    def run_plainly(base_id: str) -> Outcome:
+        return judge(runner(implementation, by_id[base_id].scenario, seed,
+                            time_limit_s=time_limit_s, data_root=None), criteria)
+
+    def note_plain(base_id: str, outcome: Outcome) -> None:
+        plain[base_id] = not outcome.failed
+        if outcome.failed:
+            lost = SkippedBase(base_id, _display(by_id[base_id].scenario.file),
+                               f"already fails without chaos faults ({outcome.brief()}); see "
+                               "`lifecycle-harness run`")
+            skipped.append(lost)
+            if progress:
+                progress(lost)
+
+    def usable(base_id: str) -> bool:
+        if base_id not in plain:
+            note_plain(base_id, run_plainly(base_id))
+        return plain[base_id]
 
     cache: dict[str, Outcome] = {}
     trials: list[Trial] = []
@@ -738,6 +780,10 @@ def run_campaign(
         scenario = with_faults(by_id[schedule.base_id].scenario, schedule.faults)
         run = runner(implementation, scenario, seed, time_limit_s=time_limit_s, data_root=None)
         return judge(run, criteria), time.monotonic() - started
+
+    def result(failure: Failure | None = None) -> CampaignResult:
+        kept = tuple(b.id for b in bases if plain.get(b.id, True))
+        return CampaignResult(seed, budget, kept, tuple(skipped), tuple(trials), failure)
 
     def note(trial: Trial) -> None:
         trials.append(trial)
@@ -779,7 +825,9 @@ def run_campaign(
     )
     prefetched: dict[str, tuple[Outcome, float]] = {}
     if executor.width > 1 or not isinstance(executor, LocalPool):
-        drawn = _drawn_schedules(hypothesis, settings, bases, seed)
+        drawn = _drawn_schedules(hypothesis, settings, bases, seed,
+                                 _CheckDrawn(plain, run_plainly, note_plain, executor.width)
+                                 if deferred else None)
         prefetched = _run_ahead(drawn, run_one, executor, progress)
         if all(s.key() in prefetched and not prefetched[s.key()][0].failed for s in drawn):
             # Every example passed: the search below would draw exactly these, in this
@@ -790,11 +838,13 @@ def run_campaign(
                 cached = took is None
                 cache[key] = outcome
                 note(Trial(len(trials) + 1, "generate", schedule, outcome, cached, took or 0.0))
-            return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped,
-                                  tuple(trials), None)
-    test = hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(prop)))
+            return result()
+    strategy = schedules(bases, usable if deferred else None)
+    test = hypothesis.seed(seed)(settings(hypothesis.given(strategy)(prop)))
     try:
         test()
+    except hypothesis.errors.Unsatisfiable:  # every base drawn fails plainly
+        return result()
     except _Counterexample as found:
         schedule, outcome = _drop_needless_faults(found.schedule, found.outcome, attempt)
         failure = _record_failure(by_id[schedule.base_id], schedule, outcome,
@@ -802,30 +852,70 @@ def run_campaign(
                                   regressions_dir=regressions_dir, criteria=criteria,
                                   runner=runner, time_limit_s=time_limit_s, command=command,
                                   replay_command=replay_command)
-        return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped, tuple(trials),
-                              failure)
+        return result(failure)
     except hypothesis.errors.Flaky as exc:  # the same schedule passed and failed
         raise ChaosError(f"the implementation is not deterministic: a failing schedule passed "
                          f"when run again ({exc}); check it with `lifecycle-harness run "
                          f"--check-determinism --impl {impl_spec}`") from None
-    return CampaignResult(seed, budget, tuple(b.id for b in bases), skipped, tuple(trials), None)
+    return result()
 
 
-def _drawn_schedules(hypothesis: Any, settings: Any, bases: Sequence[Base], seed: int
-                     ) -> tuple[Schedule, ...]:
+class _CheckDrawn:
+    """For :func:`_drawn_schedules` of a deferred campaign: ``usable`` answering what
+    ``plain`` knows and, for a base it does not know yet, True while noting it; :meth:`check`
+    runs the noted bases plainly in ``jobs`` workers, and the caller draws again until every
+    drawn base is known (each round adds at least one; a base found failing changes the
+    later draws)."""
+
+    def __init__(self, plain: dict[str, bool], run_plainly: Callable[[str], Outcome],
+                 note_plain: Callable[[str, Outcome], None], jobs: int) -> None:
+        self.plain, self.run_plainly, self.note_plain, self.jobs = (
+            plain, run_plainly, note_plain, jobs)
+        self.unknown: list[str] = []
+
+    def __call__(self, base_id: str) -> bool:
+        known = self.plain.get(base_id)
+        if known is None:
+            if base_id not in self.unknown:
+                self.unknown.append(base_id)
+            return True
+        return known
+
+    def check(self) -> bool:
+        """Check the bases noted since the last call in the pool; False if there were none."""
+        from harness.running.parallel import CaseFailure, run_cases
+
+        wanted, self.unknown = self.unknown, []
+        outcomes = run_cases(lambda i: self.run_plainly(wanted[i]), len(wanted),
+                             jobs=self.jobs, reuse_workers=True)
+        for base_id, item in zip(wanted, outcomes):
+            if isinstance(item, CaseFailure):  # the search checks it itself
+                self.note_plain(base_id, self.run_plainly(base_id))
+            else:
+                self.note_plain(base_id, item)
+        return bool(wanted)
+
+
+def _drawn_schedules(hypothesis: Any, settings: Any, bases: Sequence[Base], seed: int,
+                     check: _CheckDrawn | None = None) -> tuple[Schedule, ...]:
     """The examples the campaign's search draws, in order, when every one of them passes.
 
     Hypothesis draws each example from its seeded random stream and from what the earlier
     examples drew; a passing example's outcome adds nothing else (no targeting, no
     coverage phase, health checks off, no deadline), so a search whose property records the
     schedule and passes draws what the real search draws up to its first failure."""
-    drawn: list[Schedule] = []
+    while True:
+        drawn: list[Schedule] = []
 
-    def record(schedule: Schedule) -> None:
-        drawn.append(schedule)
+        def record(schedule: Schedule) -> None:
+            drawn.append(schedule)
 
-    hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases))(record)))()
-    return tuple(drawn)
+        try:
+            hypothesis.seed(seed)(settings(hypothesis.given(schedules(bases, check))(record)))()
+        except hypothesis.errors.Unsatisfiable:
+            drawn = []
+        if check is None or not check.check():
+            return tuple(drawn)
 
 
 def _run_ahead(drawn: Sequence[Schedule], run_one: Callable[[Schedule], tuple[Outcome, float]],

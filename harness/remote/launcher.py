@@ -780,8 +780,9 @@ class _Child:
             # (it cleared its environment and its parent died): find them by the pipes.
             if not (self.stderr.ended(0.05) and self.transport.at_eof(0.05)):
                 self._note_strays(sweep(self.pid, self.mark, self.pipes, self.started))
-            # And what left every mark, pipe and session behind: re-parented to us.
-            self._note_strays(subreaper.escaped())
+            # And what left every mark, pipe and session behind: re-parented to us (or, for
+            # an instance forked by our parent's template, to our parent).
+            self._note_strays(subreaper.escaped(since=self.started))
             self.transport.close()
             self.stderr.close()
         finally:

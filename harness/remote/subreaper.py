@@ -21,7 +21,14 @@ Guarantees:
   SIGKILLs them, reaps those that are its children (bounded), and returns them as ``(pid,
   command line)``; orphans that already ended (zombies) are reaped and not reported. It
   repeats until a scan finds nothing new (at most :data:`ROUNDS` times), so one forked
-  while it killed is found too.
+  while it killed is found too;
+* in a process forked from a subreaper (a ``--jobs`` worker), orphans of the processes it
+  started through its parent (instances forked by the parent's fork template) go to the
+  parent, not to it: :func:`escaped` with ``since`` also kills and returns the parent's
+  children in another session that the parent had not registered when it forked this
+  process and that started at ``since`` or later (clock ticks since boot: the start of the
+  child whose end is being handled, before which none of its descendants can have started);
+  the parent reaps them.
 """
 
 from __future__ import annotations
@@ -48,6 +55,20 @@ _ADOPTED: set[int] = set()
 _ADOPTED_BY = 0
 """The pid whose children :data:`_ADOPTED` lists (a forked copy starts an empty set)."""
 _SUBREAPER_OF = 0
+_PARENT: tuple[int, frozenset[int]] | None = None
+"""In a process forked from a subreaper: (its pid, the children it had registered)."""
+
+
+def _forked() -> None:
+    global _PARENT
+    parent = os.getppid()
+    _PARENT = None
+    if _SUBREAPER_OF == parent:
+        _PARENT = (parent, frozenset(_ADOPTED) if _ADOPTED_BY == parent else frozenset())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def become_subreaper() -> bool:
@@ -100,8 +121,8 @@ def forget(pid: int, reap: bool = False) -> None:
         _adopted().discard(pid)
 
 
-def _table() -> dict[int, tuple[int, int, str]]:
-    """pid -> (parent, session, state) of every process (Linux ``/proc``)."""
+def _table() -> dict[int, tuple[int, int, str, int]]:
+    """pid -> (parent, session, state, start ticks) of every process (Linux ``/proc``)."""
     table = {}
     try:
         entries = os.listdir(_PROC)
@@ -115,9 +136,9 @@ def _table() -> dict[int, tuple[int, int, str]]:
                 fields = handle.read().rpartition(b")")[2].split()
         except OSError:
             continue
-        if len(fields) >= 4:
-            table[int(entry)] = (int(fields[1]), int(fields[3]), fields[0].decode("ascii",
-                                                                                  "replace"))
+        if len(fields) >= 20:
+            table[int(entry)] = (int(fields[1]), int(fields[3]),
+                                 fields[0].decode("ascii", "replace"), int(fields[19]))
     return table
 
 
@@ -137,12 +158,13 @@ def command_of(pid: int) -> str:
     return text if len(text) <= COMMAND_CHARS else text[:COMMAND_CHARS] + "..."
 
 
-def _descendants(table: dict[int, tuple[int, int, str]], roots: Iterable[int]) -> set[int]:
+def _descendants(table: dict[int, tuple[int, int, str, int]], roots: Iterable[int]
+                 ) -> set[int]:
     found = set(roots)
     changed = True
     while changed:
         changed = False
-        for pid, (ppid, _, _) in table.items():
+        for pid, (ppid, _, _, _) in table.items():
             if pid not in found and ppid in found:
                 found.add(pid)
                 changed = True
@@ -166,20 +188,28 @@ def _reap(pids: Iterable[int], wait_s: float) -> None:
         time.sleep(0.01)
 
 
-def escaped() -> list[tuple[int, str]]:
-    """Kill and return every process that escaped into this process's care (module doc)."""
-    if not os.path.isdir(_PROC) or _SUBREAPER_OF != os.getpid():
+def escaped(since: int | None = None) -> list[tuple[int, str]]:
+    """Kill and return every process that escaped into this process's care, and (``since``
+    given, in a process forked from a subreaper) into its parent's (module doc)."""
+    parent = _PARENT if since is not None and _PARENT is not None \
+        and _PARENT[0] == os.getppid() else None
+    if not os.path.isdir(_PROC) or (_SUBREAPER_OF != os.getpid() and parent is None):
         return []
     own, session = os.getpid(), os.getsid(0)
+    mine = _SUBREAPER_OF == own
     reported: dict[int, str] = {}
     with _SPAWNING:
         adopted = set(_adopted())
         for _ in range(ROUNDS):
             table = _table()
-            roots = {pid for pid, (ppid, sid, _) in table.items()
-                     if ppid == own and sid != session and pid not in adopted}
+            roots = {pid for pid, (ppid, sid, _, _) in table.items()
+                     if mine and ppid == own and sid != session and pid not in adopted}
+            theirs = set() if parent is None else {
+                pid for pid, (ppid, sid, state, start) in table.items()
+                if ppid == parent[0] and sid != session and pid not in parent[1]
+                and pid not in adopted and state != "Z" and start >= (since or 0)}
             ended = {pid for pid in roots if table[pid][2] == "Z"}
-            live = {pid for pid in _descendants(table, roots - ended)
+            live = {pid for pid in _descendants(table, (roots - ended) | theirs)
                     if table[pid][2] != "Z" and pid not in reported}
             for pid in sorted(live):
                 reported[pid] = command_of(pid)

@@ -140,6 +140,15 @@ class Impl:
 if MODE == "hang-handshake":
     note(os.getpid())
     time.sleep(300)
+if os.environ.get("LH_HOSTILE_FORK_SERVER") == "1":  # offer a fork server, as the reference
+    from reference_impl.remote import ForkTemplate, fork_socket_from_environment
+    protocol_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    fork_socket = fork_socket_from_environment()
+    if fork_socket is not None:
+        sys.exit(ForkTemplate(Impl, fork_socket, sys.stdin.fileno(), protocol_out).run())
+    sys.exit(serve(Impl(), sys.stdin.buffer, protocol_out))
 status = serve(Impl(), sys.stdin.buffer, OUT)
 if MODE == "ignore-shutdown":  # answered shutdown, never exits
     note(os.getpid())

@@ -98,6 +98,27 @@ def test_a_helper_holding_the_pipes_is_killed_and_named(hostile, mode):
     assert "left 1 process(es) behind" in run.error
 
 
+def test_a_daemon_of_a_forked_instance_in_a_worker_is_killed_and_named(hostile, tmp_path):
+    # A fork server's instances are children of its template, which the main process
+    # started: with --jobs their orphans are re-parented to the main process, not to the
+    # worker that runs the scenario. The worker finds them there all the same.
+    reports = tmp_path / "reports"
+    argv = [sys.executable, "-m", "harness.cli.app", "run", "--impl",
+            "process:" + " ".join(_argv(hostile, "daemon-then-run")), "--scenarios",
+            str(SCENARIO_PATH), str(ROOT / "scenarios/m/eof_without_text.toml"),
+            "--report-dir", str(reports), "--jobs", "2", "--time-limit-s", "30"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "LH_HOSTILE_FORK_SERVER": "1"})
+    daemons = _noted(hostile)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert daemons, "no daemon was started"
+    report = json.loads((reports / "report.json").read_text(encoding="utf-8"))
+    errors = " ".join(scenario["error"] for scenario in report["scenarios"])
+    for pid in daemons:
+        assert f"pid {pid} " in errors, errors
+        assert not _alive(pid)
+
+
 # --------------------------------------------------------------------------- time limit
 
 

@@ -311,6 +311,88 @@ def test_a_base_that_already_fails_is_left_out_and_reported(base_file, tmp_path)
     assert skipped.scenario_id == "fake-base" and "already fails without chaos faults" in skipped.reason
 
 
+class _ProcessLike(FakeImplementation):
+    """Stands for an out-of-process implementation (a run costs a process)."""
+
+    crash_mode = "process"
+
+
+def _bases(tmp_path, count):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for n in range(count):
+        (folder / f"b{n}.toml").write_text(BASE_TEXT.replace('"fake-base"', f'"fake-base-{n}"'),
+                                            encoding="utf-8")
+    return [scenarios.load(folder / f"b{n}.toml") for n in range(count)]
+
+
+def _recording_runner(reference, plain_fails=()):
+    """The fake runner (chaos faults never fail) recording which base each run was on and
+    on which implementation; a plain run (no chaos fault) of a base in ``plain_fails``
+    fails, on the implementation only."""
+    calls = []
+
+    def run(implementation, scenario, seed, *, time_limit_s=20.0, data_root=None):
+        extra = tuple(f for f in scenario.faults if f.params.get("seconds") != 5.0)
+        where = "reference" if implementation is reference else "implementation"
+        calls.append((where, scenario.id.split(":")[0], bool(extra)))
+        failing = where == "implementation" and not extra and scenario.id in plain_fails
+        return FakeRun(_fake_trace(scenario, seed, failing), tuple(sorted(REACHED)), "", 0.0)
+
+    return run, calls
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_process_implementation_is_run_plainly_only_on_the_bases_drawn(tmp_path, jobs):
+    # Issue 28: a process-mode campaign ran every base plainly up front (minutes). Only the
+    # bases a schedule is drawn on are checked now, and the schedules are those an up-front
+    # check draws when every base passes.
+    bases = _bases(tmp_path, 12)
+    reference = FakeImplementation()
+    runner, calls = _recording_runner(reference)
+    options = dict(seed=3, budget=4, impl_spec="fake", regressions_dir=tmp_path / "reg",
+                   criteria=(criterion("C1"),), runner=runner, reference=reference, jobs=jobs)
+    result = run_campaign(_ProcessLike(), bases, **options)
+    assert len(result.trials) == 4 and result.failure is None
+    if jobs == 1:  # (workers' calls are recorded in the workers)
+        drawn = {trial.schedule.base_id for trial in result.trials}
+        plainly = {base for where, base, chaos_faults in calls
+                   if where == "implementation" and not chaos_faults}
+        assert plainly == drawn and len(drawn) < 12  # not every base: the drawn ones
+        assert {base for where, base, _ in calls if where == "reference"} == {
+            f"fake-base-{n}" for n in range(12)}  # hits are still learned on every base
+    upfront_runner, upfront_calls = _recording_runner(reference)
+    upfront = run_campaign(FakeImplementation(), bases,
+                           **{**options, "runner": upfront_runner, "jobs": 1})
+    assert [t.schedule.key() for t in upfront.trials] == [t.schedule.key() for t in result.trials]
+    assert len({b for w, b, x in upfront_calls if w == "implementation" and not x}) == 12
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_drawn_base_failing_plainly_is_left_out_without_spending_an_example(tmp_path, jobs):
+    bases = _bases(tmp_path, 3)
+    reference = FakeImplementation()
+    runner, calls = _recording_runner(reference, plain_fails={"fake-base-1"})
+    result = run_campaign(_ProcessLike(), bases, seed=1, budget=12, impl_spec="fake",
+                          regressions_dir=tmp_path / "reg", criteria=(criterion("C1"),),
+                          runner=runner, reference=reference, jobs=jobs)
+    assert len(result.trials) == 12 and result.failure is None
+    assert "fake-base-1" not in {trial.schedule.base_id for trial in result.trials}
+    (skipped,) = result.skipped
+    assert skipped.scenario_id == "fake-base-1"
+    assert "already fails without chaos faults (FAIL C1)" in skipped.reason
+    assert "fake-base-1" not in result.bases
+    if jobs == 1:  # checked once, however often it was drawn
+        assert calls.count(("implementation", "fake-base-1", False)) == 1
+    else:  # the same campaign with the checks and schedules in workers
+        again, _ = _recording_runner(reference, plain_fails={"fake-base-1"})
+        alone = run_campaign(_ProcessLike(), bases, seed=1, budget=12, impl_spec="fake",
+                             regressions_dir=tmp_path / "reg", criteria=(criterion("C1"),),
+                             runner=again, reference=reference, jobs=1)
+        assert [t.schedule.key() for t in alone.trials] == [
+            t.schedule.key() for t in result.trials]
+
+
 def test_default_bases_leave_out_earlier_regression_files(tmp_path):
     root = tmp_path / "scenarios"
     kept = SimpleNamespace(file=str(root / "l4" / "a.toml"))
