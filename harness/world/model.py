@@ -12,10 +12,11 @@ Guarantees:
   :class:`~harness.contract.ModelStreamCancelled` (raised again if read again);
 * the world records ``MODEL_REQUEST`` (full messages as contract JSON, tool names) when a
   stream is opened and ``MODEL_STREAM_END`` once, when the ending is reached. A message object
-  passed again (a conversation carries every earlier message in each request) is encoded
-  once per run and its JSON shared by the requests that carry it: encoding a session of N
-  requests costs its N messages, not N times the conversation (the recorded data is the
-  same value; nothing mutates recorded data).
+  that the session's previous request carried too (a conversation carries every earlier
+  message in each request) is not encoded again: its JSON is shared by the requests that
+  carry it, so encoding a session of N requests costs its N messages, not N times the
+  conversation, for an implementation that keeps its message objects (the recorded data is
+  the same value; nothing mutates recorded data).
 """
 
 from __future__ import annotations
@@ -124,9 +125,12 @@ class ScriptedModel:
             self._queues.setdefault(response.session, []).extend([index] * response.repeat)
         self._served: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._encoded: dict[int, tuple[object, object]] = {}
-        """Each message object already encoded, by id, with the object (held, so an id is
-        never reused while it is a key) and its JSON."""
+        self._encoded: dict[str, dict[int, tuple[object, object]]] = {}
+        """Per session, the message objects of its latest request, by id, with the object
+        (held, so an id is never reused while it is a key) and its JSON. Only the latest
+        request's are kept: a conversation carries the earlier messages again, and an
+        implementation that rebuilds them for each request (one decoded from the wire) hands
+        new objects every time, which must not pile up."""
 
     def next_response(self, session_id: str) -> tuple[int, ScriptedResponse]:
         """The script index and response for the session's next request (-1: default)."""
@@ -149,31 +153,35 @@ class ScriptedModel:
         channel.record(Kind.MODEL_REQUEST, {
             "request_id": request.request_id,
             "session_id": request.session_id,
-            "messages": self._messages_json(request.messages),
+            "messages": self._messages_json(request.session_id, request.messages),
             "tools": list(request.tools),
             "script_index": index,
             "instance": channel.instance,
         })
         return ScriptedStream(request.request_id, response, channel)
 
-    def _messages_json(self, messages: object) -> object:
-        """``to_json(messages)``, each :class:`Message` object encoded once per run and its
-        JSON reused while its tool calls' args still equal what was encoded (a dict inside a
-        frozen message can still be changed in place; then it is encoded afresh)."""
+    def _messages_json(self, session_id: str, messages: object) -> object:
+        """``to_json(messages)``, each :class:`Message` object that the session's previous
+        request carried too reused with its JSON, while its tool calls' args still equal what
+        was encoded (a dict inside a frozen message can still be changed in place; then it is
+        encoded afresh)."""
         if isinstance(messages, (str, bytes, bytearray, memoryview)) \
                 or not isinstance(messages, collections.abc.Sequence):
             return to_json(messages)
-        encoded = self._encoded
         out = []
         with self._lock:
+            before = self._encoded.get(session_id, {})
+            now: dict[int, tuple[object, object]] = {}
             for message in messages:
                 if type(message) is not Message:
                     out.append(to_json(message))
                     continue
-                seen = encoded.get(id(message))
+                seen = now.get(id(message)) or before.get(id(message))
                 if seen is None or seen[0] is not message or not _args_unchanged(message, seen[1]):
-                    seen = encoded[id(message)] = (message, to_json(message))
+                    seen = (message, to_json(message))
+                now[id(message)] = seen
                 out.append(seen[1])
+            self._encoded[session_id] = now
         return out
 
 

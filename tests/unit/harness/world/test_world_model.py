@@ -85,3 +85,29 @@ def test_errors_are_raised_after_the_served_chunks_and_noted(end, error):
     ends = [e for e in log.events() if e.kind == Kind.MODEL_STREAM_END]
     assert len(ends) == 1 and ends[0].data["how"] == end.value  # recorded once
     assert [type(e) for e in raised] == [error, error]
+
+
+def test_a_conversation_is_recorded_as_sent_each_message_encoded_once_while_it_is_kept():
+    """The recorded messages are to_json of what was sent; a message object the previous
+    request carried shares its JSON, unless its args were changed in place since."""
+    model = ScriptedModel([])
+    log = EventLog()
+    args = {"path": "/a", "content": "x"}
+    user = c.Message("user", "hi")
+    asked = c.Message("assistant", "", tool_calls=(c.ToolCall("c1", "write_file", args),))
+    result = c.Message("tool", "ok", tool_call_id="c1")
+    sent = [(user,), (user, asked), (user, asked, result)]
+    for number, messages in enumerate(sent):
+        model.open(c.ModelRequest(f"r{number}", "s1", messages, ()), channel(log))
+    expected = [c.to_json(m) for m in sent]
+    args["content"] = "changed in place"  # an implementation's own business, recorded as is
+    model.open(c.ModelRequest("r3", "s1", (user, asked, result), ()), channel(log))
+    model.open(c.ModelRequest("r4", "s2", (c.Message("user", "other"),), ()), channel(log))
+    recorded = [e.data["messages"] for e in log.events() if e.kind == Kind.MODEL_REQUEST]
+    assert recorded[:3] == expected
+    assert recorded[3] == c.to_json((user, asked, result))
+    assert recorded[3][1]["tool_calls"][0]["args"]["content"] == "changed in place"
+    assert recorded[2][1]["tool_calls"][0]["args"]["content"] == "x"
+    assert recorded[2][0] is recorded[1][0] is recorded[0][0]  # encoded once
+    assert recorded[3][1] is not recorded[2][1]  # encoded again after the change
+    assert recorded[4] == [c.to_json(c.Message("user", "other"))]
