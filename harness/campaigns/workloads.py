@@ -776,11 +776,14 @@ def family_workload(draw: Any, family: str, context: Context) -> tuple[dict[str,
                  {"session": "s1", "text": "Done."}]
         steps_ = [{"do": "turn", "session": "s1", "text": "do it"}]
         points = list(PIPELINE_FAILPOINTS)
+        # the failpoints only this decision passes, a third of the draws: each is one
+        # entry among a dozen otherwise, and a failpoint an implementation passes only for
+        # some calls (escalations, some tools) is what this family is for
         if how == "ask":
-            points += [Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_PROMPT]
+            points += [Failpoint.AFTER_WAIT_PERSISTED, Failpoint.AFTER_PROMPT] * 3
             steps_.append({"do": "answer", "wait": "c1", "approve": True})
         elif how == "auto":
-            points.append(Failpoint.DURING_CLASSIFIER_REVIEW)
+            points += [Failpoint.DURING_CLASSIFIER_REVIEW] * 6
         point = _variant(draw, points)
         action = draw(st.sampled_from(("crash", "raise")))
         if action == "raise" and point in (Failpoint.AFTER_PROMPT,):
