@@ -282,6 +282,8 @@ def value_problem(kind: Any, value: Any, what: str) -> str:
     article = "an" if owner[:1] in "AEIOU" else "a"
     shown = repr(bad) if (isinstance(bad, str) and len(bad) <= 40) or type(bad) is float \
         else _what(bad)
+    if expected is _CANONICAL and type(bad) is int:
+        shown = f"{_what(bad)} {bad!r}"
     return f"{what} {article} {owner} whose {path.lstrip('.')} is {shown}, {expected_text}"
 
 

@@ -71,9 +71,9 @@ def test_values_of_the_contract_pass(kind, value):
      "whose data['n'][1] is int 9007199254740993, expected JSON data canonical JSON has a text "
      "for (RFC 8785"),
     (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"x": float("nan")}),
-     "whose data['x'] is float nan, expected JSON data canonical JSON has a text for"),
+     "whose data['x'] is nan, expected a finite number (NaN and infinities are not JSON)"),
     (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"t": "\udc00"}),
-     "whose data['t'] is '\\udc00', expected JSON data canonical JSON has a text for"),
+     "whose data['t'] is '\\udc00', expected text without lone surrogates"),
     (ImplementationInfo, ImplementationInfo("x", "1", ("teleport",)), "features[0] is 'teleport'"),
     (ModelRequest, ModelRequest("r", "s1", [Message("user", "hi")], ()),
      "whose messages is list, expected a read-only sequence of Message"),
