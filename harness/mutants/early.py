@@ -34,9 +34,8 @@ X_MUTANTS: tuple[Mutant, ...] = (
         "the operation identity's argument digest is the repeat key (Bash description dropped) "
         "instead of the digest of the arguments the model emitted",
         ("X2",),
-        edits(edit(EX, find="                 args_digest(call.tool, call.args), session.permission_version,",
-                   replace="                 failure_policy.dedup_key(call.tool, kind, call.args),"
-                           " session.permission_version,")),
+        edits(edit(EX, find="        digest = args_digest(call.tool, call.args)\n",
+                   replace="        digest = failure_policy.dedup_key(call.tool, kind, call.args)\n")),
     ),
     Mutant(
         "denial-ends-turn-completed",
@@ -65,12 +64,14 @@ X_MUTANTS: tuple[Mutant, ...] = (
         "including ones decided (even denied) but never started",
         ("X4",),
         edits(
-            edit(RC, find='        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",\n'
+            edit(RC, find="    marked = []\n    rows = store.connection.execute(\n"
+                          '        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",\n'
                           "        (Stage.STARTED.value,),",
-                 replace='        "SELECT execution_id FROM operations WHERE stage IN (?, ?) ORDER BY rowid",\n'
+                 replace="    marked = []\n    rows = store.connection.execute(\n"
+                         '        "SELECT execution_id FROM operations WHERE stage IN (?, ?) ORDER BY rowid",\n'
                          "        (Stage.STARTED.value, Stage.DECIDED.value),"),
-            edit(RC, find="                                 from_stage=Stage.STARTED, attempts=1,",
-                 replace="                                 from_stage=op.stage, attempts=1,"),
+            edit(RC, find="op, unknown,\n                                 from_stage=Stage.STARTED, attempts=1,",
+                 replace="op, unknown,\n                                 from_stage=op.stage, attempts=1,"),
         ),
     ),
     Mutant(
