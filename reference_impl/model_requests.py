@@ -36,6 +36,7 @@ from harness.contract import (
     ModelRequestStatus,
     ModelStreamCancelled,
     ToolCall,
+    TurnStatus,
     World,
 )
 from reference_impl import records
@@ -50,6 +51,9 @@ class ModelReply:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     error: Exception | None = None
+    ended_turn: TurnStatus | None = None
+    """The turn's status when the caller's ``on_end`` ended the turn in the end transaction
+    (a final answer), set by the caller; None otherwise."""
 
 
 OnEnd = Callable[[sqlite3.Connection, ModelReply, float], None]

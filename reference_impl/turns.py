@@ -21,6 +21,8 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
+
 from harness.contract import (
     EventType,
     Message,
@@ -65,7 +67,8 @@ class TurnLoop:
         self._pipeline = pipeline
         self._requester = requester
 
-    def drive(self, session_id: str, *, requests: int = 0) -> TurnResult:
+    def drive(self, session_id: str) -> TurnResult:
+        requests = 0
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
@@ -92,28 +95,20 @@ class TurnLoop:
             if requests == MAX_MODEL_REQUESTS_PER_DRIVE:
                 break
             requests += 1
-            ended = self._after_reply(session_id, *self._ask_model(session_id))
-            if ended is not None:
-                return ended
+            reply = self._ask_model(session_id)
+            if reply is SUPERSEDED:
+                continue  # another instance moved the session on while this one waited
+            if reply is None or (reply.error is None
+                                 and reply.status is ModelRequestStatus.CANCELLED):
+                return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
+            if reply.error is not None:
+                self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
+                raise reply.error  # the very exception the stream raised (M3)
+            if reply.status is ModelRequestStatus.INCOMPLETE:
+                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+            if reply.ended_turn is not None:  # the end transaction ended the turn too
+                return self.end(session_id, reply.ended_turn, reply.text, persist=False)
         return self.end(session_id, TurnStatus.INCOMPLETE)
-
-    def _after_reply(self, session_id: str, reply: ModelReply | None,
-                     final: TurnStatus | None) -> TurnResult | None:
-        """The turn's result when ``reply`` ends it, else None (the loop goes on);
-        ``final``: the status its end transaction ended the turn with."""
-        if reply is SUPERSEDED:
-            return None  # another instance moved the session on while this one waited
-        if reply is None or (reply.error is None
-                             and reply.status is ModelRequestStatus.CANCELLED):
-            return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
-        if reply.error is not None:
-            self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
-            raise reply.error  # the very exception the stream raised (M3)
-        if reply.status is ModelRequestStatus.INCOMPLETE:
-            return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
-        if final is not None:  # the end transaction ended the turn too
-            return self.end(session_id, final, reply.text, persist=False)
-        return None
 
     def settle_pending_calls(self, session_id: str) -> StepResult:
         """Run the conversation's pending tool calls (no model request); a call that waits
@@ -130,10 +125,10 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(self, session_id: str) -> tuple[ModelReply | None, TurnStatus | None]:
+    def _ask_model(self, session_id: str) -> ModelReply | None:
         """One model request. Answered with tool calls, the first is prepared in the end
         transaction (its announcement is owed to the pipeline's next run of it); answered
-        finally, the turn ends in that transaction, whose status comes with the reply."""
+        finally, the turn ends in that transaction (the reply's ``ended_turn``)."""
         sent_at_sequence: list[int] = []
         prepared: list[Prepared] = []
         final: list[TurnStatus] = []
@@ -179,7 +174,9 @@ class TurnLoop:
         reply = self._requester.request(session_id, compose, on_end)
         for done in prepared:
             self._pipeline.owe_announcement(done)
-        return reply, (final[0] if final else None)
+        if final and reply is not None:
+            return dataclasses.replace(reply, ended_turn=final[0])
+        return reply
 
     def end(
         self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True
@@ -189,4 +186,3 @@ class TurnLoop:
                 records.set_turn_status(conn, session_id, status)
         self._signals.emit(EventType.TURN_ENDED, session_id, status=status.value)
         return TurnResult(session_id, status, final_text)
-

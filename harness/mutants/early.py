@@ -34,9 +34,9 @@ X_MUTANTS: tuple[Mutant, ...] = (
         "the operation identity's argument digest is the repeat key (Bash description dropped) "
         "instead of the digest of the arguments the model emitted",
         ("X2",),
-        edits(edit(EX, find="                 args_digest(call.tool, call.args), session.permission_version,",
-                   replace="                 failure_policy.dedup_key(call.tool, kind, call.args),"
-                           " session.permission_version,")),
+        edits(edit(EX, find="        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)\n",
+                   replace="        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)\n"
+                           "        digest = dedup_key\n")),
     ),
     Mutant(
         "denial-ends-turn-completed",
