@@ -51,15 +51,17 @@ def trigger_resets_cumulative(trigger: str) -> bool:
 
 
 def read(conn: sqlite3.Connection, session_id: str, permission_version: int) -> DenialCounts:
-    def counts() -> DenialCounts:
-        row = conn.execute(
-            "SELECT consecutive, cumulative FROM denial_counters"
-            " WHERE session_id = ? AND permission_version = ?",
-            (session_id, permission_version),
-        ).fetchone()
-        return DenialCounts(row["consecutive"], row["cumulative"]) if row else DenialCounts()
+    return read_through(conn, "denial_counters", (session_id, permission_version),
+                        lambda: _read(conn, session_id, permission_version))
 
-    return read_through(conn, "denial_counters", (session_id, permission_version), counts)
+
+def _read(conn: sqlite3.Connection, session_id: str, permission_version: int) -> DenialCounts:
+    row = conn.execute(
+        "SELECT consecutive, cumulative FROM denial_counters"
+        " WHERE session_id = ? AND permission_version = ?",
+        (session_id, permission_version),
+    ).fetchone()
+    return DenialCounts(row["consecutive"], row["cumulative"]) if row else DenialCounts()
 
 
 def record_risk_denial(

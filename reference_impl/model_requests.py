@@ -13,11 +13,11 @@ Guarantees:
   recorded (M3);
 * there are no retries: one logical request is one ``open_model_stream`` call (M4), and
   recording never touches tools;
-* the caller's ``compose`` runs inside the start transaction and its ``on_end`` inside the
-  end transaction, so what the request starts from (a turn's user message) is committed
-  with its start, and the answer (with what follows from it: its first call's prepare, or
-  the turn's end) atomically with the end record; the end is synced unless the answer
-  carries tool calls (their start is the next synced commit);
+* the caller's ``compose`` reads the conversation inside the start transaction and its
+  ``on_end`` runs inside the end transaction, so the answer (with what follows from it: its
+  first call's prepare, or the turn's end) is committed atomically with the end record; the
+  end is synced unless the answer carries tool calls (their start is the next synced
+  commit);
 * :func:`end_interrupted` closes requests a crash left open, as ``incomplete``.
 """
 
@@ -36,6 +36,7 @@ from harness.contract import (
     ModelRequestStatus,
     ModelStreamCancelled,
     ToolCall,
+    TurnStatus,
     World,
 )
 from reference_impl import records
@@ -50,6 +51,9 @@ class ModelReply:
     text: str
     tool_calls: tuple[ToolCall, ...] = ()
     error: Exception | None = None
+    ended_turn: TurnStatus | None = None
+    """The turn's status when the caller's ``on_end`` ended the turn in the end transaction
+    (a final answer), set by the caller; None otherwise."""
 
 
 OnEnd = Callable[[sqlite3.Connection, ModelReply, float], None]
@@ -57,8 +61,7 @@ Compose = Callable[[sqlite3.Connection, float],
                    "tuple[tuple[Message, ...], tuple[str, ...]] | None"]
 """Reads, inside the transaction that records a request's start (and at its time), the
 conversation and the visible tools to send; None when the session no longer needs a model
-request (another instance moved it on while this one waited). It may write what the
-request starts from (a turn's user message) in the same transaction."""
+request (another instance moved it on while this one waited)."""
 
 SUPERSEDED = ModelReply("", ModelRequestStatus.CANCELLED, "")
 """The reply of a request not made: when its start was to be recorded, the session no longer

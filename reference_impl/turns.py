@@ -12,13 +12,16 @@ Guarantees:
   or a cancellation ends it ``failed``/``cancelled`` and is re-raised unchanged after the
   request's end is recorded (M3); nothing is retried (M4);
 * a cancelled session stops at the next step; every end emits ``TURN_ENDED``;
-* a one-call turn takes eight commits, three synced (``docs/lifecycle.md``, "What must be on
-  disk before what"): steps with no failpoint between them share one, the user message with
-  the first request's start (:meth:`TurnLoop.open_turn`), a request's end with the prepare
-  of the first call it answered, the final answer's end with the turn's end.
+* a one-call turn takes nine commits, three synced (``docs/lifecycle.md``, "What must be on
+  disk before what"): a request's end shares one with the prepare of the first call it
+  answered, the final answer's end with the turn's end (no failpoint between them); the
+  user message stays a commit of its own, durable before the first ``before_model_request``
+  (a crash there must leave the turn to resume, L4.8).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from harness.contract import (
     EventType,
@@ -28,7 +31,7 @@ from harness.contract import (
     TurnStatus,
     World,
 )
-from reference_impl import approvals, continuation, records
+from reference_impl import continuation, records
 from reference_impl.continuation import StepKind
 from reference_impl.events import Signals
 from reference_impl.execution import OperationPipeline, Prepared, StepResult
@@ -64,33 +67,8 @@ class TurnLoop:
         self._pipeline = pipeline
         self._requester = requester
 
-    def open_turn(self, session_id: str, message: Message) -> TurnResult | None:
-        """Start a turn with the user's ``message``, the session settled by the caller: the
-        message is committed with the start of the turn's first model request (one commit,
-        after ``before_model_request``), then the loop goes on as :meth:`drive`. The caller
-        has checked that the session is not cancelled: a cancellation seen here arrived at
-        the failpoint, and ends the turn with the message kept.
-
-        While this instance waited at the failpoint, another may have run the session (the
-        same turn delivered to it too, or a turn of its own); what is committed then is
-        decided again with the start (:meth:`_Opening.verdict`): the same message already
-        reached the model through the other instance (the session is continued from where
-        it is, as a second delivery: nothing appended); calls left pending or a wait left
-        open (nothing committed; None: the caller settles again and retries, the message
-        never following calls whose results the model has not seen: X3); or nothing in the
-        way (appended, as usual)."""
-        opening = _Opening(message, continuation.state(self._store.connection, session_id))
-        reply, final = self._ask_model(session_id, opening=opening)
-        if reply is None:  # cancelled at before_model_request: nothing was committed
-            return self.end(session_id, TurnStatus.CANCELLED, opening=opening)
-        if reply is SUPERSEDED and opening.outcome is not _OPENED:
-            if opening.outcome is _DELIVERED:
-                return self.drive(session_id, requests=1)
-            return None
-        ended = self._after_reply(session_id, reply, final)
-        return ended if ended is not None else self.drive(session_id, requests=1)
-
-    def drive(self, session_id: str, *, requests: int = 0) -> TurnResult:
+    def drive(self, session_id: str) -> TurnResult:
+        requests = 0
         for _ in range(MAX_STEPS_PER_DRIVE):
             session = records.load_session(self._store.connection, session_id)
             if session.cancelled:
@@ -117,28 +95,20 @@ class TurnLoop:
             if requests == MAX_MODEL_REQUESTS_PER_DRIVE:
                 break
             requests += 1
-            ended = self._after_reply(session_id, *self._ask_model(session_id))
-            if ended is not None:
-                return ended
+            reply = self._ask_model(session_id)
+            if reply is SUPERSEDED:
+                continue  # another instance moved the session on while this one waited
+            if reply is None or (reply.error is None
+                                 and reply.status is ModelRequestStatus.CANCELLED):
+                return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
+            if reply.error is not None:
+                self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
+                raise reply.error  # the very exception the stream raised (M3)
+            if reply.status is ModelRequestStatus.INCOMPLETE:
+                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
+            if reply.ended_turn is not None:  # the end transaction ended the turn too
+                return self.end(session_id, reply.ended_turn, reply.text, persist=False)
         return self.end(session_id, TurnStatus.INCOMPLETE)
-
-    def _after_reply(self, session_id: str, reply: ModelReply | None,
-                     final: TurnStatus | None) -> TurnResult | None:
-        """The turn's result when ``reply`` ends it, else None (the loop goes on);
-        ``final``: the status its end transaction ended the turn with."""
-        if reply is SUPERSEDED:
-            return None  # another instance moved the session on while this one waited
-        if reply is None or (reply.error is None
-                             and reply.status is ModelRequestStatus.CANCELLED):
-            return self.end(session_id, TurnStatus.CANCELLED)  # the session was cancelled
-        if reply.error is not None:
-            self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)
-            raise reply.error  # the very exception the stream raised (M3)
-        if reply.status is ModelRequestStatus.INCOMPLETE:
-            return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)
-        if final is not None:  # the end transaction ended the turn too
-            return self.end(session_id, final, reply.text, persist=False)
-        return None
 
     def settle_pending_calls(self, session_id: str) -> StepResult:
         """Run the conversation's pending tool calls (no model request); a call that waits
@@ -155,28 +125,17 @@ class TurnLoop:
             if outcome is not StepResult.DONE:
                 return outcome
 
-    def _ask_model(self, session_id: str, *, opening: "_Opening | None" = None,
-                   ) -> tuple[ModelReply | None, TurnStatus | None]:
-        """One model request. ``opening``: the turn's user message, appended in the request's
-        start transaction when its verdict there allows (its ``outcome`` says what happened).
-        Answered with tool calls, the first is prepared in the end transaction (its
-        announcement is owed to the pipeline's next run of it); answered finally, the turn
-        ends in that transaction, whose status comes with the reply."""
+    def _ask_model(self, session_id: str) -> ModelReply | None:
+        """One model request. Answered with tool calls, the first is prepared in the end
+        transaction (its announcement is owed to the pipeline's next run of it); answered
+        finally, the turn ends in that transaction (the reply's ``ended_turn``)."""
         sent_at_sequence: list[int] = []
         prepared: list[Prepared] = []
         final: list[TurnStatus] = []
 
         def compose(conn, now: float) -> tuple[tuple[Message, ...], tuple[str, ...]] | None:
             current = continuation.state(conn, session_id)
-            if opening is not None:
-                opening.outcome = opening.verdict(conn, session_id, current)
-                if opening.outcome is not _OPENED:
-                    return None
-                continuation.append_to(conn, session_id, current, opening.message,
-                                       reason="user_message", now=now)
-                records.set_turn_status(conn, session_id, TurnStatus.RUNNING, uncancel=True)
-                current = continuation.state(conn, session_id)
-            elif continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
+            if continuation.next_step_of(current).kind is not StepKind.ASK_MODEL:
                 return None
             sent_at_sequence.append(current.sequence if current else 0)
             config = records.load_session(conn, session_id).config
@@ -215,57 +174,15 @@ class TurnLoop:
         reply = self._requester.request(session_id, compose, on_end)
         for done in prepared:
             self._pipeline.owe_announcement(done)
-        return reply, (final[0] if final else None)
+        if final and reply is not None:
+            return dataclasses.replace(reply, ended_turn=final[0])
+        return reply
 
     def end(
-        self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True,
-        opening: "_Opening | None" = None,
+        self, session_id: str, status: TurnStatus, final_text: str = "", *, persist: bool = True
     ) -> TurnResult:
-        """End the turn (``persist``: its status committed, synced: the caller reads it
-        next), with ``opening``'s message, not yet committed, appended first where its
-        verdict allows."""
         if persist:
             with self._store.transaction() as conn:
-                if opening is not None:
-                    current = continuation.state(conn, session_id)
-                    if opening.verdict(conn, session_id, current) is _OPENED:
-                        continuation.append_to(conn, session_id, current, opening.message,
-                                               reason="user_message", now=self._world.now())
                 records.set_turn_status(conn, session_id, status)
         self._signals.emit(EventType.TURN_ENDED, session_id, status=status.value)
         return TurnResult(session_id, status, final_text)
-
-
-_OPENED = "opened"
-_DELIVERED = "delivered"
-_UNSETTLED = "unsettled"
-
-
-class _Opening:
-    """A turn's user message on its way into the conversation with the turn's first model
-    request, and the session's state as the caller settled it before the request's
-    failpoint (what tells, inside the start transaction, whether another instance moved the
-    session on meanwhile)."""
-
-    __slots__ = ("message", "_settled_count", "outcome")
-
-    def __init__(self, message: Message, settled: continuation.State | None) -> None:
-        self.message = message
-        self._settled_count = settled.count if settled is not None else 0
-        self.outcome: str | None = None
-
-    def verdict(self, conn, session_id: str, current: continuation.State | None) -> str:
-        """Inside a transaction: ``_DELIVERED`` when a user message of the same text was
-        appended since the session was settled (the same turn delivered to another instance,
-        which sent it to the model: appending it again would say it twice); ``_UNSETTLED``
-        when calls are pending or a wait is open (the caller settles first); else
-        ``_OPENED``: the message may be appended."""
-        count = current.count if current is not None else 0
-        if count > self._settled_count and any(
-                message.role == "user" and message.content == self.message.content
-                for message in current.log[self._settled_count:count]):
-            return _DELIVERED
-        if (current is not None and current.pending) or approvals.pending_of_session(
-                conn, session_id):
-            return _UNSETTLED
-        return _OPENED

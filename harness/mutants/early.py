@@ -34,8 +34,9 @@ X_MUTANTS: tuple[Mutant, ...] = (
         "the operation identity's argument digest is the repeat key (Bash description dropped) "
         "instead of the digest of the arguments the model emitted",
         ("X2",),
-        edits(edit(EX, find="        digest = args_digest(call.tool, call.args)\n",
-                   replace="        digest = failure_policy.dedup_key(call.tool, kind, call.args)\n")),
+        edits(edit(EX, find="        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)\n",
+                   replace="        dedup_key = failure_policy.dedup_key(call.tool, kind, call.args, digest)\n"
+                           "        digest = dedup_key\n")),
     ),
     Mutant(
         "denial-ends-turn-completed",
@@ -64,14 +65,12 @@ X_MUTANTS: tuple[Mutant, ...] = (
         "including ones decided (even denied) but never started",
         ("X4",),
         edits(
-            edit(RC, find="    marked = []\n    rows = store.connection.execute(\n"
-                          '        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",\n'
+            edit(RC, find='        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",\n'
                           "        (Stage.STARTED.value,),",
-                 replace="    marked = []\n    rows = store.connection.execute(\n"
-                         '        "SELECT execution_id FROM operations WHERE stage IN (?, ?) ORDER BY rowid",\n'
+                 replace='        "SELECT execution_id FROM operations WHERE stage IN (?, ?) ORDER BY rowid",\n'
                          "        (Stage.STARTED.value, Stage.DECIDED.value),"),
-            edit(RC, find="op, unknown,\n                                 from_stage=Stage.STARTED, attempts=1,",
-                 replace="op, unknown,\n                                 from_stage=op.stage, attempts=1,"),
+            edit(RC, find="                                 from_stage=Stage.STARTED, attempts=1,",
+                 replace="                                 from_stage=op.stage, attempts=1,"),
         ),
     ),
     Mutant(
