@@ -203,15 +203,14 @@ def _mark_started_failed(store: Store, world: World, pipeline: OperationPipeline
     reconciliation) with the reason "Tool execution interrupted"; their turn resumes and
     the model sees that result."""
     failed = ToolOutcome(Outcome.FAILED, FailureKind.FAILED, True, False, INTERRUPTED_REASON)
-    rows = store.connection.execute(
-        "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid",
-        (Stage.STARTED.value,),
-    ).fetchall()
-    for row in rows:
+    started = Stage.STARTED
+    query = "SELECT execution_id FROM operations WHERE stage = ? ORDER BY rowid"
+    for row in store.connection.execute(query, (started.value,)).fetchall():
         op = records.load_operation(store.connection, row["execution_id"])
         with store.transaction() as conn:
-            saved = results.save(conn, records.load_session(conn, op.session_id), op, failed,
-                                 from_stage=Stage.STARTED, attempts=1, now=world.now())
+            session = records.load_session(conn, op.session_id)
+            saved = results.save(conn, session, op, failed, from_stage=started, attempts=1,
+                                 now=world.now())
             if saved:
                 conn.execute("UPDATE sessions SET turn_status = ? WHERE session_id = ?",
                              (TurnStatus.RUNNING.value, op.session_id))
