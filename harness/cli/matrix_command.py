@@ -54,7 +54,7 @@ def cmd_matrix(args: argparse.Namespace, ctx: Any) -> int:
     if readme is not None:  # before minutes of runs: the blocks the runs will fill exist
         text = readme.read_text(encoding="utf-8")
         replace_block(text, "", str(readme))
-        if any(t.kind == "adapter" and not t.absent_reason for t in run):
+        if any(t.kind in ("adapter", "cli") and not t.absent_reason for t in run):
             replace_block(text, "", str(readme), ADAPTERS_BEGIN, ADAPTERS_END)
     report_dir = Path(args.report_dir)
     scenarios = discover_scenarios(ctx, args.scenarios)

@@ -23,6 +23,14 @@ def adapter(name, installed, reason=""):
                            installed=installed, missing_reason=reason)
 
 
+
+@pytest.fixture(autouse=True)
+def _no_real_clis(monkeypatch):
+    """The real CLIs installed on this machine (CI installs two) are not these tests' targets;
+    the test of CLI targets sets its own."""
+    monkeypatch.setattr(matrix, "_available_clis", lambda: ())
+
+
 def test_targets_are_the_reference_every_profile_and_every_adapter(monkeypatch):
     monkeypatch.setattr(matrix, "_available_clis", lambda: ())
     found = matrix.targets(lambda: (adapter("langgraph", True), adapter("dbos", False, "pip install dbos")))
@@ -130,3 +138,20 @@ def test_matrix_refuses_a_missing_readme(tmp_path):
     code = cli.main(["matrix", "--update-readme", str(tmp_path / "nope.md")],
                     stdout=io.StringIO(), stderr=err)
     assert code == 2 and "file not found" in err.getvalue()
+
+
+def test_an_installed_cli_alone_needs_the_adapters_block_before_running(tmp_path, monkeypatch):
+    monkeypatch.setattr(matrix, "_available_adapters", lambda: ())
+    monkeypatch.setattr(matrix, "_available_clis", lambda: (
+        SimpleNamespace(name="codex", missing_reason=""),))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"{matrix.BEGIN}\n{matrix.END}\n", encoding="utf-8")
+    resolved = []
+    deps = cli.Deps(resolve_impl=lambda spec: resolved.append(spec) or FakeImplementation(),
+                    discover=lambda paths: (FakeScenario("good"),),
+                    default_scenario_dir=lambda: str(tmp_path), criteria=lambda: (criterion("A", "x"),),
+                    runner=lambda: fake_runner(), fault_renderer=lambda: render_faults)
+    err = io.StringIO()
+    code = cli.main(["matrix", "--update-readme", str(readme), "--report-dir", str(tmp_path / "m")],
+                    deps=deps, stdout=io.StringIO(), stderr=err)
+    assert code == 2 and "matrix-adapters:begin" in err.getvalue() and resolved == []
