@@ -894,6 +894,10 @@ class Runtime:
                                    " classifier_outcome = NULL, wait_trigger = '' WHERE"
                                    " execution_id = ? AND stage = 'waiting'",
                                    (op["execution_id"],))
+                    # The turn goes on (a new decision): a crash from here must find it
+                    # running, so recovery resumes it (L4.8).
+                    db.execute("UPDATE sessions SET turn_status = 'running' WHERE"
+                               " session_id = ?", (op["session_id"],))
             return
         self.world.wire.call("prompt_approval", prompt={
             "wait_id": wait_id, "session_id": op["session_id"],

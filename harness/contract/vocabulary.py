@@ -197,6 +197,7 @@ class EventType(enum.StrEnum):
 
 EVENT_FIELDS_READ: dict[EventType, tuple[str, ...]] = {
     EventType.PERMISSION_DECIDED: ("execution_id", "data.permission"),
+    EventType.APPROVAL_WAIT_CREATED: ("session_id", "execution_id", "data.wait_id"),
     EventType.EXECUTION_STARTED: ("execution_id",),
     EventType.RESULT_SAVED: ("execution_id", "data.outcome"),
     EventType.RUNTIME_FAULT: ("session_id", "execution_id"),

@@ -177,7 +177,7 @@ def test_parallel_workers_run_scenarios_in_containers_with_the_default_jobs(tmp_
     report_dir = tmp_path / "report"
     scenarios = [str(ROOT / "scenarios" / name) for name in (
         "l4/crash_after_result_saved.toml", "l1/old_checkpoints.toml",
-        "l3/deny_between_decision_and_wait.toml", "m/eof_without_text.toml")]
+        "x/duplicate_delivery_one_record.toml", "m/eof_without_text.toml")]
     done = subprocess.run(
         [sys.executable, "-m", "harness.cli.app", "run", "--impl", f"docker:{IMAGE}",
          "--scenarios", *scenarios, "--report-dir", str(report_dir)],
