@@ -76,8 +76,8 @@ CANCELLED_CALL_NOT_DECIDED = Mutant(
     (),
     edits(
         edit(EX,
-             find="                decision = self._decision_for(session, op, review=False)\n",
-             replace="                decision = None  # decided in a step of its own\n"),
+             find="        decision = self._decision_for(session, op, review=False)\n",
+             replace="        decision = None  # decided in a step of its own\n"),
         edit(EX,
              find="        self._signals.failpoint(Failpoint.AFTER_PERMISSION_DECISION, op.session_id,\n"
                   "                                op.execution_id, op.tool_call_id)\n",
