@@ -30,6 +30,7 @@ bottom:
 
 from __future__ import annotations
 
+import decimal
 import fcntl
 import fnmatch
 import gc
@@ -51,7 +52,44 @@ FAILURE_TABLE_CAPACITY = 16
 
 
 def canonical_json(value) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """docs/contract.md "Canonical JSON": RFC 8785 (JCS), by hand in a few lines."""
+    if isinstance(value, dict):
+        # keys in the order of their UTF-16 code units (code points differ past U+FFFF)
+        items = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
+        return "{" + ",".join(canonical_json(key) + ":" + canonical_json(item)
+                              for key, item in items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(canonical_json(item) for item in value) + "]"
+    if isinstance(value, float):
+        return es_number(value)
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53 - 1:
+        raise ValueError(f"the integer {value} is past 2**53 - 1: no canonical JSON")
+    if isinstance(value, str):
+        value.encode("utf-8")  # a lone surrogate has no UTF-8 form: refused (UnicodeError)
+    # a string escaped only where JSON must be (non-ASCII as itself), an integer, true/false/null
+    return json.dumps(value, ensure_ascii=False)
+
+
+def es_number(number: float) -> str:
+    """A double as ECMAScript's Number.prototype.toString writes it (RFC 8785, 3.2.2.3)."""
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ValueError(f"{number} has no canonical JSON")
+    if number == 0:
+        return "0"  # -0.0 too
+    # repr gives the shortest digits that read back as the same double, as ECMAScript does
+    sign, digit_tuple, exponent = decimal.Decimal(repr(number)).normalize().as_tuple()
+    digits = "".join(map(str, digit_tuple))
+    point = len(digits) + exponent  # the value is 0.DIGITS times 10**point
+    if len(digits) <= point <= 21:
+        text = digits + "0" * (point - len(digits))
+    elif 0 < point <= 21:
+        text = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + digits
+    else:
+        text = (digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+                + ("e+" if point > 0 else "e-") + str(abs(point - 1)))
+    return ("-" if sign else "") + text
 
 
 def sha256_tagged(value) -> str:

@@ -15,7 +15,10 @@ in-process values (``python:MODULE:FACTORY``) the same treatment, without a roun
   object with every ``Runtime`` method); methods annotated ``-> None`` are not checked (the
   wire protocol drops their results too);
 * a StrEnum field may hold the member or its exact value (they compare equal), an ``int`` is
-  a ``float``; everything else is exact: a list is not a tuple, a set is never JSON data.
+  a ``float``; everything else is exact: a list is not a tuple, a set is never JSON data;
+* JSON data is also held to what canonical JSON (RFC 8785) has a text for: no integer past
+  ``±SAFE_INTEGER_MAX``, no NaN or infinity, no lone surrogate (a digest over it could not
+  be computed, nor agreed on by an implementation in another language).
 
 Pure functions; nothing here raises on a bad value (only on a type the contract does not use).
 """
@@ -29,7 +32,7 @@ import types
 import typing
 from typing import Any
 
-from harness.contract import Runtime
+from harness.contract import SAFE_INTEGER_MAX, Runtime, canonical_json_problem
 
 WHERE = "harness/contract/vocabulary.py"
 RUNTIME_METHODS: tuple[str, ...] = tuple(
@@ -112,9 +115,20 @@ def _what(value: Any) -> str:
     return type(value).__name__
 
 
+_CANONICAL = ("JSON data canonical JSON has a text for (RFC 8785: integers within "
+              f"\u00b1{SAFE_INTEGER_MAX}, finite numbers, no lone surrogate; docs/contract.md)")
+"""The expectation named when a JSON value is of a JSON type but outside RFC 8785's domain."""
+
+
 def _json_problem(value: Any, path: str) -> tuple[str, Any, Any] | None:
-    if value is None or type(value) in (str, int, float, bool):
+    kind = type(value)
+    if value is None or kind is bool:
         return None
+    if kind is str:
+        return None if value.isascii() or not canonical_json_problem(value) else (
+            path, value, _CANONICAL)
+    if kind is int or kind is float:
+        return None if not canonical_json_problem(value) else (path, value, _CANONICAL)
     if type(value) in (list, tuple):
         for i, item in enumerate(value):
             found = _json_problem(item, f"{path}[{i}]")
@@ -217,9 +231,13 @@ def value_problem(kind: Any, value: Any, what: str) -> str:
         return f"{what} {_what(bad)}, {expected_text}"
     if expected is Any:
         expected_text = f"expected JSON data: str, int, float, bool, None, list, dict ({WHERE})"
+    elif expected is _CANONICAL:
+        expected_text = f"expected {_CANONICAL}"
     owner = type_name(kind)
     article = "an" if owner[:1] in "AEIOU" else "a"
     shown = repr(bad) if isinstance(bad, str) and len(bad) <= 40 else _what(bad)
+    if expected is _CANONICAL and not isinstance(bad, str):
+        shown = f"{_what(bad)} {bad!r}"
     return f"{what} {article} {owner} whose {path.lstrip('.')} is {shown}, {expected_text}"
 
 

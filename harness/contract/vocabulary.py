@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -328,13 +329,199 @@ class SimulatedCrash(BaseException):
 # --------------------------------------------------------------------------- canonical JSON
 
 
-_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-"""One encoder: ``json.dumps`` with these options builds a new one per call."""
+SAFE_INTEGER_MAX = 2**53 - 1
+"""The largest integer an IEEE double keeps exactly. RFC 8785 writes every number as the
+double it is (as JavaScript does), so past ``±SAFE_INTEGER_MAX`` an integer has a canonical
+text only when it is exactly the text of a double (``53401225956765130``, what a reader gets
+back from the canonical text of the double ``5.340122595676513e16``); any other
+(``9007199254740993``, which no double holds) is refused: send such a value as a string."""
+
+
+class CanonicalJsonError(ContractError, ValueError):
+    """A value canonical JSON (RFC 8785) has no text for: an integer no double holds, NaN or
+    an infinity, a lone surrogate, a key that is not a string. The message names the value's
+    path. (A ``ValueError`` too, as ``json`` raises for NaN.)"""
+
+
+_PLAIN_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                                  allow_nan=False)
+"""Python's C encoder: for JSON data without floats, astral or surrogate characters and
+integers of 16 digits or more, its text *is* the RFC 8785 text (same escapes, integers, and
+key order: code points and UTF-16 units sort alike below U+10000). One encoder, not
+``json.dumps`` per call (which builds one each time)."""
+
+_MAYBE_NOT_PLAIN = re.compile(r"[:,\[]-?(?:\d++(?:\.|e[-+])|\d{16})")
+"""Where Python's text may differ from RFC 8785's, in the plain encoder's compact output: a
+number after ``:``/``,``/``[`` written as a float (Python writes ``1.0``, ``1e-07``; RFC 8785
+``1``, ``1e-7``) or an integer of 16+ digits (maybe past ``SAFE_INTEGER_MAX``). A match inside
+a string (``"x:1.5"``) only sends the value the exact way; a float can never be missed."""
+
+_WIDE = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
+"""A surrogate (refused) or an astral character (keys sort by UTF-16 units, not code
+points): searched only in a text that is not ASCII."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+"""JSON's C string function (``ensure_ascii=False``): the escapes RFC 8785 asks for exactly
+(``\\"``, ``\\\\``, ``\\b \\f \\n \\r \\t``, other controls as ``\\u00xx``; the rest as itself)."""
 
 
 def canonical_json(value: Any) -> str:
-    """Deterministic JSON text: sorted keys, no whitespace, UTF-8 kept as is."""
-    return _CANONICAL_ENCODER.encode(value)
+    """The RFC 8785 (JSON Canonicalization Scheme) text of JSON data: keys sorted by UTF-16
+    code units, no whitespace, strings escaped only where JSON must be (non-ASCII written as
+    itself), numbers as ECMAScript writes a double (``1.0`` -> ``1``, ``1e-7``, ``1e+21``).
+    Hashed as UTF-8. Raises :class:`CanonicalJsonError` for a value RFC 8785 has no text for
+    (see :data:`SAFE_INTEGER_MAX`; NaN, infinities, lone surrogates).
+
+    Two ways, one text: Python's C encoder (:data:`_PLAIN_ENCODER`), whose text is RFC 8785's
+    for nearly every value the harness encodes, and :func:`_jcs`, which writes the rules
+    out, for a value where the two may differ (a float, a long integer, a non-BMP or
+    surrogate character). ``tests/unit/harness/contract/test_canonical_json.py`` holds both
+    to the RFC's examples and to the ``rfc8785`` library (Trail of Bits). That library is
+    not used here: written in Python through a byte buffer it takes about 4x the C encoder's
+    time on the suite's values (``benchmarks/bench_canonical.py``), and this package imports
+    nothing outside the standard library (an implementation may copy it, docs/protocol.md)."""
+    if isinstance(value, (int, float)):  # a number alone: no separator before it
+        return _exact(value)
+    try:
+        text = _PLAIN_ENCODER.encode(value)
+    except ValueError:  # NaN or an infinity (allow_nan=False); a circular reference
+        return _exact(value)
+    if _MAYBE_NOT_PLAIN.search(text) is None and (text.isascii() or _WIDE.search(text) is None):
+        return text
+    return _exact(value)
+
+
+def _exact(value: Any) -> str:
+    try:
+        return _jcs(value)
+    except (CanonicalJsonError, RecursionError) as exc:
+        problem = canonical_json_problem(value) or f"{type(exc).__name__}: {exc}"
+        raise CanonicalJsonError(f"no canonical JSON (RFC 8785) for this value: {problem}") \
+            from None
+
+
+def _jcs(value: Any) -> str:
+    """RFC 8785, rule by rule (section 3.2)."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):
+            raise CanonicalJsonError("a lone surrogate")
+        return _STRING(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        if -SAFE_INTEGER_MAX <= value <= SAFE_INTEGER_MAX:
+            return int.__repr__(value)
+        if integer_problem(value):
+            raise CanonicalJsonError("an integer no double holds")
+        return es_number(float(value))
+    if isinstance(value, float):
+        return es_number(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join([_jcs(item) for item in value]) + "]"
+    if isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise CanonicalJsonError("a key that is not a string")
+        # 3.2.3: members sorted by the UTF-16 code units of their names
+        members = sorted(value.items(), key=lambda member: member[0].encode("utf-16-be",
+                                                                             "surrogatepass"))
+        return "{" + ",".join([_jcs(key) + ":" + _jcs(item) for key, item in members]) + "}"
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def es_number(number: float) -> str:
+    """A double as ECMAScript's ``Number.prototype.toString`` writes it (RFC 8785, 3.2.2.3):
+    the shortest digits that read back as the same double (Python's ``repr`` finds them), in
+    plain notation from 1e-6 up to below 1e21, else as ``d.ddde±x``; ``-0`` is ``0``."""
+    if number != number or number in (_INFINITY, -_INFINITY):
+        raise CanonicalJsonError(f"{number!r} has no JSON text")
+    if number == 0:
+        return "0"
+    mantissa, _, exponent = repr(abs(number)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = (whole + fraction).lstrip("0")
+    # the value is 0.DIGITS times 10**point (each leading zero dropped moves the point)
+    point = len(whole) + int(exponent or 0) - (len(whole) + len(fraction) - len(digits))
+    digits = digits.rstrip("0")
+    if len(digits) <= point <= 21:
+        text = digits + "0" * (point - len(digits))
+    elif 0 < point <= 21:
+        text = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + digits
+    else:
+        text = (digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+                + ("e+" if point > 0 else "e-") + str(abs(point - 1)))
+    return "-" + text if number < 0 else text
+
+
+_INFINITY = float("inf")
+
+
+def integer_problem(number: int) -> str:
+    """``""`` when canonical JSON writes the integer ``number``, else why not. Within
+    ``±SAFE_INTEGER_MAX`` every integer is written; past it JSON numbers are doubles (every
+    reader that keeps doubles, JavaScript's ``JSON.parse`` among them, reads the integer as
+    the double nearest to it), so an integer is written only when it is exactly that
+    double's canonical text, as a canonical text read back gives it (``53401225956765130``):
+    then every reader writes it back the same. Any other (``9007199254740993``, ``2**60``)
+    would be written otherwise by some reader, and is refused."""
+    if -SAFE_INTEGER_MAX <= number <= SAFE_INTEGER_MAX:
+        return ""
+    digits = str(number)
+    try:
+        text = es_number(float(number))
+    except OverflowError:
+        text = ""
+    if text == digits:
+        return ""
+    shown = digits if len(digits) <= 40 else f"{digits[:20]}... ({len(digits)} digits)"
+    reading = f"the double written {text}" if text else "infinity (past the largest double)"
+    return (f"the integer {shown} is past \u00b1{SAFE_INTEGER_MAX} (2**53 - 1), where JSON "
+            f"numbers are doubles: a reader takes it for {reading}; send it as a string")
+
+
+def canonical_json_problem(value: Any, where: str = "$") -> str:
+    """``""`` if :func:`canonical_json` has a text for ``value``, else one sentence naming
+    the first part it has none for and its path (``$.args.n: the integer 9007199254740993 is
+    past ...``). Used where values enter the harness (the wire, an in-process
+    implementation's values) to refuse them with the path rather than fail later at a
+    digest."""
+    stack: list[tuple[Any, str]] = [(value, where)]
+    while stack:
+        item, path = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            problem = integer_problem(item)
+            if problem:
+                return f"{path}: {problem}"
+        elif isinstance(item, float):
+            if item != item or item in (float("inf"), float("-inf")):
+                return f"{path}: {item!r} has no JSON text (RFC 8785 refuses NaN and infinities)"
+        elif isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                return (f"{path}: the text holds a lone surrogate U+{ord(found.group()):04X}, "
+                        "which has no UTF-8 form (RFC 8785 refuses it)")
+        elif isinstance(item, dict):
+            for key, member in reversed(list(item.items())):
+                if not isinstance(key, str):
+                    return f"{path}: the key {key!r} is not a string"
+                found = _SURROGATE.search(key)
+                if found:
+                    return (f"{path}: the key {key!r} holds a lone surrogate "
+                            f"U+{ord(found.group()):04X} (RFC 8785 refuses it)")
+                stack.append((member, f"{path}.{key}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((member, f"{path}[{at}]")
+                         for at, member in reversed(list(enumerate(item))))
+        else:
+            return f"{path}: a {type(item).__name__} is not JSON data"
+    return ""
 
 
 def args_digest(tool: str, args: dict[str, Any]) -> str:

@@ -64,6 +64,8 @@ from harness.contract import (
     ToolUnavailable,
     TurnResult,
     WorldError,
+    canonical_json_problem,
+    integer_problem,
     to_json,
     type_hints,
 )
@@ -512,6 +514,38 @@ def json_depth_over(data: Any, limit: int) -> int:
     return 0
 
 
+class _NotCanonical(ValueError):
+    """A JSON number the contract's canonical form (RFC 8785) has no text for."""
+
+
+def _constant(name: str) -> Any:
+    raise _NotCanonical(f"{name} is not JSON (RFC 8259) and has no canonical text (RFC 8785)")
+
+
+def _integer(text: str) -> int:
+    value = int(text)
+    if len(text) > 15:
+        problem = integer_problem(value)
+        if problem:
+            raise _NotCanonical(problem)
+    return value
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _NotCanonical(f"{_excerpt(text)} is past the largest double (it would read as an "
+                            "infinity, which canonical JSON (RFC 8785) has no text for)")
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_int=_integer, parse_float=_number, parse_constant=_constant)
+"""``json.loads`` that also refuses what the contract's digests cannot be computed over:
+``NaN``/``Infinity`` (which Python's reader accepts), numbers that overflow to infinity,
+integers past ``SAFE_INTEGER_MAX`` that are not the text of a double (``integer_problem``).
+(Lone surrogates are looked for after decoding.)"""
+
+
 _REQUEST_MEMBERS = frozenset({"jsonrpc", "id", "method", "params"})
 _RESULT_MEMBERS = frozenset({"jsonrpc", "id", "result"})
 _ID_TYPES = frozenset({int, str})
@@ -528,7 +562,10 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
             raise BadMessage(PARSE_ERROR, f"not UTF-8 ({exc.reason} at byte {exc.start})") \
                 from None
     try:
-        data = json.loads(line)
+        data = _DECODER.decode(line)
+    except _NotCanonical as exc:
+        raise BadMessage(INVALID_REQUEST, f"{exc} (docs/contract.md, \"Canonical JSON\"): "
+                         f"{_excerpt(line.rstrip())}") from None
     except ValueError as exc:
         raise BadMessage(PARSE_ERROR, f"not JSON ({exc}): {_excerpt(line.rstrip())}") from None
     except RecursionError:
@@ -541,6 +578,11 @@ def parse_message(line: bytes | str, max_depth: int = DEFAULT_MAX_DEPTH) -> Requ
     if too_deep:
         raise BadMessage(INVALID_REQUEST, f"JSON nested at least {too_deep} deep, past the "
                          f"limit json_depth={max_depth}", _id_of(data))
+    if "\\ud" in line or "\\uD" in line:  # maybe a lone surrogate, written as an escape
+        problem = canonical_json_problem(data, "message")
+        if problem:
+            raise BadMessage(INVALID_REQUEST, f"{problem} (docs/contract.md, \"Canonical "
+                             f"JSON\")", _id_of(data))
     if not isinstance(data, dict):
         raise BadMessage(INVALID_REQUEST, f"a message must be a JSON object, got "
                          f"{type(data).__name__}: {_excerpt(line.rstrip())}")

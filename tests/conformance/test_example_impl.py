@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.cli import app as cli
+from harness.contract import SAFE_INTEGER_MAX, canonical_json
 from harness.remote import forkserver
 from harness.remote.forkserver import ForkedProcess
 from harness.remote.launcher import ProcessImplementation
@@ -69,6 +72,9 @@ def _example_module():
     return module
 
 
+_EXAMPLE = _example_module()
+
+
 def test_the_example_says_unchanged_only_to_its_last_reading_of_an_unchanged_store(tmp_path):
     example = _example_module()
     data_dir = str(tmp_path / "data")
@@ -97,6 +103,30 @@ def test_the_example_says_unchanged_only_to_its_last_reading_of_an_unchanged_sto
     example.Store(data_dir).db.close()
     replaced = inspector.inspect_since(data_dir, changed["reading"])
     assert replaced["observation"] == example.empty_observation()
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-SAFE_INTEGER_MAX, SAFE_INTEGER_MAX)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5)
+    | st.text(st.sampled_from("a\u00e9\ufb01\U0001f600\n\"\\\x7f\x01"), max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.text(max_size=3) | st.text(st.sampled_from("a\ufb01\uffff\U00010000"), max_size=3),
+        inner, max_size=4),
+    max_leaves=15,
+)
+
+
+@given(_json_values)
+def test_the_examples_hand_written_rfc_8785_is_the_harnesss_canonical_json(value):
+    # docs/contract.md "Canonical JSON" promises a few lines of any language suffice
+    assert _EXAMPLE.canonical_json(value) == canonical_json(value)
+
+
+def test_the_examples_numbers_are_the_rfcs():
+    for number, text in ((1.0, "1"), (1e-7, "1e-7"), (1e21, "1e+21"), (1e-6, "0.000001"),
+                         (-0.0, "0"), (5e-324, "5e-324"), (333333333.3333333, "333333333.3333333"),
+                         (1.7976931348623157e308, "1.7976931348623157e+308")):
+        assert _EXAMPLE.canonical_json(number) == text == canonical_json(number)
 
 
 def _parent_and_session(pid: int) -> tuple[int, int]:

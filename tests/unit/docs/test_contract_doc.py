@@ -4,6 +4,7 @@ equal what ``harness.contract.conformance`` and the criteria use. A page that dr
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import itertools
@@ -67,8 +68,9 @@ def sha256_prefixed(text: str) -> str:
 
 
 def test_the_page_has_every_example_and_list_this_test_knows():
-    assert set(EXAMPLES) == {"canonical_json", "execution_id", "args_digest", "result_digest",
-                             "projection", "thresholds", "crash_fault"}
+    assert set(EXAMPLES) == {"canonical_json", "canonical_refused", "execution_id",
+                             "args_digest", "result_digest", "projection", "thresholds",
+                             "crash_fault"}
     assert set(LISTS) == set(ENUM_LISTS) | {"projection_statuses", "RecoveryAction",
                                             "CORE_FEATURES"}
 
@@ -77,8 +79,20 @@ def test_the_page_has_every_example_and_list_this_test_knows():
 
 
 def test_canonical_json_example():
+    assert len(EXAMPLES["canonical_json"]) >= 4  # plain, escapes, floats, non-BMP names
     for example in EXAMPLES["canonical_json"]:
         assert c.canonical_json(example["value"]) == example["canonical"]
+    # the page's examples hold what RFC 8785 changed: floats, and a name past U+FFFF
+    assert any(isinstance(v, float) for e in EXAMPLES["canonical_json"]
+               for v in e["value"].values())
+    assert any(max(k) > "\uffff" for e in EXAMPLES["canonical_json"] for k in e["value"])
+
+
+def test_what_the_page_says_has_no_canonical_text_is_refused_as_it_says():
+    for example in EXAMPLES["canonical_refused"]:
+        with pytest.raises(c.CanonicalJsonError) as refused:
+            c.canonical_json(example["value"])
+        assert example["refused"] in str(refused.value)
 
 
 def test_execution_id_example_and_its_spelled_out_formula():
@@ -212,6 +226,27 @@ def test_the_feature_table_names_the_bundled_scenarios_written_for_each_feature(
             actual[feature.value].add(relative.as_posix())
     assert documented == actual
     assert actual["multi_instance"] and actual["checkpoint_import"]  # the scan works
+
+
+# --------------------------------------------------------------------------- types
+
+
+def documented_types() -> dict[str, list[str]]:
+    """``#### `Name` `` heading of "Types, field by field" -> the fields its table lists."""
+    start = TEXT.index("## Types, field by field")
+    section = TEXT[start:TEXT.index("\n## ", start + 1)]
+    found: dict[str, list[str]] = {}
+    for match in re.finditer(r"^#### `(\w+)`", section, re.M):
+        rows = table_rows_of(section[match.start():], match.group(0))
+        found[match.group(1)] = [ticked(row[0])[0] for row in rows]
+    return found
+
+
+def test_every_field_of_every_type_is_explained_in_order():
+    types = {name: [f.name for f in dataclasses.fields(value)] for name, value in vars(c).items()
+             if isinstance(value, type) and dataclasses.is_dataclass(value)}
+    assert len(types) > 25  # the scan sees the face
+    assert documented_types() == types
 
 
 # --------------------------------------------------------------------------- events

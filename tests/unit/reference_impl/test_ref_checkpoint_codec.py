@@ -10,7 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.contract import FailureKind, Message, Outcome, ToolCall, TurnStatus, from_json
+from harness.contract import (
+    SAFE_INTEGER_MAX,
+    FailureKind,
+    Message,
+    Outcome,
+    ToolCall,
+    TurnStatus,
+    canonical_json,
+    from_json,
+)
 from ref_fakes import FakeWorld, Reply, config
 from reference_impl import CHECKPOINT_FIXTURES, checkpoint_codec
 from reference_impl.checkpoint_codec import CURRENT_FORMAT_VERSION, Continuation, decode, encode
@@ -18,7 +27,13 @@ from reference_impl.errors import CheckpointFormatError
 from reference_impl.failure_policy import FailureEntry
 
 texts = st.text(max_size=20)
-calls = st.builds(ToolCall, texts, texts, st.dictionaries(texts, st.integers() | texts, max_size=3))
+# Numbers canonical JSON (RFC 8785) writes, and reads back as equal Python values: a float
+# past 2**53 such as 5.340122595676513e16 is written 53401225956765130 and read back as that
+# int, which Python does not find equal to the float (the bytes are the same again:
+# test_canonical_json.py)
+numbers = (st.integers(-SAFE_INTEGER_MAX, SAFE_INTEGER_MAX)
+           | st.floats(-float(SAFE_INTEGER_MAX), float(SAFE_INTEGER_MAX)))
+calls = st.builds(ToolCall, texts, texts, st.dictionaries(texts, numbers | texts, max_size=3))
 messages = st.builds(
     Message,
     role=st.sampled_from(["user", "assistant", "tool"]),
@@ -55,6 +70,28 @@ def test_every_declared_fixture_is_an_old_format_that_decodes_as_its_sidecar_say
     continuation = decode(data)
     assert continuation.format_version == expect["source_format_version"] < CURRENT_FORMAT_VERSION
     assert continuation.messages == from_json(tuple[Message, ...], expect["messages"])
+
+
+@pytest.mark.parametrize("relative", CHECKPOINT_FIXTURES)
+def test_rfc_8785_left_every_fixture_and_its_current_form_as_they_were(relative):
+    # Canonical JSON became RFC 8785; it differs from the Python text it replaced only for
+    # floats, keys beyond U+FFFF and integers past 2**53 - 1, none of which a fixture holds:
+    # a fixture's canonical bytes, and the current checkpoint written from it, are unchanged.
+    data, _ = _fixture(relative)
+    document = json.loads(data)
+    python_text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert canonical_json(document) == python_text
+    current = json.loads(encode(decode(data)))
+    assert encode(decode(data)) == json.dumps(
+        current, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def test_a_checkpoint_with_floats_is_written_as_rfc_8785_and_reads_back_equal():
+    call = ToolCall("c1", "t", {"ratio": 0.5, "timeout": 30.0, "tiny": 1e-7})
+    continuation = Continuation("s1", 1, "", (Message("assistant", "", tool_calls=(call,)),), ())
+    data = encode(continuation)
+    assert b'{"ratio":0.5,"timeout":30,"tiny":1e-7}' in data
+    assert decode(data) == continuation  # 30 reads back as 30, equal to 30.0
 
 
 def test_the_fixtures_cover_every_old_version(impl):

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.contract import (
+    SAFE_INTEGER_MAX,
     DecisionSource,
     FailureKind,
     Mode,
@@ -23,7 +24,9 @@ from reference_impl import denial_counters, failure_policy
 from reference_impl.store import Store
 
 texts = st.text(max_size=12)
-json_scalars = st.none() | st.booleans() | st.integers() | texts
+# JSON canonical JSON (RFC 8785) writes: integers a double keeps exactly
+json_scalars = (st.none() | st.booleans()
+                | st.integers(-SAFE_INTEGER_MAX, SAFE_INTEGER_MAX) | texts)
 args_dicts = st.dictionaries(st.sampled_from(["command", "cwd", "timeout", "env"]), json_scalars,
                              max_size=4)
 

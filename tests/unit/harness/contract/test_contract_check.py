@@ -67,6 +67,13 @@ def test_values_of_the_contract_pass(kind, value):
      "whose data['a'] is set, expected JSON data"),
     (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={1: "x"}),
      "whose data key 1 is int, expected str"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"n": [1, 2**53 + 1]}),
+     "whose data['n'][1] is int 9007199254740993, expected JSON data canonical JSON has a text "
+     "for (RFC 8785"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"x": float("nan")}),
+     "whose data['x'] is float nan, expected JSON data canonical JSON has a text for"),
+    (LifecycleEvent, LifecycleEvent(EventType.PROJECTED, "s1", data={"t": "\udc00"}),
+     "whose data['t'] is '\\udc00', expected JSON data canonical JSON has a text for"),
     (ImplementationInfo, ImplementationInfo("x", "1", ("teleport",)), "features[0] is 'teleport'"),
     (ModelRequest, ModelRequest("r", "s1", [Message("user", "hi")], ()),
      "whose messages is list, expected a read-only sequence of Message"),

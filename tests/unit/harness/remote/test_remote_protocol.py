@@ -270,6 +270,16 @@ def _error_answer(to_iut, to_harness, line: bytes) -> dict:
      "response id 4 answers no pending request"),
     (b'{"jsonrpc": "2.0", "id": 4, "result": 1, "error": {"code": 1, "message": "x"}}\n',
      p.INVALID_REQUEST, 'exactly one of "result" and "error"'),
+    # values canonical JSON (RFC 8785) has no text for: refused where they enter, by path
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "cancel", "params": {"session_id": NaN}}\n',
+     p.INVALID_REQUEST, "NaN is not JSON (RFC 8259)"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "cancel", "params": {"session_id": 1e400}}\n',
+     p.INVALID_REQUEST, "1e400 is past the largest double"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "cancel", "params": {"session_id": '
+     b'9007199254740993}}\n', p.INVALID_REQUEST,
+     "the integer 9007199254740993 is past \u00b19007199254740991 (2**53 - 1)"),
+    (b'{"jsonrpc": "2.0", "id": 1, "method": "cancel", "params": {"session_id": "a\\ud800"}}\n',
+     p.INVALID_REQUEST, "message.params.session_id: the text holds a lone surrogate U+D800"),
 ])
 def test_a_bad_message_gets_an_error_naming_what_is_wrong(line, code, says):
     _, _, _, _, to_iut, to_harness = connect(
@@ -278,6 +288,18 @@ def test_a_bad_message_gets_an_error_naming_what_is_wrong(line, code, says):
     assert error["code"] == code
     assert says in error["message"]
     VALIDATOR.validate({"jsonrpc": "2.0", "id": None, "error": error})
+
+
+def test_numbers_and_texts_as_another_language_writes_them_are_read():
+    # JavaScript writes the double 5.340122595676513e16 as 53401225956765130 and escapes an
+    # astral character as a surrogate pair: both are JSON canonical JSON has a text for
+    line = ('{"jsonrpc":"2.0","id":1,"result":{"n":53401225956765130,"m":-9007199254740991,'
+            '"t":"\\ud83d\\ude00","f":1e-7}}')
+    message = p.parse_message(line)
+    assert message.result == {"n": 53401225956765130, "m": -9007199254740991, "t": "\U0001f600",
+                              "f": 1e-7}
+    assert c.canonical_json(message.result) == \
+        '{"f":1e-7,"m":-9007199254740991,"n":53401225956765130,"t":"\U0001f600"}'
 
 
 def test_a_server_keeps_serving_after_a_bad_line():

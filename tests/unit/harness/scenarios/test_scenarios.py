@@ -3,6 +3,7 @@ names the file, the key path and the valid choices."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -97,6 +98,20 @@ def test_the_repository_suite_loads():
     scenarios = discover([DEFAULT_SCENARIO_DIR])
     assert DEFAULT_SCENARIO_DIR.name == "scenarios"
     assert len({s.id for s in scenarios}) == len(scenarios)
+
+
+def test_no_digest_of_the_bundled_suite_moved_with_rfc_8785():
+    # Canonical JSON became RFC 8785, which writes floats, keys past U+FFFF and integers past
+    # 2**53 - 1 otherwise than the Python text before it. No call of the suite (regressions
+    # included) has any of them in its args, so every args_digest is what it was, and the
+    # contract's version did not need to move. (Placeholders expand to strings.)
+    calls = [(call.tool, call.args) for scenario in discover([DEFAULT_SCENARIO_DIR])
+             for response in scenario.model for call in response.tool_calls]
+    assert len(calls) > 300  # the scan sees the suite
+    for tool, args in calls:
+        before = json.dumps({"tool": tool, "args": args}, sort_keys=True, separators=(",", ":"),
+                            ensure_ascii=False)
+        assert c.canonical_json({"tool": tool, "args": args}) == before, (tool, args)
 
 
 def bad(text: str, *fragments: str) -> str:
