@@ -51,6 +51,7 @@ from harness.cli.options import (  # re-exported: commands and tests reach them 
     add_time_limit_option,
     discover_scenarios,
     expectations_mode,
+    load_expected_errors_option,
     load_expectations_option,
     positive_int,
 )
@@ -67,6 +68,7 @@ from harness.contract.errors import (
 from harness.report.text import evidence_line, gate_line, level_line
 from harness.trace.determinism import RecordingRunner, check_determinism
 from harness.report.result import (
+    EXPECTATIONS_LENIENT,
     CriterionStatus,
     DeterminismCheck,
     DivergenceRecord,
@@ -450,6 +452,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     implementation = implementation_under_test(ctx, args)
     criteria = ctx.deps.criteria()
     expectations = load_expectations_option(args, criteria)
+    expected_errors = load_expected_errors_option(args)
     if not getattr(args, "expectations", None):  # a profile explains its divergences
         from harness.profiles import expectations_of
 
@@ -466,8 +469,11 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     stop_after = None
     if args.fail_fast:
         def stop_after(scenario_result: Any) -> bool:
+            from harness.running.suite import expect_errors
+
             judged = None if chosen.add_exercised else chosen.criteria
-            return scenario_failed(scenario_result, judged, expectations)
+            (marked,) = expect_errors((scenario_result,), expected_errors)
+            return scenario_failed(marked, judged, expectations)
     try:
         result = run_suite(
             implementation,
@@ -486,6 +492,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
             expectations_mode=expectations_mode(args),
             # the determinism check keeps the first traces in this process
             jobs=1 if recording is not None else getattr(args, "jobs", 1),
+            expected_errors=expected_errors,
         )
     finally:  # an error message must not land on the live progress line
         progress_line.finish()
@@ -638,11 +645,14 @@ def _print_failing(ctx: Context, result: RunResult, style: Style,
     statuses = gate_failing_statuses(result.run.expectations_mode)
     failing = [c for c in result.criteria if c.status in statuses]
     errored = [s for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    succeeded = (list(result.unexpected_successes)
+                 if result.run.expectations_mode != EXPECTATIONS_LENIENT else [])
     not_run = sum(1 for s in result.scenarios if s.status is ScenarioStatus.NOT_RUN)
-    if not failing and not errored:
+    if not failing and not errored and not succeeded:
         return
-    ctx.out(style.paint(f"failing ({len(failing)} criteria, {len(errored)} scenario errors):",
-                        "bold"))
+    ctx.out(style.paint(f"failing ({len(failing)} criteria, {len(errored)} scenario errors"
+                        + (f", {len(succeeded)} unexpected successes" if succeeded else "")
+                        + "):", "bold"))
     for c in failing:
         ctx.out(f"  {style.paint(c.id, 'red')} {c.status.value}: {c.title}")
         replays = list(dict.fromkeys(v.replay for v in c.violations))
@@ -660,8 +670,14 @@ def _print_failing(ctx: Context, result: RunResult, style: Style,
             ctx.out(f"    listed as expected to fail but passed: remove it from the "
                     f"expectations file{where} (or pass --lenient-expectations)")
     for s in errored:
-        ctx.out(f"  {style.paint(s.id, 'red')} scenario error")
+        ctx.out(f"  {style.paint(s.id, 'red')} scenario error"
+                + (f" (expected another: {s.expected_error})" if s.expected_error else ""))
         ctx.out(f"    {s.replay}")
+    for s in succeeded:
+        where = f" {expectations_file}" if expectations_file else ""
+        ctx.out(f"  {style.paint(s.id, 'magenta')} unexpected success: listed as expected to "
+                f"error ({s.expected_error}) but it {s.status.value}: remove it from the "
+                f"expectations file{where} (or pass --lenient-expectations)")
 
 
 def _print_summary(ctx: Context, result: RunResult, style: Style | None = None) -> None:
@@ -695,6 +711,14 @@ def _print_summary(ctx: Context, result: RunResult, style: Style | None = None) 
             first = s.error.splitlines()[0] if s.error else "run error"
             ctx.out(f"{'SCENARIO ERROR':<13} {s.id}: {first}")
             ctx.out(f"    replay: {s.replay}")
+        elif s.status is ScenarioStatus.EXPECTED_ERROR:
+            first = s.error.splitlines()[0] if s.error else "run error"
+            label = style.paint(f"{'expected error':<13}", "dim")
+            ctx.out(f"{label} {s.id}: {first} [expected: {s.expected_error}]")
+        elif s.unexpected_success:
+            label = style.paint("UNEXPECTED SUCCESS", "magenta")
+            ctx.out(f"{label} {s.id}: {s.status.value}, listed as expected to error "
+                    f"[{s.expected_error}]")
     not_run = [s for s in result.scenarios if s.status is ScenarioStatus.NOT_RUN]
     if not_run:
         ctx.out(f"{'not run':<13} {len(not_run)} scenario(s) after the first failure "

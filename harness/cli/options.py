@@ -222,6 +222,16 @@ def load_expectations_option(args: argparse.Namespace, criteria: Sequence[Criter
     return expectations
 
 
+def load_expected_errors_option(args: argparse.Namespace) -> tuple[Any, ...]:
+    """``--expectations FILE``'s ``[[expected_error]]`` entries (() without the option)."""
+    path = getattr(args, "expectations", None)
+    if not path:
+        return ()
+    from harness.contract.expectations import load_expectation_file
+
+    return load_expectation_file(path).errors
+
+
 def discover_scenarios(ctx: Context, paths: Sequence[str] | None) -> tuple[Any, ...]:
     """The scenarios of ``paths`` (default: the bundled suite), or a UsageError."""
     paths = list(paths) if paths else [ctx.deps.default_scenario_dir()]

@@ -37,7 +37,7 @@ Pure: every function reads a Trace and returns values.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_for
 from harness.criteria import approval_answers
@@ -127,6 +127,18 @@ class Moment:
     ask_rule: bool = False
     escalation: bool = False
     tool_call_id: str = ""
+    version: int = 0
+    """The permission version whose counts applied."""
+    counts: tuple[tuple[int, int], ...] = ()
+    """The (consecutive, cumulative) risk-denial counts the rules allow at that moment."""
+    limits: tuple[int, int] = (0, 0)
+    """The session's (consecutive_denials_max, cumulative_denials_max)."""
+
+    def counted(self) -> str:
+        """The compared values, in words: version, counts and thresholds."""
+        counts = " or ".join(f"{c}/{u}" for c, u in self.counts) or "0/0"
+        return (f"permission version {self.version}: {counts} consecutive/cumulative risk "
+                f"denials, thresholds {self.limits[0]}/{self.limits[1]}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,6 +380,11 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
         th = s.thresholds_for(trace, session)
         return c.consecutive >= th.consecutive_denials_max or c.cumulative >= th.cumulative_denials_max
 
+    def values(session: str, version: int, current: States) -> dict[str, Any]:
+        th = s.thresholds_for(trace, session)
+        return {"version": version, "counts": tuple(sorted({c.pair for c in current})),
+                "limits": (th.consecutive_denials_max, th.cumulative_denials_max)}
+
     def apply(k: Key, fn: Callable[[Counts], Iterable[Counts]], uncertain: bool = False) -> None:
         out: set[Counts] = set()
         for c in get(k):
@@ -395,7 +412,8 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
                 moments.append(Moment(st.index, st.session, "review",
                                       all(armed(c, st.session) for c in current),
                                       any(armed(c, st.session) for c in current), replay=replayed,
-                                      tool_call_id=review.tool_call_id or ""))
+                                      tool_call_id=review.tool_call_id or "",
+                                      **values(st.session, st.version, current)))
                 reviewed.setdefault(k, set()).add(review.identity)
             outcome = review.outcome
             is_fault = outcome in s.FAULT_OUTCOMES
@@ -416,7 +434,8 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
                 moments.append(Moment(st.index, st.session, "silent",
                                       all(armed(c, st.session) for c in current),
                                       any(armed(c, st.session) for c in current),
-                                      tool_call_id=st.tool_call_id))
+                                      tool_call_id=st.tool_call_id,
+                                      **values(st.session, st.version, current)))
         elif st.what == "redeliver":
             k = key(st.session, st.version)
             if rules.count_deliveries and k in states:
@@ -435,7 +454,8 @@ def replay(trace: Trace, rules: CounterRules = REAL, steps: tuple[_Step, ...] | 
             moments.append(Moment(st.index, st.session, "prompt",
                                   all(armed(c, st.session) for c in current),
                                   any(armed(c, st.session) for c in current),
-                                  ask_rule=st.ask_rule, escalation=st.escalation, tool_call_id=st.tool_call_id))
+                                  ask_rule=st.ask_rule, escalation=st.escalation, tool_call_id=st.tool_call_id,
+                                  **values(st.session, st.version, current)))
             wait_keys[st.wait_id] = (k, st.session, st.index)
             if st.ask_rule or st.escalation or not s.can_approve(configs.get(st.session)):
                 continue

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from harness.contract import (
+    DecisionSource,
     Delivery,
     Failpoint,
     Feature,
@@ -157,6 +158,7 @@ class _Index:
             key = (str(projection.get("session_id", "")), str(projection.get("tool_call_id", "")))
             self.publications.setdefault(key, []).append(event)
         self.reviews: list[TraceEvent] = list(trace.of_kind(Kind.CLASSIFIER_REQUEST))
+        self.crashes: tuple[TraceEvent, ...] = trace.crashes()
         self.requests: list[TraceEvent] = list(trace.of_kind(Kind.MODEL_REQUEST))
         self.stream_ends: dict[str, list[TraceEvent]] = {}
         for event in trace.of_kind(Kind.MODEL_STREAM_END):
@@ -436,8 +438,29 @@ def _served_at(hit: _Hit) -> int:
     return served
 
 
+def _cut_off(hit: _Hit) -> TraceEvent | None:
+    """The crash that cut this run off between its start record and its saved result (a
+    crash after its ``after_start_recorded`` hit with no ``after_result_saved`` hit of the
+    run before it), if any: the result is then the ``unknown`` a recovery records."""
+    anchor = hit.run_anchor()
+    if anchor < 0:
+        return None
+    saved = [h.index for h in hit.previous_hits(Failpoint.AFTER_RESULT_SAVED.value)
+             if h.index > anchor]
+    for crash in hit.index.crashes:
+        if anchor < crash.index < hit.at and not any(i < crash.index for i in saved):
+            return crash
+    return None
+
+
 def _expected_result(hit: _Hit, op: OperationView) -> list[Problem]:
-    """The saved result must be the one the world's attempts of this run give."""
+    """The saved result must be the one the world's attempts of this run give; for a run a
+    crash cut off before its result was saved, the ``unknown`` a recovery records (its
+    digest is not judged here: the host never saw the tool's answer). Found by an outside
+    implementation whose ``recover()`` passes the checkpoint failpoints while it folds such
+    a call (issue 31, case 1): nothing in the contract forbids that."""
+    if op.outcome is Outcome.UNKNOWN and _cut_off(hit) is not None:
+        return []
     run = hit.attempts(after=hit.run_anchor())
     if not run:
         if op.outcome is not Outcome.NOT_STARTED:
@@ -456,14 +479,17 @@ def _expected_result(hit: _Hit, op: OperationView) -> list[Problem]:
         return []
     status, output = str(last.data.get("status", "")), str(last.data.get("output", ""))
     wanted = (Outcome.SUCCEEDED,) if status == "ok" else (Outcome.FAILED, Outcome.UNKNOWN)
+    row = f"ledger row {last.data.get('ledger_seq', '?')}"
     problems = []
     if op.outcome not in wanted:
         problems.append(Problem(f"the saved outcome is {op.outcome.value}; the ledger's last row "
-                                f"says {status} (expected {'/'.join(w.value for w in wanted)})",
+                                f"({row}) says {status} (expected "
+                                f"{'/'.join(w.value for w in wanted)})", (last.index,), rows))
+    expected = result_digest(status, output)
+    if op.result_digest != expected:
+        problems.append(Problem(f"the saved result digest {op.result_digest} is not {expected}, "
+                                f"the digest of the ledger's last row ({row}: {status})",
                                 (last.index,), rows))
-    if op.result_digest != result_digest(status, output):
-        problems.append(Problem("the saved result digest is not the digest of the ledger's last "
-                                f"row ({op.result_digest})", (last.index,), rows))
     return problems
 
 
@@ -552,12 +578,18 @@ def _after_permission_decision(hit: _Hit) -> list[Problem]:
     anchor = max(hit.last_hit(Failpoint.AFTER_PREPARE.value), _served_at(hit))
     reviewed = _reviews_since(hit, anchor, None)
     if op is not None and reviewed and op.classifier_outcome is None:
-        problems.append(Problem("the classifier reviewed it but no classifier outcome is "
-                                "recorded with the decision", tuple(e.index for e in reviewed)))
+        answered = str((reviewed[-1].data or {}).get("outcome", "?"))
+        problems.append(Problem(f"the classifier reviewed it (answer {answered}) but no "
+                                f"classifier outcome is recorded with the decision "
+                                f"({op.permission.value} by {op.decided_by.value})",
+                                tuple(e.index for e in reviewed)))
     _no_result_yet(hit, op, problems)
     _not_started_yet(hit, op, problems)
     _no_pending_wait(hit, op, problems)
-    _no_prompt_since(hit, hit.last_hit(), problems)
+    if op is None or op.decided_by is not DecisionSource.APPROVAL:
+        # An owner's answer is a decision whose question was shown before it: a recovery
+        # may have shown that prompt with no after_prompt hit of its own in between.
+        _no_prompt_since(hit, hit.last_hit(), problems)
     return problems
 
 
@@ -604,7 +636,8 @@ def _after_revalidation(hit: _Hit) -> list[Problem]:
     op = _needs_op(hit, problems)
     if op is not None and op.permission.value != "allow":
         problems.append(Problem(f"revalidation passed an operation whose permission is "
-                                f"{op.permission.value}"))
+                                f"{op.permission.value} (decided by {op.decided_by.value} under "
+                                f"permission version {op.identity.permission_version})"))
     _not_started_yet(hit, op, problems)
     if not hit.attempts():
         _no_result_yet(hit, op, problems)
@@ -677,8 +710,15 @@ def _after_checkpoint_saved(hit: _Hit) -> list[Problem]:
     op = _needs_op(hit, problems)
     _result_saved(hit, op, problems)
     if op is not None and hit.probe is not None and not hit.folding_checkpoints(op):
-        saved = hit.last_hit(Failpoint.AFTER_RESULT_SAVED.value)
-        before = hit.index.probes.get((saved, "probe:failpoint:after_result_saved"))
+        # A checkpoint first seen since the result was saved folds it. Without an
+        # after_result_saved hit (a recovery saving a cut-off call's unknown passes none,
+        # and may fold several calls in one checkpoint naming another), since its previous
+        # hit.
+        earlier = (hit.previous_hits(Failpoint.AFTER_RESULT_SAVED.value)
+                   or hit.previous_hits())
+        before = (hit.index.probes.get((earlier[-1].index,
+                                        f"probe:failpoint:{earlier[-1].data.get('name')}"))
+                  if earlier else None)
         known = {(c.session_id, c.sequence) for c in before.checkpoints} if before else None
         newer = [c for c in hit.probe.checkpoints if c.session_id == op.session_id
                  and known is not None and (c.session_id, c.sequence) not in known]

@@ -362,8 +362,10 @@ def check_l1_2(trace: Trace) -> Verdict:
                 limit = F.thresholds(trace, op.session_id).failure_repeat_limit
                 violations.append(_ev(
                     f"{F.describe(op)}: executed although its key already failed {len(counted)} "
-                    f"times (limit {limit}) under this permission version; the eviction of its "
-                    f"failure-table entry (event {gone[0].index}) reset the repeat judgement",
+                    f"times ({', '.join(p.tool_call_id for p in counted)}; limit {limit}) under "
+                    f"permission version {op.latest.identity.permission_version}; the eviction "
+                    f"of its failure-table entry (event {gone[0].index}) reset the repeat "
+                    "judgement",
                     (counted[-1].first_seen, gone[0].index, attempts[0].index),
                     tuple(_seq(r) for r in attempts[:1])))
     return judge("L1.2", exercised, violations, "the world's failures never evicted a table entry")
@@ -504,7 +506,8 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
             if op.rows:
                 result["L1.3"][1].append(_ev(
                     f"{F.describe(op)}: executed although its command already failed {count} times "
-                    f"(limit {limit}); only the description was reworded",
+                    f"(limit {limit}) under permission version "
+                    f"{view.identity.permission_version}; only the description was reworded",
                     (op.served[0].end_index, op.rows[0].index), tuple(op.ledger_seqs)))
         for _, _, kind in near:
             owner = "L1.5" if kind == "normalised" else ("L1.4" if (kind == "description_only" and not bash) else None)

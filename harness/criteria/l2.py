@@ -112,24 +112,41 @@ def check_l2_1(trace: Trace) -> Verdict:
             computed = decision.source.value
             point = op.latest_point.index
             if computed in _STATIC_DENY:
-                if F.value(view.permission) != Permission.DENY.value or stored not in (
-                    computed, DecisionSource.REPEAT_GUARD.value, DecisionSource.CANCELLATION.value
-                ):
+                accepted = (computed, DecisionSource.REPEAT_GUARD.value,
+                            DecisionSource.CANCELLATION.value)
+                if _voided_by_rule_change(trace, op, point):
+                    accepted += (DecisionSource.REVALIDATION.value,)
+                if F.value(view.permission) != Permission.DENY.value or stored not in accepted:
                     violations.append(_ev(
-                        f"{F.describe(op)}: {computed} denies it, the store says "
+                        f"{F.describe(op)}: {computed} of permission version "
+                        f"{view.identity.permission_version} denies it, the store says "
                         f"{F.value(view.permission)} by {stored}", (point,)))
             elif stored in LAYER_ORDER and computed in LAYER_ORDER:
+                version = view.identity.permission_version
                 if LAYER_ORDER.index(stored) > LAYER_ORDER.index(computed):
                     violations.append(_ev(
-                        f"{F.describe(op)}: decided by {stored} although {computed} comes first",
+                        f"{F.describe(op)}: decided {F.value(view.permission)} by {stored} "
+                        f"although {computed} comes first under permission version {version}",
                         (point,)))
                 elif stored in _STATIC_DENY:
                     violations.append(_ev(
-                        f"{F.describe(op)}: denied by {stored} although that layer does not match; "
-                        f"the precedence gives {computed}", (point,)))
+                        f"{F.describe(op)}: denied by {stored} although that layer does not match "
+                        f"under permission version {version}; the precedence gives {computed}",
+                        (point,)))
         if judged:
             exercised += 1
     return judge("L2.1", exercised, violations, "no operation reached the permission check")
+
+
+def _voided_by_rule_change(trace: Trace, op: F.Op, point: int) -> bool:
+    """Did the session's rules change between the call's first sighting and the reading at
+    ``point``? A decision taken, or a verdict asked, under the old version is then void, and
+    the contract records the refusal as ``revalidation`` (a classifier verdict voided during
+    its review; an owner's approval, or a wait asked, under the old version), whichever
+    version the record is then bound to: the docs leave that free, so a deny layer of the new
+    version may be named by it too (issue 31, case 4: an outside implementation bound a
+    voided verdict to the new version, whose explicit deny L2.1 then demanded)."""
+    return bool(F.rule_changes_between(trace, op.session_id, op.first_seen, point))
 
 
 # --------------------------------------------------------------------------- L2.2
@@ -518,9 +535,11 @@ def check_l2_5(trace: Trace) -> Verdict:
         if mine[-1] is review and not _voided(trace, revs, review):
             view = op.latest
             if view is not None and F.value(view.classifier_outcome) != expected:
+                number = review.event.data.get("review", "?")
                 violations.append(_ev(
-                    f"{F.describe(op)}: the classifier answered {expected!r}, the store recorded "
-                    f"{F.value(view.classifier_outcome)!r}", (review.event.index, op.latest_point.index)))
+                    f"{F.describe(op)}: the classifier answered {expected!r} (review {number}), "
+                    f"the store recorded {F.value(view.classifier_outcome)!r} at "
+                    f"'{op.latest_point.label}'", (review.event.index, op.latest_point.index)))
         if expected != "allow":
             for row in F.attempt_rows(op):
                 if row.index < review.event.index:
@@ -529,8 +548,9 @@ def check_l2_5(trace: Trace) -> Verdict:
                 approved = F.approval_between(trace, op, review.event.index, row.index)
                 if allowed_later is None and approved is None:
                     violations.append(_ev(
-                        f"{F.describe(op)}: executed after a {expected!r} review with no explicit allow",
-                        (review.event.index, row.index), (_seq(row),)))
+                        f"{F.describe(op)}: executed (ledger row {_seq(row)}) after a {expected!r} "
+                        f"review (review {review.event.data.get('review', '?')}) with no explicit "
+                        "allow", (review.event.index, row.index), (_seq(row),)))
                 break
     return judge("L2.5", exercised, violations, "no classifier review of a known operation")
 

@@ -67,6 +67,7 @@ _FINDING_NOTES = {
 def _finding_evidence(finding: Finding, why: str = "") -> Evidence:
     m = finding.moment
     note = f"session {m.session} " + _FINDING_NOTES[finding.kind].format(op=m.tool_call_id or "the operation")
+    note += f" [{m.counted()}]"
     return s.ev(note + (f" ({why})" if why else ""), m.index)
 
 

@@ -103,14 +103,16 @@ def _result_problems(op, row: TraceEvent | None) -> list[str]:
     if op.delivery is Delivery.PENDING:
         problems.append("left dispatched (delivery pending)")
     if row is not None:
+        seq = row.data.get("ledger_seq", "?")
         wanted = Outcome.UNKNOWN.value if tool_said_unknown else s.expected_outcome(row)
         if op.outcome.value != wanted:
-            problems.append(f"outcome {op.outcome.value}, the ledger says {wanted}")
+            problems.append(f"outcome {op.outcome.value}, ledger row {seq} says {wanted}")
         if not op.execution_started:
-            problems.append("execution_started false although it executed")
+            problems.append(f"execution_started false although it executed (ledger row {seq})")
         digest = result_digest(str(row.data.get("status", "")), str(row.data.get("output", "")))
         if op.result_digest != digest:
-            problems.append("result digest differs from the executed result")
+            problems.append(f"result digest {op.result_digest} differs from {digest}, the "
+                            f"executed result's (ledger row {seq})")
     elif op.outcome is not Outcome.NOT_STARTED:
         problems.append(f"outcome {op.outcome.value} although it never executed")
     return problems

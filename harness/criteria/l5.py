@@ -164,8 +164,10 @@ def check_l5_2(trace: Trace) -> Verdict:
                 continue
             exercised += 1
             if after:
-                violations.append(s.ev(f"{key[1]}, generated before the rule change, executed although the "
-                                       f"newest rules deny it ({source.value})",
+                seqs = ", ".join(str(r.data.get("ledger_seq", "?")) for r in after)
+                violations.append(s.ev(f"{key[1]}, generated before the rule change to permission "
+                                       f"version {state.permission_version}, executed (ledger row "
+                                       f"{seqs}) although the newest rules deny it ({source.value})",
                                        call.index, change.index, *(r.index for r in after), rows=after))
     return judge("L5.2", exercised, violations, "no call pending across a rule change")
 

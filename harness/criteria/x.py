@@ -329,12 +329,13 @@ def check_x2(trace: Trace) -> Verdict:
                 own_digest = own_digests[id(view)] = args_digest(view.tool, view.args)
             if identity.args_digest != own_digest:
                 violations.append(_ev(
-                    f"{where}: args digest {identity.args_digest!r} is not the digest of the "
-                    f"record's own tool and args", (point.index,)))
+                    f"{where}: args digest {identity.args_digest!r} is not {own_digest!r}, the "
+                    f"digest of the record's own tool and args", (point.index,)))
             elif emitted_digest is not None and identity.args_digest != emitted_digest:
                 violations.append(_ev(
-                    f"{where}: args digest is not over the args the model emitted "
-                    f"(source: {op.args_source})", (point.index,) + tuple(s.end_index for s in op.served[:1])))
+                    f"{where}: args digest {identity.args_digest!r} is not {emitted_digest!r}, "
+                    f"the digest of the args the model emitted (source: {op.args_source})",
+                    (point.index,) + tuple(s.end_index for s in op.served[:1])))
             if identity.permission_version not in known_versions:
                 violations.append(_ev(
                     f"{where}: permission version {identity.permission_version} was never in force "
@@ -353,9 +354,11 @@ def check_x2(trace: Trace) -> Verdict:
                     f"{F.describe(op)}: executed under execution id {row.data.get('execution_id')!r}, "
                     f"expected {expected_exec!r}", (row.index,), (seq,)))
             if op.args_source == "served" and row.data.get("args") != op.args:
+                executed = args_digest(op.tool, row.data.get("args") or {})
                 violations.append(_ev(
-                    f"{F.describe(op)}: executed with args different from the call the model emitted",
-                    (op.served[0].end_index, row.index), (seq,)))
+                    f"{F.describe(op)}: executed (ledger row {seq}) with args (digest "
+                    f"{executed}) different from the call the model emitted (digest "
+                    f"{args_digest(op.tool, op.args)})", (op.served[0].end_index, row.index), (seq,)))
         complete = [s for s in op.served if s.how == "end"]
         if complete and final is not None and final.index > complete[0].end_index:
             judged = True
@@ -810,8 +813,10 @@ def check_x6(trace: Trace) -> Verdict:
                 hard_case = True
                 if F.value(view.permission) != Permission.DENY.value:
                     violations.append(_ev(
-                        f"[{label}] {F.describe(op)} is stored as {F.value(view.permission)!r} though "
-                        f"{decision.source.value} denies it", F.op_indexes(op)))
+                        f"[{label}] {F.describe(op)} is stored as {F.value(view.permission)!r} "
+                        f"(by {F.value(view.decided_by)}) though {decision.source.value} of "
+                        f"permission version {view.identity.permission_version} denies it",
+                        F.op_indexes(op)))
         own = retry_decisions(trace, op, label)
         decisions.extend(own)
         retries_max = F.thresholds(trace, op.session_id).auto_retries_max

@@ -126,6 +126,8 @@ class _Lifecycle:
     bundled: bool
     """The scenarios are the bundled suite (no ``--lifecycle-scenarios``): only then can a
     run be full and claim a conformance level."""
+    expected_errors: tuple[Any, ...] = ()
+    """The expectations file's ``[[expected_error]]`` entries."""
 
 
 def _load(config: pytest.Config, spec: str) -> _Lifecycle:
@@ -133,7 +135,7 @@ def _load(config: pytest.Config, spec: str) -> _Lifecycle:
     from harness.running import keyword_selection
     from harness.contract.conformance import core_always_applies, parse_feature_list
     from harness.contract.errors import UsageError
-    from harness.contract.expectations import load_expectations
+    from harness.contract.expectations import load_expectation_file
     from harness.implementations.specs import resolve
     from harness.report.report_set import check_report_dir
     from harness.scenarios.loader import bundled_suite_dir, discover
@@ -149,7 +151,8 @@ def _load(config: pytest.Config, spec: str) -> _Lifecycle:
         if problem:
             raise UsageError(f"--lifecycle-report-dir: {problem}")
     expectations_file = config.getoption("--lifecycle-expectations")
-    expectations = load_expectations(expectations_file) if expectations_file else {}
+    expectation_file = load_expectation_file(expectations_file) if expectations_file else None
+    expectations = expectation_file.criteria if expectation_file else {}
     unknown = sorted(set(expectations) - {c.id for c in criteria})
     if unknown:
         raise UsageError(f"--lifecycle-expectations {expectations_file}: unknown criterion id(s) "
@@ -175,6 +178,7 @@ def _load(config: pytest.Config, spec: str) -> _Lifecycle:
         report_dir=report_dir,
         named=keyword_selection.named_criteria(criteria, _keyword_matcher(config)),
         bundled=not config.getoption("--lifecycle-scenarios"),
+        expected_errors=expectation_file.errors if expectation_file else (),
     )
 
 
@@ -284,7 +288,8 @@ class ScenarioItem(pytest.Item):
             impl_spec=state.spec,
         )
         titles = {c.id: c.title for c in state.criteria}
-        kind, text = scenario_outcome(self.judgement, state.named, state.expectations, titles)
+        kind, text = scenario_outcome(self.judgement, state.named, state.expectations, titles,
+                                      state.expected_errors, state.lenient)
         if kind == "xfail":
             pytest.xfail(text)
         if kind == "fail":
@@ -299,20 +304,30 @@ def scenario_outcome(
     judged: frozenset[str] | None,
     expectations: Mapping[str, str],
     titles: Mapping[str, str],
+    expected_errors: Sequence[Any] = (),
+    lenient: bool = False,
 ) -> tuple[str, str]:
     """("pass" | "xfail" | "fail", message) for one judged scenario; ``judged``
-    None means every criterion counts."""
+    None means every criterion counts. A scenario error an ``expected_errors`` entry lists
+    is an xfail; a listed scenario that does not error is an unexpected success (a failure,
+    unless ``lenient``)."""
     from harness.report.text import evidence_line
     from harness.report.result import ScenarioStatus
+    from harness.running.suite import expect_errors
 
-    result = judgement.result
+    (result,) = expect_errors((judgement.result,), expected_errors)
     excerpts = {e.criterion_id: e.lines for e in judgement.excerpts}
     bad = [v for v in result.verdicts
            if v.status in ("fail", "error") and (judged is None or v.criterion_id in judged)]
     unexpected = [v for v in bad if v.criterion_id not in expectations]
     lines: list[str] = []
     if result.status is ScenarioStatus.ERROR:
-        lines.append(f"scenario {result.id} errored: {result.error}")
+        lines.append(f"scenario {result.id} errored: {result.error}"
+                     + (f" (expected another error: {result.expected_error})"
+                        if result.expected_error else ""))
+    if result.unexpected_success and not lenient:
+        lines.append(f"scenario {result.id} did not error as the expectations file lists "
+                     f"({result.expected_error}): an unexpected success; remove the entry")
     for verdict in unexpected:
         lines.append(f"{verdict.criterion_id} {titles.get(verdict.criterion_id, '')}: "
                      f"{'failed' if verdict.status == 'fail' else 'checker error'}")
@@ -321,6 +336,8 @@ def scenario_outcome(
     if lines:
         lines.append(f"replay: {result.replay}")
         return "fail", "\n".join(lines)
+    if result.status is ScenarioStatus.EXPECTED_ERROR:
+        return "xfail", f"expected error: {result.expected_error}"
     if bad:
         return "xfail", "; ".join(
             f"{v.criterion_id} expected to fail: {expectations[v.criterion_id]}" for v in bad)
@@ -429,6 +446,7 @@ def judge_gate(
         required_features=state.required if full and every_criterion else (),
         started=started, duration_s=duration_s,
         expectations_mode=EXPECTATIONS_LENIENT if state.lenient else EXPECTATIONS_STRICT,
+        expected_errors=state.expected_errors,
     )
     lines = [f"{c.id:<7} {c.status.value:<16} exercised {c.exercised}" for c in result.criteria]
     not_selected = [c.id for c in state.criteria if c.id not in judged_ids]
@@ -450,6 +468,12 @@ def judge_gate(
                      "expectations file")
     lines += [f"scenario {s.id} errored: {s.error.splitlines()[0] if s.error else ''}"
               for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    lines += [f"scenario {s.id} errored as expected ({s.expected_error})"
+              for s in result.scenarios if s.status is ScenarioStatus.EXPECTED_ERROR]
+    lines += [f"scenario {s.id} did not error as listed ({s.expected_error}): "
+              + ("reported (lenient)" if state.lenient else "fails the gate")
+              + "; remove it from the expectations file"
+              for s in result.unexpected_successes]
     lines += [f"{nodeid}: no result (the item did not finish)" for nodeid in missing]
     if full and state.required:
         lines += [f"required: {m}" for m in result.conformance.required_unmet]

@@ -273,6 +273,9 @@ def _other_reasons(result: RunResult) -> list[str]:
         (counts[CriterionStatus.NOT_EXERCISED], "not-exercised", "criteria not exercised"),
         (counts[CriterionStatus.UNEXPECTED_PASS], "unexpected-passes", "unexpected passes"),
         (errored, "scenario-errors", "scenarios that did not complete"),
+        (len(result.unexpected_successes)
+         if result.run.expectations_mode != "lenient" else 0, "scenario-errors",
+         "scenarios listed as expected to error that did not"),
         (len(result.determinism.divergences) if result.determinism else 0, "determinism",
          "scenarios whose traces diverged"),
         (len(result.conformance.required_unmet), "level", "required features not met"),
@@ -330,13 +333,20 @@ def _listed(result: RunResult, status: CriterionStatus, anchor: str, title: str,
 
 
 def _scenario_errors(result: RunResult) -> list[str]:
-    errored = [s for s in result.scenarios if s.status is ScenarioStatus.ERROR]
+    errored = [s for s in result.scenarios
+               if s.status in (ScenarioStatus.ERROR, ScenarioStatus.EXPECTED_ERROR)
+               or s.unexpected_success]
     if not errored:
         return []
     out = ['<h2 id="scenario-errors">Scenarios that did not complete</h2>']
     for s in errored:
+        note = ("" if not s.expected_error
+                else f"<p>expected error ({e(s.expected_error)})"
+                + (": it did not happen (unexpected success)</p>" if s.unexpected_success
+                   else ": as listed</p>" if s.status is ScenarioStatus.EXPECTED_ERROR
+                   else ": another error happened</p>"))
         out.append(f'<section data-stage="{e(s.stage)}"><h3><code>{e(s.id)}</code></h3>'
-                   f"{_pre([s.error or 'run error'])}")
+                   f"{note}{_pre([s.error or s.status.value])}")
         if s.timeline is not None:
             out.append("<details><summary>timeline</summary>")
             out += _timeline(s.timeline, set())
@@ -564,7 +574,9 @@ def _toc(sections: list[tuple[str, str]]) -> list[str]:
 def _sections(result: RunResult) -> list[tuple[str, str, list[str]]]:
     """(anchor, table-of-contents title, body) of every section, in page order."""
     problems = criteria_with(result, *PROBLEM_STATUSES)
-    errored = sum(1 for s in result.scenarios if s.status is ScenarioStatus.ERROR)
+    errored = sum(1 for s in result.scenarios
+                  if s.status in (ScenarioStatus.ERROR, ScenarioStatus.EXPECTED_ERROR)
+                  or s.unexpected_success)
     counts = status_counts(result.criteria)
     sections = [
         ("level", "Conformance level", _levels(result)),

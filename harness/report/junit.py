@@ -24,7 +24,8 @@ from pathlib import Path
 from harness.contract import to_json
 from harness.report.text import SOURCE_LABEL, evidence_line, level_line, violation_text, xml_safe
 from harness.report.atomic import write_bytes
-from harness.report.result import CriterionResult, CriterionStatus, RunResult, ScenarioResult, ScenarioStatus
+from harness.report.result import (EXPECTATIONS_LENIENT, CriterionResult, CriterionStatus, RunResult,
+                                   ScenarioResult, ScenarioStatus)
 
 FILENAME = "junit.xml"
 
@@ -69,7 +70,7 @@ def _criterion_case(suite: ET.Element, impl: str, c: CriterionResult) -> str:
     return ""
 
 
-def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult) -> str:
+def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult, strict: bool = True) -> str:
     case = _el(
         suite, "testcase", classname=f"{impl}.scenarios.{s.stage}", name=s.id,
         time=f"{s.duration_s:.3f}", file=s.file,
@@ -86,6 +87,16 @@ def _scenario_case(suite: ET.Element, impl: str, s: ScenarioResult) -> str:
         _el(case, "error", f"{s.error}\nfault plan:\n{plan}\nreplay: {s.replay}",
             type="scenario_error", message=s.error.splitlines()[0] if s.error else "run error")
         return "error"
+    if s.status is ScenarioStatus.EXPECTED_ERROR:
+        _el(case, "skipped", message=f"expected error ({s.expected_error}): "
+            + (s.error.splitlines()[0] if s.error else "run error"))
+        return "skipped"
+    if s.unexpected_success and strict:
+        _el(case, "failure", f"listed as expected to error ({s.expected_error}) but it "
+            f"{s.status.value}: remove it from the expectations file\nreplay: {s.replay}",
+            type="unexpected_success", message="unexpected success: the expected error did "
+            "not happen")
+        return "failure"
     if s.status is ScenarioStatus.FAILED:
         failing = [v for v in s.verdicts if v.status in ("fail", "error")]
         lines = [
@@ -142,7 +153,8 @@ def to_xml(result: RunResult) -> bytes:
     c_outcomes = [_criterion_case(criteria, impl, c) for c in result.criteria]
     _count(criteria, c_outcomes)
     scenarios = _suite(root, f"{impl} scenarios", result, sum(s.duration_s for s in result.scenarios))
-    s_outcomes = [_scenario_case(scenarios, impl, s) for s in result.scenarios]
+    strict = result.run.expectations_mode != EXPECTATIONS_LENIENT
+    s_outcomes = [_scenario_case(scenarios, impl, s, strict) for s in result.scenarios]
     _count(scenarios, s_outcomes)
     r_outcomes: list[str] = []
     if result.required_features:

@@ -72,6 +72,12 @@ def to_markdown(result: RunResult) -> str:
     skipped = [sc for sc in result.scenarios if sc.status is ScenarioStatus.SKIPPED]
     excused = [sc for sc in result.scenarios if sc.faults_excused]
     skipped_note = f", {len(skipped)} skipped" if skipped else ""  # reports of schema <= 4
+    expected = sum(1 for sc in result.scenarios if sc.status is ScenarioStatus.EXPECTED_ERROR)
+    if expected:
+        skipped_note += f", {expected} errored as expected"
+    if result.unexpected_successes:
+        skipped_note += (f", {len(result.unexpected_successes)} unexpected success(es): "
+                         + ", ".join(sc.id for sc in result.unexpected_successes))
     lines = [
         f"## {icon} Lifecycle conformance: {verdict}",
         "",

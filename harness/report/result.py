@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from harness.contract.conformance import ConformanceLevel, assess
 from harness.contract import ImplementationInfo, Thresholds
 
-REPORT_SCHEMA_VERSION = 5
+REPORT_SCHEMA_VERSION = 6
 """2: conformance levels (derived ``conformance``, ``required_features``, skipped scenarios).
 3: reports a person reads: a violation's ``excerpt`` shows every cited event and
 ``cited_ledger_rows`` every cited ledger row; a failing scenario's ``timeline`` and the
@@ -24,7 +24,10 @@ failpoints where a fault was injected (``ScenarioResult.failpoints_injected``).
 5: optional features judged by behaviour: every scenario runs (no new ``skipped``), each
 records the features its behaviour showed (``features_shown``) and the faults excused on a
 feature's path (``faults_excused``); ``conformance`` says per feature whether it was
-declared and shown, and lists ``shown_not_declared``."""
+declared and shown, and lists ``shown_not_declared``.
+6: expected scenario errors: a scenario that errored for a cause the expectations file lists
+has status ``expected_error``; every listed scenario records the entry (``expected_error``),
+so one that did not error for it is an unexpected success."""
 
 class CriterionStatus(enum.StrEnum):
     PASSED = "passed"
@@ -69,6 +72,13 @@ class ScenarioStatus(enum.StrEnum):
     optional feature's criteria apply when it is declared or shown by behaviour."""
     NOT_RUN = "not_run"
     """Not run: ``--fail-fast`` stopped the run at an earlier failing scenario."""
+    EXPECTED_ERROR = "expected_error"
+    """Errored for a cause the expectations file lists (``[[expected_error]]``): reported,
+    not failing the gate; still an errored scenario for the conformance level."""
+
+
+ERRORED = frozenset({ScenarioStatus.ERROR, ScenarioStatus.EXPECTED_ERROR})
+"""The statuses of a scenario that errored, expected or not."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +183,16 @@ class ScenarioResult:
     """Planned faults / holds that did not happen on the path of a feature in ``requires``
     the implementation neither declares nor showed: no error, but none of the scenario's
     passes counts."""
+    expected_error: str = ""
+    """For a scenario the expectations file lists under ``[[expected_error]]``: the entry
+    (cause and reason; "" for the others). Status ``expected_error`` when it errored for
+    that cause; any other status makes it an unexpected success or a new error."""
+
+    @property
+    def unexpected_success(self) -> bool:
+        """Listed as expected to error, but did not error (for any cause)."""
+        return bool(self.expected_error) and self.status in (ScenarioStatus.PASSED,
+                                                             ScenarioStatus.FAILED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +315,7 @@ class RunResult:
         return assess(
             self.criteria, self.implementation.features, required=self.required_features,
             shown=self.features_shown,
-            scenarios_errored=sum(1 for s in self.scenarios if s.status is ScenarioStatus.ERROR),
+            scenarios_errored=sum(1 for s in self.scenarios if s.status in ERRORED),
         )
 
     @property
@@ -304,11 +324,17 @@ class RunResult:
         return tuple(sorted({f for s in self.scenarios for f in s.features_shown}))
 
     @property
+    def unexpected_successes(self) -> tuple[ScenarioResult, ...]:
+        """Scenarios listed as expected to error that did not error (derived)."""
+        return tuple(s for s in self.scenarios if s.unexpected_success)
+
+    @property
     def gate_passed(self) -> bool:
         failing = gate_failing_statuses(self.run.expectations_mode)
+        strict = self.run.expectations_mode != EXPECTATIONS_LENIENT
         conformant = all(c.status not in failing for c in self.criteria) and all(
             s.status is not ScenarioStatus.ERROR for s in self.scenarios
-        )
+        ) and not (strict and self.unexpected_successes)
         deterministic = self.determinism is None or not self.determinism.divergences
         selftest_ok = self.selftest is None or self.selftest.passed
         demanded = not self.required_features or not self.conformance.required_unmet

@@ -99,6 +99,12 @@ def gate_line(result: RunResult) -> str:
     excused = sum(1 for sc in result.scenarios if sc.faults_excused)
     scen = f"{len(result.scenarios)} scenarios"
     notes = [f"{errored} errored"] if errored else []
+    expected = sum(1 for sc in result.scenarios if sc.status.value == "expected_error")
+    if expected:
+        notes.append(f"{expected} errored as expected")
+    succeeded = len(result.unexpected_successes)
+    if succeeded:
+        notes.append(f"{succeeded} unexpected success(es): listed as expected to error")
     if skipped:  # a report of schema 4 or before
         notes.append(f"{skipped} skipped")
     if excused:

@@ -39,6 +39,7 @@ An exception escaping the runner is a harness bug and propagates (the CLI exits 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import shlex
@@ -60,6 +61,7 @@ from harness.criteria.base import (
     run_check,
 )
 from harness.contract.errors import ExpectationsError
+from harness.contract.expectations import ExpectedError
 from harness.report.result import (
     EXPECTATIONS_STRICT,
     REPORT_SCHEMA_VERSION,
@@ -326,6 +328,7 @@ def run_suite(
     stop_after: Callable[[ScenarioResult], bool] | None = None,
     expectations_mode: str = EXPECTATIONS_STRICT,
     jobs: int = 1,
+    expected_errors: Sequence[ExpectedError] = (),
 ) -> RunResult:
     """Run every scenario once under ``seed``, judge every criterion, return the RunResult.
 
@@ -341,6 +344,8 @@ def run_suite(
     ``stop_after(scenario_result)`` true ends the run there (``--fail-fast``): the scenarios
     after it are recorded ``not_run`` and judged by no criterion. ``expectations_mode`` says
     whether an unexpected pass fails the gate (recorded in the run info).
+    ``expected_errors`` are the expectations file's known scenario errors
+    (:func:`expect_errors`).
     """
     criteria, runner, fault_renderer = _resolve_defaults(
         implementation, criteria, runner, fault_renderer)
@@ -402,11 +407,36 @@ def run_suite(
         expectations_mode=expectations_mode,
     )
     return assemble_result(implementation.info, run_info, criteria, judged, impl_spec,
-                           expected, required_features, not_run)
+                           expected, required_features, not_run, expected_errors)
 
 
 JudgedCase = _Judged
 """One judged scenario (public name for :mod:`harness.campaigns.merge`, which rebuilds them)."""
+
+
+def expect_errors(results: Sequence[ScenarioResult], expected: Sequence[ExpectedError]
+                  ) -> tuple[ScenarioResult, ...]:
+    """``results`` with the expectations file's ``[[expected_error]]`` entries applied: a
+    listed scenario records its entries (``expected_error``), and one that errored for a
+    listed cause (its error message contains it) becomes ``expected_error``. Any other
+    status stays: an error for another cause is a new error, a pass or a failure an
+    unexpected success (``ScenarioResult.unexpected_success``), a ``not_run`` scenario
+    neither."""
+    if not expected:
+        return tuple(results)
+    marked = []
+    for result in results:
+        listed = [e for e in expected if e.scenario == result.id]
+        if not listed:
+            marked.append(result)
+            continue
+        status = result.status
+        if status is ScenarioStatus.ERROR and any(e.matches(result.id, result.error)
+                                                  for e in listed):
+            status = ScenarioStatus.EXPECTED_ERROR
+        marked.append(dataclasses.replace(result, status=status, expected_error="; ".join(
+            e.text() for e in listed)))
+    return tuple(marked)
 
 
 def assemble_result(
@@ -418,10 +448,12 @@ def assemble_result(
     expected: Mapping[str, str],
     required_features: Sequence[str] = (),
     not_run: Sequence[ScenarioResult] = (),
+    expected_errors: Sequence[ExpectedError] = (),
 ) -> RunResult:
     """The RunResult of judged scenarios, in the order given (then the ``not_run`` ones a
     ``--fail-fast`` run left): what a run and a merge of shards both end with, so both give
-    the same report for the same scenarios."""
+    the same report for the same scenarios. ``expected_errors`` mark the scenarios they
+    list (:func:`expect_errors`); a merge passes none and keeps what each shard marked."""
     declared = tuple(str(f) for f in info.features)
     seed = run_info.seed
     criterion_results = tuple(
@@ -437,7 +469,8 @@ def assemble_result(
         run=run_info,
         summary=summarize(criterion_results),
         criteria=criterion_results,
-        scenarios=tuple(item.result for item in judged) + tuple(not_run),
+        scenarios=expect_errors(tuple(item.result for item in judged) + tuple(not_run),
+                                expected_errors),
         coverage=coverage,
         failpoints_unreached=unreached,
         required_features=tuple(str(f) for f in required_features),
@@ -742,6 +775,7 @@ def combine_judgements(
     started: str = "",
     duration_s: float = 0.0,
     expectations_mode: str = EXPECTATIONS_STRICT,
+    expected_errors: Sequence[ExpectedError] = (),
 ) -> RunResult:
     """The RunResult of scenarios judged one at a time (by :func:`judge_scenario`, perhaps in
     other processes), in the order given, judged by ``criteria`` (default: the catalogue;
@@ -762,7 +796,7 @@ def combine_judgements(
         expectations_mode=expectations_mode,
     )
     return assemble_result(implementation, run_info, criteria, judged, impl_spec, expected,
-                           required_features)
+                           required_features, expected_errors=expected_errors)
 
 
 def verdict_of(record: VerdictRecord) -> Verdict:

@@ -311,3 +311,52 @@ def test_the_summary_ends_with_the_failing_criteria_and_their_replay_commands():
     assert tail[2].startswith("    lifecycle-harness replay ") and "bad.toml" in tail[2]
     assert tail[3].startswith("  C not_exercised")
     assert "\x1b[" not in out
+
+
+def _expect_error(tmp_path, scenario="l4-hung", cause="hang"):
+    (tmp_path / "e.toml").write_text(
+        f'[[expected_error]]\nscenario = "{scenario}"\ncause = "{cause}"\nreason = "no timeouts yet"\n')
+    return "e.toml"
+
+
+HUNG = FakeScenario("l4-hung", file="scenarios/l4/hung.toml", error="hang in run_turn",
+                    marks=("A:ok",))
+
+
+def test_a_listed_scenario_error_is_expected_and_the_run_gates_on_nothing_new(tmp_path):
+    assert _main(["run", "--report-dir", "r"], _deps([HUNG, L4_OK, L1_OK, X_OK]))[0] == 1
+    code, out, err = _main(["run", "--expectations", _expect_error(tmp_path), "--report-dir",
+                            "r"], _deps([HUNG, L4_OK, L1_OK, X_OK]))
+    assert code == 0, out + err
+    report = _report()  # validates against the schema
+    (hung,) = [s for s in report["scenarios"] if s["id"] == "l4-hung"]
+    assert hung["status"] == "expected_error" and report["gate_passed"] is True
+    assert hung["expected_error"] == "l4-hung errors with 'hang': no timeouts yet"
+    assert "expected error l4-hung: hang in run_turn [expected: l4-hung errors with 'hang'" in out
+    assert any("1 errored as expected" in line for line in out.splitlines() if line.startswith("gate PASSED"))
+    # a new error (another cause) still fails, and says what was expected instead
+    code, out, _ = _main(["run", "--expectations", _expect_error(tmp_path, cause="did not fire"),
+                          "--report-dir", "r"], _deps([HUNG, L4_OK, L1_OK, X_OK]))
+    assert code == 1 and "scenario error (expected another: l4-hung errors with 'did not fire'" in out
+
+
+def test_an_expected_error_that_did_not_happen_fails_strict_and_is_reported_lenient(tmp_path):
+    fixed = FakeScenario("l4-hung", file="scenarios/l4/hung.toml", marks=("A:ok",))
+    code, out, _ = _main(["run", "--expectations", _expect_error(tmp_path), "--report-dir", "r"],
+                         _deps([fixed, L1_OK, X_OK]))
+    assert code == 1 and _report()["gate_passed"] is False
+    assert ("l4-hung unexpected success: listed as expected to error (l4-hung errors with "
+            "'hang': no timeouts yet) but it passed: remove it from the expectations file e.toml"
+            in out)
+    code, out, _ = _main(["run", "--expectations", _expect_error(tmp_path),
+                          "--lenient-expectations", "--report-dir", "r"],
+                         _deps([fixed, L1_OK, X_OK]))
+    assert code == 0 and "UNEXPECTED SUCCESS l4-hung: passed" in out
+
+
+def test_fail_fast_goes_on_after_an_expected_error(tmp_path):
+    calls = []
+    code, out, err = _main(["run", "-x", "--expectations", _expect_error(tmp_path),
+                            "--report-dir", "r"], _deps([HUNG, L1_OK, X_OK, L4_OK], calls))
+    assert code == 0, out + err
+    assert [c[0] for c in calls] == ["l4-hung", "l1-ok", "x-ok", "l4-ok"]

@@ -57,3 +57,57 @@ def test_bad_files_are_rejected_with_file_and_key(tmp_path, text, message):
 def test_missing_file_is_an_expectations_error(tmp_path):
     with pytest.raises(ExpectationsError, match="not found"):
         load_expectations(tmp_path / "nope.toml")
+
+
+def test_expected_errors_load_beside_expected_failures(tmp_path):
+    from harness.contract.expectations import ExpectedError, load_expectation_file
+
+    path = _write(tmp_path, '''
+[[expected_fail]]
+criterion = "L4.1"
+reason = "re-executes writes after a crash"
+
+[[expected_error]]
+scenario = "x-reconciliation-only-when-honest"
+cause = "fault 2: after_result_saved"
+reason = "the deny path passes no failpoint"
+link = "https://tracker.example/R-2"
+''')
+    loaded = load_expectation_file(path)
+    assert loaded.criteria == {"L4.1": "re-executes writes after a crash"}
+    (error,) = loaded.errors
+    assert error == ExpectedError("x-reconciliation-only-when-honest",
+                                  "fault 2: after_result_saved",
+                                  "the deny path passes no failpoint (https://tracker.example/R-2)")
+    assert loaded.error_for("x-reconciliation-only-when-honest") == (error,)
+    assert loaded.error_for("other") == ()
+    assert error.matches("x-reconciliation-only-when-honest",
+                         "planned but not carried out: fault 2: after_result_saved, hit #2")
+    assert not error.matches("x-reconciliation-only-when-honest", "hung in run_turn")
+    assert not error.matches("other", "fault 2: after_result_saved")
+    assert load_expectations(path) == {"L4.1": "re-executes writes after a crash"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[expected_error]]\ncause = 'x'\nreason = 'r'\n", r"expected_error\[1\]\.scenario"),
+        ("[[expected_error]]\nscenario = 's'\nreason = 'r'\n", r"expected_error\[1\]\.cause"),
+        ("[[expected_error]]\nscenario = 's'\ncause = ' '\nreason = 'r'\n",
+         r"expected_error\[1\]\.cause"),
+        ("[[expected_error]]\nscenario = 's'\ncause = 'x'\n",
+         r"expected_error\[1\]\.reason: say why s is expected to error"),
+        ("[[expected_error]]\nscenario = 's'\ncause = 'x'\nreason = 'r'\ncriterion = 'X1'\n",
+         r"unknown key\(s\) \['criterion'\]"),
+        ("[[expected_error]]\nscenario = 's'\ncause = 'x'\nreason = 'a'\n"
+         "[[expected_error]]\nscenario = 's'\ncause = 'x'\nreason = 'b'\n", r"listed twice"),
+        ("expected_error = 3\n", r"expected_error must be an array of tables"),
+    ],
+)
+def test_bad_expected_errors_are_rejected_with_file_and_key(tmp_path, text, message):
+    from harness.contract.expectations import load_expectation_file
+
+    path = _write(tmp_path, text)
+    with pytest.raises(ExpectationsError, match=message) as info:
+        load_expectation_file(path)
+    assert str(path) in str(info.value)

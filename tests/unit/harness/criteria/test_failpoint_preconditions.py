@@ -248,6 +248,89 @@ def test_a_tool_that_could_not_start_saves_not_started():
     assert names(b2.build()) == ["after_result_saved"]
 
 
+UNKNOWN = dict(permission="allow", outcome="unknown", delivery="recorded", execution_started=True,
+               result_digest=None, reconciliation_required=True, failure_kind="unknown")
+
+
+@pytest.mark.parametrize("crash_at, tool_ran", [("after_start_recorded", False),
+                                                ("after_tool_returned", True)])
+def test_a_recovery_may_pass_the_checkpoint_failpoints_for_a_cut_off_call(crash_at, tool_ran):
+    """Issue 31, case 1: a recover() that folds a call a crash cut off (saved unknown, as
+    the docs require) and passes during_checkpoint_build / after_checkpoint_saved while
+    doing so sits where those failpoints belong: the result is the unknown it saved, not the
+    ledger's last row, which the host never learnt."""
+    b = TraceBuilder(S)
+    served(b)
+    hit(b, "after_prepare", PREPARED)
+    hit(b, "after_permission_decision", DECIDED)
+    hit(b, "after_revalidation", DECIDED)
+    hit(b, "after_start_recorded", STARTED)
+    if tool_ran:
+        b.executed(S, C, TOOL, ARGS, output=OUTPUT)
+        hit(b, "after_tool_returned", STARTED)
+    b.crash(crash_at, context=CTX, with_failpoint=False)
+    b.restart()
+    b.driver("recover")
+    hit(b, "during_checkpoint_build", UNKNOWN)
+    hit(b, "after_checkpoint_saved", UNKNOWN, checkpoints=[CHECKPOINT])
+    assert names(b.build()) == []
+
+
+def test_one_recovery_checkpoint_may_fold_two_cut_off_calls():
+    """A recover() that folds two calls a crash cut off into one checkpoint (its
+    last_execution_id names the other) and passes after_checkpoint_saved for each: this one
+    is folded by a checkpoint first seen since its previous hit."""
+    b = TraceBuilder(S)
+    served(b)
+    hit(b, "after_start_recorded", STARTED)
+    b.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    b.crash("after_tool_returned", context=CTX, with_failpoint=False)
+    b.restart()
+    b.driver("recover")
+    hit(b, "during_checkpoint_build", UNKNOWN)
+    other = CheckpointView(S, 1, 3, 0, 100, execution_id_for(S, "c2"))
+    hit(b, "after_checkpoint_saved", UNKNOWN, checkpoints=[other])
+    assert names(b.build()) == []
+    # with that checkpoint already there before (nothing new folded it): a violation
+    b2 = TraceBuilder(S)
+    served(b2)
+    hit(b2, "after_start_recorded", STARTED)
+    b2.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    b2.crash("after_tool_returned", context=CTX, with_failpoint=False)
+    b2.restart()
+    hit(b2, "during_checkpoint_build", UNKNOWN, checkpoints=[other])
+    hit(b2, "after_checkpoint_saved", UNKNOWN, checkpoints=[other])
+    assert names(b2.build()) == ["after_checkpoint_saved"]
+
+
+def test_an_unknown_result_without_a_crash_cutting_the_run_is_still_a_violation():
+    b = TraceBuilder(S)
+    served(b)
+    hit(b, "after_start_recorded", STARTED)
+    b.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    hit(b, "after_tool_returned", STARTED)
+    hit(b, "after_result_saved", UNKNOWN)  # the tool answered ok: the result is known
+    problems = [v.evidence.note for v in fp.violations(b.build())]
+    assert len(problems) == 2 and all(p.startswith("failpoint placement: after_result_saved")
+                                      for p in problems)
+    # the messages name what they compared: the ledger row, its status, both digests
+    assert "the saved outcome is unknown; the ledger's last row (ledger row 1) says ok " \
+           "(expected succeeded)" in problems[0]
+    assert f"the saved result digest None is not {DIGEST}, the digest of the ledger's last " \
+           "row (ledger row 1: ok)" in problems[1]
+    # a crash after the result was saved does not excuse it either
+    b2 = TraceBuilder(S)
+    served(b2)
+    hit(b2, "after_start_recorded", STARTED)
+    b2.executed(S, C, TOOL, ARGS, output=OUTPUT)
+    hit(b2, "after_tool_returned", STARTED)
+    hit(b2, "after_result_saved", SAVED)
+    b2.crash("after_result_saved", context=CTX, with_failpoint=False)
+    b2.restart()
+    hit(b2, "during_checkpoint_build", UNKNOWN)
+    assert names(b2.build()) == ["during_checkpoint_build", "during_checkpoint_build"]
+
+
 def test_an_escalation_runs_the_same_operation_twice_without_violation():
     b = TraceBuilder(S)
     served(b)

@@ -132,6 +132,36 @@ def test_l2_1_fails_when_a_layer_is_skipped_or_invented():
     b, marks = _precedence(a1_stored=("deny", "explicit_deny"))
     verdict = v("L2.1", b.build())
     assert verdict.status is Status.FAIL and "does not match" in verdict.evidence[0].note
+    # the message names the decision stored and the permission version judged under
+    assert "denied by explicit_deny although that layer does not match under permission " \
+           "version 1; the precedence gives" in verdict.evidence[0].note
+
+
+def _voided_verdict(rule_change: bool):
+    """A write in auto mode whose verdict a rule change voided: stored deny by revalidation,
+    bound to the new version (contract.md leaves the version free). Without the change, a
+    config deny rule is the layer that decides, and 'revalidation' names none."""
+    rules = [] if rule_change else [("deny", "write_file")]
+    b = TraceBuilder(session("s1", mode="auto", interactive=False, rules=rules),
+                     tools=[("write_file", "write")])
+    b.model("s1", [call("c1", "write_file", GRANT)])
+    b.classifier("s1", "write_file", GRANT, "allow")
+    version = 1
+    if rule_change:
+        b.update_rules("s1", [("deny", "write_file")], 2)
+        version = 2
+    b.observe(op_view("s1", "c1", "write_file", GRANT, permission="deny",
+                      decided_by="revalidation", outcome="not_started", delivery="projected",
+                      classifier_outcome="allow", permission_version=version))
+    return b.build()
+
+
+def test_l2_1_accepts_a_verdict_voided_by_a_rule_change_as_revalidation_issue_31():
+    assert v("L2.1", _voided_verdict(rule_change=True)).status is Status.PASS
+    verdict = v("L2.1", _voided_verdict(rule_change=False))
+    assert verdict.status is Status.FAIL
+    assert ("explicit_deny of permission version 1 denies it, the store says deny by "
+            "revalidation") in verdict.evidence[0].note
 
 
 def test_l2_1_fails_when_an_ask_rule_runs_without_approval():

@@ -89,6 +89,23 @@ def test_l3_1_fails_on_a_fallback_before_any_threshold():
     assert_fail_at(check("L3.1", tb.build()), index)
 
 
+def test_l3_1_messages_name_the_version_the_counts_and_the_thresholds_compared():
+    tb = TB(AUTO, tools=BASH)
+    _three_denials(tb)
+    deny_round(tb, bash("c4"))
+    (missing,) = check("L3.1", tb.build()).evidence
+    assert "yet c4 was sent to the classifier" in missing.note
+    assert "[permission version 1: 3/3 consecutive/cumulative risk denials, thresholds " \
+           "3/20]" in missing.note
+    tb = TB(AUTO, tools=BASH)
+    deny_round(tb, bash("c1"))
+    tb.respond("s1", (bash("c2"),))
+    tb.prompt("s1", bash("c2"))
+    (early,) = check("L3.1", tb.build()).evidence
+    assert "before any denial threshold was reached [permission version 1: 1/1 " \
+           "consecutive/cumulative risk denials, thresholds 3/20]" in early.note
+
+
 def test_l3_1_a_replayed_review_of_the_third_denial_is_not_the_next_operation():
     tb = TB(AUTO, tools=BASH)
     deny_round(tb, bash("c1", description="1"))

@@ -149,3 +149,37 @@ def test_a_python_implementation_runs_frozen_unless_the_option_says_no():
     assert _load(_Options(), spec).implementation.freeze_process_clock is True
     off = _load(_Options(**{"--lifecycle-no-freeze-clock": True}), spec)
     assert off.implementation.freeze_process_clock is False
+
+
+def _expected_hang(scenario: str = "hung", cause: str = "hung in run_turn"):
+    from harness.contract.expectations import ExpectedError
+
+    return (ExpectedError(scenario, cause, "no timeout handling yet"),)
+
+
+def test_an_expected_scenario_error_is_an_xfail_and_passes_the_gate():
+    (hung,) = _judged(HUNG)
+    kind, text = scenario_outcome(hung, None, {}, TITLES, _expected_hang())
+    assert (kind, text) == ("xfail", "expected error: hung errors with 'hung in run_turn': "
+                                     "no timeout handling yet")
+    kind, text = scenario_outcome(hung, None, {}, TITLES, _expected_hang(cause="did not fire"))
+    assert kind == "fail" and "(expected another error: hung errors with 'did not fire'" in text
+    outcome = judge_gate(_state([GOOD, HUNG], expected_errors=_expected_hang()),
+                         _judged(GOOD, HUNG))
+    assert outcome.passed
+    assert "scenario hung errored as expected (hung errors with 'hung in run_turn': no timeout " \
+           "handling yet)" in outcome.lines
+
+
+def test_an_expected_error_that_did_not_happen_fails_the_item_and_gate_unless_lenient():
+    (good,) = _judged(GOOD)
+    expected = _expected_hang(scenario="good")
+    kind, text = scenario_outcome(good, None, {}, TITLES, expected)
+    assert kind == "fail" and "did not error as the expectations file lists" in text
+    assert scenario_outcome(good, None, {}, TITLES, expected, lenient=True) == ("pass", "")
+    strict = judge_gate(_state([GOOD], expected_errors=expected), _judged(GOOD))
+    assert not strict.passed
+    assert any(line.startswith("scenario good did not error as listed") and "fails the gate"
+               in line for line in strict.lines)
+    lenient = judge_gate(_state([GOOD], expected_errors=expected, lenient=True), _judged(GOOD))
+    assert lenient.passed

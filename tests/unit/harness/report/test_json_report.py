@@ -24,7 +24,7 @@ def test_report_json_validates_against_the_schema(which, request, report_schema,
     data = json.loads(path.read_text(encoding="utf-8"))
     _validator(report_schema).validate(data)
     assert data["gate_passed"] is result.gate_passed
-    assert data["schema_version"] == 5
+    assert data["schema_version"] == 6
     assert data["implementation"]["features"] == ["approvals", "auto_mode"]
     for criterion in data["criteria"]:
         for violation in criterion["violations"]:

@@ -257,3 +257,59 @@ def test_warming_up_before_forking_does_the_lazy_imports_and_runs_nothing(tmp_pa
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+# --------------------------------------------------------------------------- expected errors
+
+UNFIRED = "planned but not carried out: fault 2: after_result_saved, hit #2 -> crash: did not fire"
+
+
+def _expected(cause: str, scenario: str = "unfired"):
+    from harness.contract.expectations import ExpectedError
+
+    return (ExpectedError(scenario, cause, "the deny path passes no failpoint"),)
+
+
+def test_a_scenario_error_with_a_listed_cause_is_expected_and_passes_the_gate():
+    ok = FakeScenario("ok", marks=("A:ok",))
+    unfired = FakeScenario("unfired", error=UNFIRED, marks=("A:ok",))
+    result = _run(scenarios=(ok, unfired), criteria=(criterion("A"),),
+                  expected_errors=_expected("after_result_saved, hit #2"))
+    by_id = {s.id: s for s in result.scenarios}
+    assert by_id["unfired"].status is ScenarioStatus.EXPECTED_ERROR
+    assert by_id["unfired"].expected_error == (
+        "unfired errors with 'after_result_saved, hit #2': the deny path passes no failpoint")
+    assert by_id["ok"].status is ScenarioStatus.PASSED and by_id["ok"].expected_error == ""
+    assert result.gate_passed
+    # it stays an errored scenario for the level, as an expected failure never buys it
+    assert result.conformance.scenarios_errored == 1
+
+
+def test_a_scenario_error_for_another_cause_is_new_and_fails_the_gate():
+    unfired = FakeScenario("unfired", error=UNFIRED, marks=("A:ok",))
+    result = _run(scenarios=(unfired,), criteria=(criterion("A"),),
+                  expected_errors=_expected("hung in run_turn"))
+    (scenario,) = result.scenarios
+    assert scenario.status is ScenarioStatus.ERROR and scenario.expected_error
+    assert not result.gate_passed
+    # an entry for another scenario does not excuse it either
+    result = _run(scenarios=(unfired,), criteria=(criterion("A"),),
+                  expected_errors=_expected("did not fire", scenario="other"))
+    assert result.scenarios[0].status is ScenarioStatus.ERROR and not result.gate_passed
+
+
+@pytest.mark.parametrize("marks", [("A:ok",), ("A:bad",)])
+def test_an_expected_error_that_does_not_happen_is_an_unexpected_success(marks):
+    fixed = FakeScenario("unfired", marks=marks)
+    criteria = (criterion("A"),)
+    expected = _expected("did not fire")
+    strict = _run(scenarios=(fixed,), criteria=criteria, expected_errors=expected,
+                  expectations={"A": "known"} if marks == ("A:bad",) else None)
+    (scenario,) = strict.scenarios
+    assert scenario.status in (ScenarioStatus.PASSED, ScenarioStatus.FAILED)
+    assert scenario.unexpected_success and strict.unexpected_successes == (scenario,)
+    assert not strict.gate_passed  # strict, like an unexpected pass
+    lenient = _run(scenarios=(fixed,), criteria=criteria, expected_errors=expected,
+                   expectations={"A": "known"} if marks == ("A:bad",) else None,
+                   expectations_mode="lenient")
+    assert lenient.gate_passed and lenient.unexpected_successes
