@@ -1,0 +1,140 @@
+"""The second complete implementation, examples/node_runtime/ (Node.js, standard library only,
+an append-only JSON-lines journal as its store), passes the whole gate in process mode.
+
+It was written from docs/ and fixtures/protocol.schema.json alone and makes other allowed
+choices than the reference (no operation failpoint in recover(), no failpoint on the deny
+path, one journal line per commit, its own id spellings): it is the contract's executable
+proof that the docs suffice and that no bundled or regression scenario depends on the
+reference's choices. Where the two disagree, examples/node_runtime/GUESSES.md names the
+sentence the docs miss.
+
+The gate runs through the command line, like a user's CI, and the verdict is read from its
+report.json (fixtures/report.schema.json), not only from the exit code: every scenario run
+and none errored (but for the two false failures of issue 31 named below, until their fix
+lands), no criterion failed, errored or went unexercised, the core and every optional
+feature it offers (all but checkpoint_import) are met.
+Skipped, with the install hint, where `node` is missing. Cost of the whole gate with --jobs 2:
+about 53 s of CPU (harness and Node processes together; the reference in process mode needs
+about two thirds of that, mostly because it forks its instances from a template while each
+Node instance is a fresh ~70 ms start); wall time 60-80 s on 2 cores at load ~10, and up to
+2.5 min when the shared machine ran at load ~35.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+NODE_RUNTIME = ROOT / "examples" / "node_runtime"
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(
+    NODE is None, reason="node (Node.js 20) is not installed: apt-get install nodejs"
+)
+
+# What a JS file may load: Node's own modules, or a file of its own folder.
+REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s.*?\bfrom\s*(['"])([^'"]+)\3""")
+# What it may not name at all: the harness's or the reference's source.
+FORBIDDEN = re.compile(r"(?<![\w-])(harness|reference_impl)[/\\.]|reference_impl|minimal_runtime")
+NODE_BUILTINS_USED = {"fs", "path", "crypto"}
+
+# Issue 31's known false failures 2 and 3: scenarios that depend on a choice the docs leave
+# free (a failpoint on the deny path; a decision for a call prepared in a cancelled session),
+# settled on the `neutral` branch (its commit 0192bcb re-plans the first and makes the
+# second's crash optional). Until that lands on main, exactly these errors, for exactly this
+# cause, are tolerated; once it lands they no longer occur and this table can go.
+KNOWN_HARNESS_FALSE_FAILURES = {
+    "x-reconciliation-only-when-honest": "fault 2: after_result_saved, hit #2 -> crash",
+    "regression-x-reconciliation-only-when-honest-04cd7f8611": "fault 1: after_permission_decision, hit #1 -> crash",
+}
+
+
+def _js_files() -> list[Path]:
+    files = sorted(NODE_RUNTIME.glob("*.js"))
+    assert files, f"no .js file in {NODE_RUNTIME}"
+    return files
+
+
+def test_js_sources_name_neither_the_harness_nor_the_reference() -> None:
+    for path in _js_files():
+        text = path.read_text(encoding="utf-8")
+        for n, line in enumerate(text.splitlines(), 1):
+            bad = FORBIDDEN.search(line)
+            assert bad is None, (
+                f"{path.relative_to(ROOT)}:{n} names {bad.group(0)!r}: the Node runtime must rely on "
+                f"docs/ and fixtures/protocol.schema.json only"
+            )
+        for match in REQUIRE.finditer(text):
+            target = match.group(2) or match.group(4)
+            name = target.removeprefix("node:")
+            if target.startswith("./"):
+                resolved = (path.parent / target).resolve()
+                candidates = [resolved, resolved.with_suffix(".js")]
+                assert any(c.parent == NODE_RUNTIME and c.exists() for c in candidates), (
+                    f"{path.relative_to(ROOT)} loads {target!r}, which is not a file of examples/node_runtime/"
+                )
+            else:
+                assert name in NODE_BUILTINS_USED, (
+                    f"{path.relative_to(ROOT)} loads {target!r}: only Node's standard library "
+                    f"({', '.join(sorted(NODE_BUILTINS_USED))}) and files of its own folder are allowed"
+                )
+
+
+def test_the_source_check_catches_a_forbidden_reference(tmp_path: Path) -> None:
+    # the check above must be able to fail: the patterns it relies on match what they forbid
+    for line in ("const p = require('../../harness/contract/vocabulary.py');",
+                 "// see reference_impl/runtime.py", "const x = 'harness.remote.protocol';"):
+        assert FORBIDDEN.search(line), line
+    for line in ("// the harness's world answers", "lifecycle-harness run --impl process:node"):
+        assert FORBIDDEN.search(line) is None, line
+    assert [m.group(2) for m in REQUIRE.finditer("const a = require('./rpc'); const b = require(\"os\");")] == ["./rpc", "os"]
+
+
+@needs_node
+@pytest.mark.process
+def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> None:
+    report_dir = tmp_path / "report"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env.pop("NO_COLOR", None)
+    command = [
+        sys.executable, "-m", "harness.cli", "run",
+        "--impl", f"process:{NODE} {NODE_RUNTIME / 'server.js'}",
+        "--jobs", "2", "--report-dir", str(report_dir), "--color", "never",
+    ]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    report_file = report_dir / "report.json"
+    assert report_file.exists(), f"no report.json (exit {done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+
+    assert report["implementation"]["name"] == "node-journal-runtime"
+    assert not report["run"].get("selection"), f"a partial run: {report['run']['selection']}"
+    errored = {s["id"]: s.get("error", "") for s in report["scenarios"] if s["status"] != "passed"}
+    tolerated = {
+        k for k, v in errored.items()
+        if k in KNOWN_HARNESS_FALSE_FAILURES and KNOWN_HARNESS_FALSE_FAILURES[k] in v and "did not fire" in v
+    }
+    unexpected = {k: v for k, v in errored.items() if k not in tolerated}
+    assert not unexpected, "scenarios not passed:\n" + "\n".join(f"  {k}: {v[:400]}" for k, v in unexpected.items())
+    bad = {c["id"]: c["status"] for c in report["criteria"] if c["status"] not in ("passed", "not_applicable")}
+    assert not bad, f"criteria not passed: {bad}\n{done.stdout[-3000:]}"
+    core = [c for c in report["criteria"] if not c.get("required_features")]
+    assert len(core) == 51 and all(c["status"] == "passed" for c in core)
+    assert report["summary"]["failed"] == 0 and report["summary"].get("errors", 0) == 0
+    assert report["summary"]["not_exercised"] == 0
+    # every optional feature but checkpoint_import is in force and met
+    passed = {c["id"] for c in report["criteria"] if c["status"] == "passed"}
+    assert {"L2.11", "L4.10", "L5.4"} <= passed, sorted(passed)
+    if not tolerated:
+        assert report["gate_passed"] is True
+        assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
+    else:  # the gate fails on the tolerated errors and on nothing else
+        assert done.returncode == 1 and report["gate_passed"] is False
+    # every bundled scenario and regression ran (221 on this tree; a new one raises it)
+    assert len(report["scenarios"]) >= 200
