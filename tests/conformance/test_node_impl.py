@@ -45,17 +45,6 @@ REQUIRE = re.compile(r"""\brequire\s*\(\s*(['"])([^'"]+)\1\s*\)|\bimport\s.*?\bf
 FORBIDDEN = re.compile(r"(?<![\w-])(harness|reference_impl)[/\\.]|reference_impl|minimal_runtime")
 NODE_BUILTINS_USED = {"fs", "path", "crypto"}
 
-# Issue 31's known false failures 2 and 3: scenarios that depend on a choice the docs leave
-# free (a failpoint on the deny path; a decision for a call prepared in a cancelled session),
-# settled on the `neutral` branch (its commit 0192bcb re-plans the first and makes the
-# second's crash optional). Until that lands on main, exactly these errors, for exactly this
-# cause, are tolerated; once it lands they no longer occur and this table can go.
-KNOWN_HARNESS_FALSE_FAILURES = {
-    "x-reconciliation-only-when-honest": "fault 2: after_result_saved, hit #2 -> crash",
-    "regression-x-reconciliation-only-when-honest-04cd7f8611": "fault 1: after_permission_decision, hit #1 -> crash",
-}
-
-
 def _js_files() -> list[Path]:
     files = sorted(NODE_RUNTIME.glob("*.js"))
     assert files, f"no .js file in {NODE_RUNTIME}"
@@ -116,12 +105,7 @@ def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> N
     assert report["implementation"]["name"] == "node-journal-runtime"
     assert not report["run"].get("selection"), f"a partial run: {report['run']['selection']}"
     errored = {s["id"]: s.get("error", "") for s in report["scenarios"] if s["status"] != "passed"}
-    tolerated = {
-        k for k, v in errored.items()
-        if k in KNOWN_HARNESS_FALSE_FAILURES and KNOWN_HARNESS_FALSE_FAILURES[k] in v and "did not fire" in v
-    }
-    unexpected = {k: v for k, v in errored.items() if k not in tolerated}
-    assert not unexpected, "scenarios not passed:\n" + "\n".join(f"  {k}: {v[:400]}" for k, v in unexpected.items())
+    assert not errored, "scenarios not passed:\n" + "\n".join(f"  {k}: {v[:400]}" for k, v in errored.items())
     bad = {c["id"]: c["status"] for c in report["criteria"] if c["status"] not in ("passed", "not_applicable")}
     assert not bad, f"criteria not passed: {bad}\n{done.stdout[-3000:]}"
     core = [c for c in report["criteria"] if not c.get("required_features")]
@@ -131,10 +115,7 @@ def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> N
     # every optional feature but checkpoint_import is in force and met
     passed = {c["id"] for c in report["criteria"] if c["status"] == "passed"}
     assert {"L2.11", "L4.10", "L5.4"} <= passed, sorted(passed)
-    if not tolerated:
-        assert report["gate_passed"] is True
-        assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
-    else:  # the gate fails on the tolerated errors and on nothing else
-        assert done.returncode == 1 and report["gate_passed"] is False
+    assert report["gate_passed"] is True
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
     # every bundled scenario and regression ran (221 on this tree; a new one raises it)
     assert len(report["scenarios"]) >= 200
