@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from harness.criteria import answer_provenance as P
 from harness.criteria import facts as F
@@ -82,17 +82,31 @@ def _completed_serving(trace: Trace, call: s.EmittedCall) -> bool:
 
 
 def _refusals(trace: Trace) -> list[tuple[str, str, int]]:
-    """(session, tool_call_id, index of the answer) of every approval the owner refused."""
+    """(session, tool_call_id, index of the answer) of every refusal that reached an open
+    question: the first answer to a prompted wait, given while the model had not yet been
+    handed a result for its call. A second answer to the same wait, or one given after a
+    request already carried the call's result (the question was lost, at a restart for
+    instance, and the model told then), refuses nothing: from outside, nothing is owed."""
     prompts = {e.data.get("wait_id"): e for e in trace.of_kind(Kind.APPROVAL_PROMPT)}
+    requests = s.model_requests(trace)
+    answered: set[Any] = set()
     found = []
     for event in trace.of_kind(Kind.DRIVER_CALL):
         args = event.data.get("args") or {}
-        if event.data.get("method") != "answer_approval" or args.get("approve") is not False:
+        if event.data.get("method") != "answer_approval":
             continue
-        prompt = prompts.get(args.get("wait_id"))
-        if prompt is not None:
-            found.append((str(prompt.data.get("session_id", "")),
-                          str(prompt.data.get("tool_call_id", "")), event.index))
+        wait_id = args.get("wait_id")
+        first = wait_id not in answered
+        answered.add(wait_id)
+        prompt = prompts.get(wait_id)
+        if prompt is None or not first or args.get("approve") is not False:
+            continue
+        session_id = str(prompt.data.get("session_id", ""))
+        call_id = str(prompt.data.get("tool_call_id", ""))
+        if any(prompt.index < r.index < event.index and r.data.get("session_id") == session_id
+               and s.tool_message(r, call_id) is not None for r in requests):
+            continue  # the call was settled for the model before this answer came
+        found.append((session_id, call_id, event.index))
     return found
 
 
