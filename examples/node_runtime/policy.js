@@ -4,7 +4,7 @@
 // the repeat key (docs/lifecycle.md "Failure policy"), and the projection table
 // (docs/lifecycle.md "What the UI shows"). No I/O, no store.
 
-const { canonical, sha256hex } = require('./jsonpy');
+const { canonical, sha256hex } = require('./jcs');
 
 // ---- fnmatch -------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@
 
 const {
   canonical, executionId, argsDigest, resultDigest, clone, sha256hex,
-} = require('./jsonpy');
+} = require('./jcs');
 const { WorldError } = require('./rpc');
 const { counterKey } = require('./journal');
 const policy = require('./policy');
