@@ -122,6 +122,25 @@ def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> N
     assert len(report["scenarios"]) >= 200
 
 
+
+@needs_node
+@pytest.mark.process
+def test_node_runtime_delivering_a_standing_result_through_the_failpoints_passes() -> None:
+    # Issue 31, case 5: the other allowed choice of GUESSES.md item 53. The escalated run is
+    # refused right after its start record; the sandboxed result stands and is delivered
+    # through the diagnostics, checkpoint and projection failpoints. The harness judged it
+    # against a not_started "result of this run" (L4.2/L4.4/L4.5/L4.7) before the fix.
+    env = dict(os.environ, NODE_RUNTIME_DELIVERY_FAILPOINTS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    command = [sys.executable, "-m", "harness.cli", "replay",
+               "regressions/regression-generated-5ce3e40625.toml", "--seed", "103",
+               "--impl", f"process:{NODE} {NODE_RUNTIME / 'server.js'}"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    reached = done.stdout.rsplit("failpoints reached: ", 1)[-1]
+    for name in ("during_diagnostics_write", "during_checkpoint_build", "after_checkpoint_saved"):
+        assert name in reached, reached  # the choice was made
+
 # Values where canonical JSON (RFC 8785) is easy to get wrong: doubles at the edges of
 # ECMAScript's plain range and of the double range, negative zero, integral floats, and
 # member names past U+FFFF (UTF-16 order puts them before U+E000..U+FFFF, code-point order
