@@ -152,6 +152,31 @@ def test_l2_1_the_repeat_guard_may_precede_explicit_deny_but_not_a_hard_constrai
         "by repeat_guard (the repeat guard stands below the hard constraints)"]
 
 
+def _missing_field(granted: bool):
+    """A grant on field `unit` with a pattern needing a character, and a call without a unit
+    in a non-interactive session: the grant does not match (lifecycle.md, "Rule matching"),
+    so the call is denied by default_deny; ``granted`` stores it run as an exact grant."""
+    reading = {"value": 3}
+    b = TraceBuilder(session("s1", interactive=False, rules=[("allow", "record", "?*", "unit")]),
+                     tools=[("record", "user_app")])
+    b.model("s1", [call("c1", "record", reading)])
+    if granted:
+        b.executed("s1", "c1", "record", reading)
+        b.observe(op_view("s1", "c1", "record", reading, decided_by="exact_grant"))
+    else:
+        b.observe(op_view("s1", "c1", "record", reading, permission="deny",
+                          decided_by="default_deny", delivery="projected"))
+    return b.build()
+
+
+def test_l2_1_a_rule_on_a_field_the_call_lacks_does_not_match_a_pattern_needing_a_character():
+    assert v("L2.1", _missing_field(granted=False)).status is Status.PASS
+    verdict = v("L2.1", _missing_field(granted=True))
+    assert verdict.status is Status.FAIL
+    assert any("executed although denied by default_deny" in e.note for e in verdict.evidence), \
+        [e.note for e in verdict.evidence]
+
+
 def _voided_verdict(rule_change: bool):
     """A write in auto mode whose verdict a rule change voided: stored deny by revalidation,
     bound to the new version (contract.md leaves the version free). Without the change, a
