@@ -42,8 +42,7 @@ How an operation's "run" is delimited: the world's attempts (``TOOL_EXECUTED`` a
 ``after_start_recorded`` hit; "not started yet" means no attempt since its latest
 ``after_tool_returned`` hit (an escalation runs the same operation twice; an escalated run
 refused before it called the tool is judged on the sandboxed run's saved result, which
-stands). "A checkpoint
-folds it" is read from ``CheckpointView.last_execution_id`` (the last operation whose result
+stands). "A checkpoint folds it" is read from ``CheckpointView.last_execution_id`` (the last operation whose result
 that checkpoint folded), or from a checkpoint of the session first seen after the
 operation's ``after_result_saved`` hit. A "result projection" is a ``UI_PUBLISH`` for the
 operation whose status is not ``awaiting_approval`` (those publish the wait, not a result).
