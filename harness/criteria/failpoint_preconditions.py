@@ -42,10 +42,11 @@ How an operation's "run" is delimited: the world's attempts (``TOOL_EXECUTED`` a
 ``after_start_recorded`` hit; "not started yet" means no attempt since its latest
 ``after_tool_returned`` hit (an escalation runs the same operation twice; an escalated run
 refused before it called the tool is judged on the sandboxed run's saved result, which
-stands). "A checkpoint folds it" is read from ``CheckpointView.last_execution_id`` (the last operation whose result
-that checkpoint folded), or from a checkpoint of the session first seen after the
-operation's ``after_result_saved`` hit. A "result projection" is a ``UI_PUBLISH`` for the
-operation whose status is not ``awaiting_approval`` (those publish the wait, not a result).
+stands). "A checkpoint folds it" is read from ``CheckpointView.last_execution_id`` (the
+last operation whose result that checkpoint folded), or from a checkpoint of the session
+first seen after the operation's ``after_result_saved`` hit. A "result projection" is a
+``UI_PUBLISH`` for the operation whose status is not ``awaiting_approval`` (those publish
+the wait, not a result).
 When another instance acted while this one was working on the operation (a concurrent turn
 running while this one was held), its later hits are judged only on what must already be
 durable: the other instance may rightly have done the later steps. Request records are
