@@ -63,7 +63,10 @@ def canonical_json(value) -> str:
     if isinstance(value, float):
         return es_number(value)
     if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53 - 1:
-        raise ValueError(f"the integer {value} is past 2**53 - 1: no canonical JSON")
+        # JSON numbers are doubles: past 2**53 - 1 an integer has a text only when it is
+        # exactly a double's (10**20, what a reader gets back from the text of 1e20)
+        if es_number(float(value)) != str(value):
+            raise ValueError(f"the integer {value} is past 2**53 - 1 and no double: no canonical JSON")
     if isinstance(value, str):
         value.encode("utf-8")  # a lone surrogate has no UTF-8 form: refused (UnicodeError)
     # a string escaped only where JSON must be (non-ASCII as itself), an integer, true/false/null

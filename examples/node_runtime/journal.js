@@ -19,7 +19,6 @@
 const fs = require('fs');
 const path = require('path');
 const crypto = require('crypto');
-const { fastParse, fastDumps } = require('./jsonpy');
 
 const JOURNAL = 'journal.jsonl';
 
@@ -84,7 +83,7 @@ function foldText(state, text, where, skipInstance = null) {
     if (line.trim()) {
       let commit;
       try {
-        commit = fastParse(line);
+        commit = JSON.parse(line);
       } catch (e) {
         throw new JournalError(`${where}: line at byte ${consumed} is not JSON (${e.message}); the journal is damaged`);
       }
@@ -209,7 +208,7 @@ class Tx {
     Object.assign(out, this.parts);
     if (Object.keys(out).length === 1) return;
     const j = this.journal;
-    const line = Buffer.from(fastDumps(out) + '\n', 'utf8');
+    const line = Buffer.from(JSON.stringify(out) + '\n', 'utf8');
     let off = 0;
     while (off < line.length) off += fs.writeSync(j.fd, line, off, line.length - off);
     j.commits++;

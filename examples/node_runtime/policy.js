@@ -4,7 +4,7 @@
 // the repeat key (docs/lifecycle.md "Failure policy"), and the projection table
 // (docs/lifecycle.md "What the UI shows"). No I/O, no store.
 
-const { canonical, sha256hex } = require('./jsonpy');
+const { canonical, sha256hex } = require('./jcs');
 
 // ---- fnmatch -------------------------------------------------------------------------
 
@@ -63,8 +63,9 @@ function fnmatch(name, pat) {
 
 // The text a rule's pattern is matched against: the named field of the args, or the
 // canonical args when `field` is empty. A missing field is matched as "" (so `*` still
-// matches it and an outright deny stays outright); a field that is not a string is matched
-// as its canonical JSON (GUESSES.md, "rule field").
+// matches it, an outright deny stays outright, and a pattern needing a character does not;
+// docs/lifecycle.md "Rule matching" leaves `""` and `**` on an absent field free); a field
+// that is not a string is matched as its canonical JSON (GUESSES.md item 34).
 function ruleSubject(rule, args) {
   const field = rule.field || '';
   if (!field) return canonical(args);

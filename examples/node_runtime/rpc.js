@@ -9,7 +9,6 @@
 // committed exactly what it committed before calling the port.
 
 const fs = require('fs');
-const { fastParse, fastDumps } = require('./jsonpy');
 
 // A contract exception that crossed the wire (error -32000 with data.exception), or one
 // this runtime raises so the harness re-raises it as itself (M3).
@@ -64,7 +63,7 @@ class Endpoint {
   }
 
   write(obj) {
-    const buf = Buffer.from(fastDumps(obj) + '\n', 'utf8');
+    const buf = Buffer.from(JSON.stringify(obj) + '\n', 'utf8');
     let off = 0;
     while (off < buf.length) {
       try {
@@ -104,7 +103,7 @@ class Endpoint {
 
   decode(line) {
     try {
-      return fastParse(line);
+      return JSON.parse(line);
     } catch (e) {
       this.write({ jsonrpc: '2.0', id: null, error: { code: -32700, message: `parse error: ${e.message}` } });
       return undefined;

@@ -14,7 +14,7 @@
 
 const {
   canonical, executionId, argsDigest, resultDigest, clone, sha256hex,
-} = require('./jsonpy');
+} = require('./jcs');
 const { WorldError } = require('./rpc');
 const { counterKey } = require('./journal');
 const policy = require('./policy');
@@ -31,8 +31,9 @@ const DEFAULT_THRESHOLDS = {
 };
 const FAILURE_TABLE_CAPACITY = 16;
 // The other allowed choice for a standing sandboxed result (GUESSES.md item 53): deliver it
-// through the checkpoint and projection failpoints. Off by default; it reproduces a
-// harness judgement we believe false (NODE_RUNTIME_DELIVERY_FAILPOINTS=1).
+// through the diagnostics, checkpoint and projection failpoints. Off by default; the docs
+// allow both (lifecycle.md "Runs and terms"), and the test suite runs this one too
+// (NODE_RUNTIME_DELIVERY_FAILPOINTS=1).
 const DELIVERY_FAILPOINTS = process.env.NODE_RUNTIME_DELIVERY_FAILPOINTS === '1';
 const CHECKPOINT_FORMAT = 1;
 

@@ -40,11 +40,13 @@ points only reachable with one (classifier review: auto mode; waits and prompts:
 How an operation's "run" is delimited: the world's attempts (``TOOL_EXECUTED`` and
 ``TOOL_UNAVAILABLE``) of the current run are those after the operation's latest
 ``after_start_recorded`` hit; "not started yet" means no attempt since its latest
-``after_tool_returned`` hit (an escalation runs the same operation twice). "A checkpoint
-folds it" is read from ``CheckpointView.last_execution_id`` (the last operation whose result
-that checkpoint folded), or from a checkpoint of the session first seen after the
-operation's ``after_result_saved`` hit. A "result projection" is a ``UI_PUBLISH`` for the
-operation whose status is not ``awaiting_approval`` (those publish the wait, not a result).
+``after_tool_returned`` hit (an escalation runs the same operation twice; an escalated run
+refused before it called the tool is judged on the sandboxed run's saved result, which
+stands). "A checkpoint folds it" is read from ``CheckpointView.last_execution_id`` (the
+last operation whose result that checkpoint folded), or from a checkpoint of the session
+first seen after the operation's ``after_result_saved`` hit. A "result projection" is a
+``UI_PUBLISH`` for the operation whose status is not ``awaiting_approval`` (those publish
+the wait, not a result).
 When another instance acted while this one was working on the operation (a concurrent turn
 running while this one was held), its later hits are judged only on what must already be
 durable: the other instance may rightly have done the later steps. Request records are
@@ -463,23 +465,45 @@ def _expected_result(hit: _Hit, op: OperationView) -> list[Problem]:
         return []
     run = hit.attempts(after=hit.run_anchor())
     if not run:
+        standing = _standing_run(hit)
+        if standing:
+            return _judge_run(op, standing, " (the earlier run's result, which stands)")
         if op.outcome is not Outcome.NOT_STARTED:
             return [Problem(f"the saved outcome is {op.outcome.value} although the tool was not "
                             "called in this run")]
         return []
+    return _judge_run(op, run, "")
+
+
+def _standing_run(hit: _Hit) -> list[TraceEvent]:
+    """For a run that never called the tool although the operation ran before (an escalated
+    run refused after its start record: the rules changed, a cancel), the attempts of that
+    earlier run: its saved result stands (contract.md's outcome table, escalation row), and
+    delivering that standing result is a lifecycle point like any other (issue 31, case 5:
+    an outside implementation passes the checkpoint failpoints while it delivers it, which
+    the contract allows). Empty when the operation never ran before this run."""
+    starts = hit.previous_hits(Failpoint.AFTER_START_RECORDED.value)
+    if len(starts) < 2:
+        return []
+    earlier, this = starts[-2].index, starts[-1].index
+    return [e for e in hit.attempts(after=earlier) if e.index < this]
+
+
+def _judge_run(op: OperationView, run: list[TraceEvent], whose: str) -> list[Problem]:
+    """The saved result against the world's attempts ``run`` of one run (not empty)."""
     last = run[-1]
     executed = [e for e in run if e.kind == Kind.TOOL_EXECUTED]
     rows = _ledger_rows(run)
     if last.kind == Kind.TOOL_UNAVAILABLE:
         wanted = (Outcome.FAILED, Outcome.UNKNOWN) if executed else (Outcome.NOT_STARTED,)
         if op.outcome not in wanted:
-            return [Problem(f"the saved outcome is {op.outcome.value}; the world's last attempt "
+            return [Problem(f"the saved outcome is {op.outcome.value}; the world's last attempt{whose} "
                             f"could not start the tool (expected {'/'.join(w.value for w in wanted)})",
                             (last.index,), rows)]
         return []
     status, output = str(last.data.get("status", "")), str(last.data.get("output", ""))
     wanted = (Outcome.SUCCEEDED,) if status == "ok" else (Outcome.FAILED, Outcome.UNKNOWN)
-    row = f"ledger row {last.data.get('ledger_seq', '?')}"
+    row = f"ledger row {last.data.get('ledger_seq', '?')}{whose}"
     problems = []
     if op.outcome not in wanted:
         problems.append(Problem(f"the saved outcome is {op.outcome.value}; the ledger's last row "
@@ -825,7 +849,8 @@ def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
 # --------------------------------------------------------------------------- the table
 
 F = Failpoint
-RESULT = "the result record (the outcome and digest of this run's last ledger row)"
+RESULT = ("the result record (the outcome and digest of this run's last ledger row; for a rerun "
+          "refused before it called the tool, the earlier run's, which stands)")
 
 PRECONDITIONS: dict[str, FailpointPrecondition] = {p.failpoint.value: p for p in (
     FailpointPrecondition(

@@ -112,15 +112,21 @@ def check_l2_1(trace: Trace) -> Verdict:
             computed = decision.source.value
             point = op.latest_point.index
             if computed in _STATIC_DENY:
-                accepted = (computed, DecisionSource.REPEAT_GUARD.value,
-                            DecisionSource.CANCELLATION.value)
+                # The repeat guard may stand before or after the capability, plan-mode and
+                # explicit-deny layers (lifecycle.md, "Permission precedence"), not before a
+                # hard constraint: its refusal would offer a rule change that lifts nothing.
+                accepted = (computed, DecisionSource.CANCELLATION.value)
+                if computed != DecisionSource.HARD_CONSTRAINT.value:
+                    accepted += (DecisionSource.REPEAT_GUARD.value,)
                 if _voided_by_rule_change(trace, op, point):
                     accepted += (DecisionSource.REVALIDATION.value,)
                 if F.value(view.permission) != Permission.DENY.value or stored not in accepted:
+                    below = (" (the repeat guard stands below the hard constraints)"
+                             if stored == DecisionSource.REPEAT_GUARD.value else "")
                     violations.append(_ev(
                         f"{F.describe(op)}: {computed} of permission version "
                         f"{view.identity.permission_version} denies it, the store says "
-                        f"{F.value(view.permission)} by {stored}", (point,)))
+                        f"{F.value(view.permission)} by {stored}{below}", (point,)))
             elif stored in LAYER_ORDER and computed in LAYER_ORDER:
                 version = view.identity.permission_version
                 if LAYER_ORDER.index(stored) > LAYER_ORDER.index(computed):

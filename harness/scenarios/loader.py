@@ -325,9 +325,24 @@ def _rules(r: _Reader, value: Any, path: str, tools: tuple[ToolSpec, ...],
                          default_effect if default_effect else _MISSING)
         tool = r.value(table, "tool", where, str)
         _names_a_tool(r, tool, f"{where}.tool", tools)
-        rules.append(Rule(effect, tool, r.value(table, "pattern", where, str, "*"),
-                          r.value(table, "field", where, str, "")))
+        pattern = r.value(table, "pattern", where, str, "*")
+        field_ = r.value(table, "field", where, str, "")
+        _absent_field_is_settled(r, pattern, field_, f"{where}.pattern")
+        rules.append(Rule(effect, tool, pattern, field_))
     return tuple(rules)
+
+
+def _absent_field_is_settled(r: _Reader, pattern: str, field_: str, path: str) -> None:
+    """A rule on a field must not leave to the implementation whether it matches a call
+    that lacks the field: docs/lifecycle.md ("Rule matching") settles `*` (matches) and every
+    pattern that needs a character (does not match), and leaves the patterns other than `*`
+    that match the empty text (`""`, `**`) free (reading an absent field as "" is allowed,
+    and two independent implementations do), so no scenario may rely on them there."""
+    if field_ and pattern != "*" and fnmatchcase("", pattern):
+        raise r.error(path, f"{pattern!r} on field {field_!r} matches the empty text, so whether it "
+                            "matches a call without that field is the implementation's choice "
+                            "(docs/lifecycle.md, \"Rule matching\"); use '*' to match every call, "
+                            "or a pattern that needs a character such as '?*'")
 
 
 def _names_a_tool(r: _Reader, pattern: str, path: str, tools: tuple[ToolSpec, ...]) -> None:

@@ -129,6 +129,16 @@ def test_the_examples_numbers_are_the_rfcs():
         assert _EXAMPLE.canonical_json(number) == text == canonical_json(number)
 
 
+def test_the_example_writes_an_integer_past_2_53_only_when_it_is_a_double():
+    # the harness's wire writes the double 1e20 as RFC 8785 does, 100000000000000000000,
+    # which Python's json reads back as an int (found by x/canonical_json_of_numbers_and_keys:
+    # the example refused every integer past 2**53 - 1)
+    for number in (10**20, 10**16, 53401225956765130):
+        assert _EXAMPLE.canonical_json(number) == str(number) == canonical_json(number)
+    with pytest.raises(ValueError, match="no double"):
+        _EXAMPLE.canonical_json(2**53 + 1)
+
+
 def _parent_and_session(pid: int) -> tuple[int, int]:
     fields = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()
     return int(fields[1]), int(fields[3])

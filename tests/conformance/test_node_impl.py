@@ -22,6 +22,7 @@ Node instance is a fresh ~70 ms start); wall time 60-80 s on 2 cores at load ~10
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -119,3 +120,77 @@ def test_node_runtime_passes_the_whole_gate_in_process_mode(tmp_path: Path) -> N
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-2000:]}"
     # every bundled scenario and regression ran (221 on this tree; a new one raises it)
     assert len(report["scenarios"]) >= 200
+
+
+
+@needs_node
+@pytest.mark.process
+def test_node_runtime_delivering_a_standing_result_through_the_failpoints_passes() -> None:
+    # Issue 31, case 5: the other allowed choice of GUESSES.md item 53. The escalated run is
+    # refused right after its start record; the sandboxed result stands and is delivered
+    # through the diagnostics, checkpoint and projection failpoints. The harness judged it
+    # against a not_started "result of this run" (L4.2/L4.4/L4.5/L4.7) before the fix.
+    env = dict(os.environ, NODE_RUNTIME_DELIVERY_FAILPOINTS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    command = [sys.executable, "-m", "harness.cli", "replay",
+               "regressions/regression-generated-5ce3e40625.toml", "--seed", "103",
+               "--impl", f"process:{NODE} {NODE_RUNTIME / 'server.js'}"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}"
+    reached = done.stdout.rsplit("failpoints reached: ", 1)[-1]
+    for name in ("during_diagnostics_write", "during_checkpoint_build", "after_checkpoint_saved"):
+        assert name in reached, reached  # the choice was made
+
+# Values where canonical JSON (RFC 8785) is easy to get wrong: doubles at the edges of
+# ECMAScript's plain range and of the double range, negative zero, integral floats, and
+# member names past U+FFFF (UTF-16 order puts them before U+E000..U+FFFF, code-point order
+# after), nested so that every level is sorted.
+ASTRAL_KEYS = {"\U0001F600": 1, "\ue000": 2, "\uffff": 3, "a": 4, "": 5}
+TRICKY_VALUES: list[object] = [
+    1e21, 1e20, 5e-324, -0.0, 1.0, 30.0, 1e16, 1.5e-7, 1e-7, 1e-6, -1e-7, 0.1 + 0.2,
+    123456789012345.6, 9007199254740992.0, 1.7976931348623157e308, 2.5, 7, -12,
+    "line\nbreak \"q\" \\ \u0001\u001f\u007f \u2028 é 😀",
+    ASTRAL_KEYS,
+    {"b": {"z": [1.0, {"é": -0.0, "\U0001D11E": "clef", "\ufb01": 1e21}], "a": "x"},
+     "a": [True, False, None, 1e-7, {"\U0001F600": {"\ue000": 5e-324}}]},
+    [[], {}, "", [1.0, [2.50, [3e21]]]],
+]
+
+
+def _python_style(value: object) -> str:
+    """The canonical text the contract used before RFC 8785 (Python's json.dumps, sorted keys)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_the_tricky_values_tell_rfc_8785_from_the_python_style_text() -> None:
+    # the canonical check below can fail: for these values the old text differs from RFC 8785's,
+    # both in number spelling and in key order (code points against UTF-16 units)
+    rfc8785 = pytest.importorskip("rfc8785", reason="the rfc8785 package is a test dependency")
+    # (ASTRAL_KEYS differs by key order only: every member value is an integer)
+    for value in (-0.0, 1.0, 1e16, 1.5e-7, ASTRAL_KEYS):
+        assert any(repr(v) == repr(value) for v in TRICKY_VALUES), value
+        assert _python_style(value) != rfc8785.dumps(value).decode("utf-8"), value
+
+
+@needs_node
+def test_node_runtime_canonical_json_is_rfc_8785(tmp_path: Path) -> None:
+    # The Node runtime's canonical JSON and args digest, read through its own JSON reader,
+    # against the rfc8785 package (Trail of Bits) and a digest computed here from its text.
+    rfc8785 = pytest.importorskip("rfc8785", reason="the rfc8785 package is a test dependency")
+    lines = "".join(json.dumps(v, ensure_ascii=False) + "\n" for v in TRICKY_VALUES)
+    done = subprocess.run(
+        [NODE, str(NODE_RUNTIME / "canonical_check.js")], input=lines.encode("utf-8"),
+        capture_output=True, timeout=60,
+    )
+    assert done.returncode == 0, f"canonical_check.js exited {done.returncode}: {done.stderr.decode()[-2000:]}"
+    answers = [json.loads(line) for line in done.stdout.decode("utf-8").split("\n") if line]
+    assert len(answers) == len(TRICKY_VALUES), done.stdout.decode("utf-8")
+    wrong = []
+    for value, (text, digest) in zip(TRICKY_VALUES, answers):
+        expected = rfc8785.dumps(value).decode("utf-8")
+        payload = rfc8785.dumps({"tool": "t", "args": {"v": value}})
+        expected_digest = "sha256:" + hashlib.sha256(payload).hexdigest()
+        if text != expected or digest != expected_digest:
+            wrong.append(f"  {value!r}: node wrote {text!r}, RFC 8785 is {expected!r}"
+                         + ("" if digest == expected_digest else f"; digest {digest} != {expected_digest}"))
+    assert not wrong, "canonical JSON of the Node runtime differs from RFC 8785:\n" + "\n".join(wrong)

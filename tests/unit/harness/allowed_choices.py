@@ -4,7 +4,7 @@ Each value here is built like a mutant (a text edit of ``reference_impl``, appli
 :mod:`harness.mutants.source_patch` and undone after every call), but it is no defect: it
 does what the docs allow and the reference happens not to do. An outside implementation
 written from the docs made each of these choices and the harness failed it for them (issue
-31's four false failures), so each is a test that the harness accepts the choice: every
+31's five false failures), so each is a test that the harness accepts the choice: every
 scenario it is run on must pass with no scenario error.
 
 * :data:`RECOVERY_PASSES_CHECKPOINT_FAILPOINTS`: ``recover()`` calls ``during_checkpoint_build``
@@ -24,6 +24,12 @@ scenario it is run on must pass with no scenario error.
   the outside implementation): ``after_permission_decision`` after every decision, an owner's
   answer and a revalidation refusal included, and after taking up a call another instance
   decided ("decided again", L4.8).
+* :data:`STANDING_RESULT_DELIVERED_WITH_FAILPOINTS` (issue 31's fifth, found by the Node
+  runtime): when revalidation refuses an approved escalated run, the sandboxed attempt's saved
+  result stands (contract.md's outcome table) and is then checkpointed and projected through
+  ``during_diagnostics_write``, ``during_checkpoint_build``, ``after_checkpoint_saved`` and
+  ``after_projection``, like any result being delivered (protocol.md: every failpoint at the
+  lifecycle point it names); the reference delivers it without failpoints.
 """
 
 from __future__ import annotations
@@ -128,6 +134,23 @@ DECISION_POINT_ON_EVERY_DECISION = Mutant(
     ),
 )
 
+STANDING_RESULT_DELIVERED_WITH_FAILPOINTS = Mutant(
+    "standing-result-delivered-with-failpoints",
+    "a refused escalated run's standing sandboxed result is delivered through the diagnostics, "
+    "checkpoint and projection failpoints",
+    (),
+    edits(edit(EX,
+               find="        if escalating:\n"
+                    "            self.announce_result(op.session_id, op.execution_id)  # now final\n",
+               replace="        if escalating:\n"
+                       "            self.announce_result(op.session_id, op.execution_id)  # now final\n"
+                       "            standing = self._operation(op.execution_id)\n"
+                       "            self._checkpoint(standing, self._write_diagnostics(standing))\n"
+                       "            standing = self._operation(op.execution_id)\n"
+                       "            if standing.delivery is Delivery.RECORDED:\n"
+                       "                self.project(op.execution_id, with_failpoint=True, op=standing)\n")),
+)
+
 ALLOWED_CHOICES = (RECOVERY_PASSES_CHECKPOINT_FAILPOINTS, DENY_PATH_WITHOUT_FAILPOINTS,
                    CANCELLED_CALL_NOT_DECIDED, VOID_VERDICT_BOUND_TO_NEW_VERSION,
-                   DECISION_POINT_ON_EVERY_DECISION)
+                   DECISION_POINT_ON_EVERY_DECISION, STANDING_RESULT_DELIVERED_WITH_FAILPOINTS)

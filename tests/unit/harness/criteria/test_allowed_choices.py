@@ -1,4 +1,4 @@
-"""Issue 31's four false failures: an implementation making a choice the docs leave free must
+"""Issue 31's five false failures: an implementation making a choice the docs leave free must
 pass the scenarios that failed it (no criterion failing, no scenario error).
 
 Each test runs the reference with one allowed choice made the other way
@@ -8,7 +8,9 @@ exactly as the suite does. Before the fixes each of them failed: L4.2/L4.4/L4.5 
 recovery passing the checkpoint failpoints (the precondition demanded the ledger's outcome
 of a cut-off call), a scenario error on a deny path without failpoints and on a cancelled
 session's call never decided (faults planned on undocumented hits), and L2.1 on a voided
-verdict bound to the new permission version (it demanded explicit_deny).
+verdict bound to the new permission version (it demanded explicit_deny), and L4.2/L4.4/
+L4.5/L4.7 on a refused escalated run's standing result delivered through the checkpoint
+failpoints (the precondition demanded not_started for a run that never called the tool).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from allowed_choices import (
     DECISION_POINT_ON_EVERY_DECISION,
     DENY_PATH_WITHOUT_FAILPOINTS,
     RECOVERY_PASSES_CHECKPOINT_FAILPOINTS,
+    STANDING_RESULT_DELIVERED_WITH_FAILPOINTS,
     VOID_VERDICT_BOUND_TO_NEW_VERSION,
 )
 
@@ -121,11 +124,33 @@ def test_a_decision_point_after_an_owners_answer_to_a_wait_recovery_showed_passe
         assert_passes(result)
 
 
-@pytest.mark.slow  # the whole bundled suite five times (about three minutes)
+def test_case_5_a_standing_sandboxed_result_delivered_through_failpoints_passes():
+    """The escalated run is refused right after its start record (the rules change at that
+    failpoint); the sandboxed attempt's saved result stands and is delivered through the
+    checkpoint failpoints. "The result" the preconditions judge there is that standing
+    record, not the ``not_started`` of a run that never called the tool (issue 31, case 5:
+    L4.2/L4.4/L4.5/L4.7 failed with "the saved outcome is failed although the tool was not
+    called in this run")."""
+    result, trace = judged(STANDING_RESULT_DELIVERED_WITH_FAILPOINTS,
+                           "regressions/regression-generated-5ce3e40625.toml")
+    refused_at = hits(trace, "after_start_recorded")[1].index  # the escalated run's start
+    assert not [e for e in trace.of_kind(Kind.TOOL_EXECUTED) if e.index > refused_at]
+    delivered = [h.data["name"] for h in trace.of_kind(Kind.FAILPOINT) if h.index > refused_at
+                 and (h.data.get("context") or {}).get("tool_call_id") == "c1"]
+    assert delivered == ["during_diagnostics_write", "during_checkpoint_build",
+                         "after_checkpoint_saved", "after_projection"]  # the choice
+    final = trace.observations[-1].observation.operation("c1", "s1")
+    assert (final.outcome.value, final.execution_started, final.failure_kind.value) == (
+        "failed", True, "permission_denied")  # the sandboxed result stands
+    assert_passes(result)
+
+
+@pytest.mark.slow  # the whole bundled suite six times (about three minutes)
 @pytest.mark.parametrize("choice", [RECOVERY_PASSES_CHECKPOINT_FAILPOINTS,
                                     DENY_PATH_WITHOUT_FAILPOINTS, CANCELLED_CALL_NOT_DECIDED,
                                     VOID_VERDICT_BOUND_TO_NEW_VERSION,
-                                    DECISION_POINT_ON_EVERY_DECISION], ids=lambda c: c.name)
+                                    DECISION_POINT_ON_EVERY_DECISION,
+                                    STANDING_RESULT_DELIVERED_WITH_FAILPOINTS], ids=lambda c: c.name)
 def test_each_allowed_choice_passes_the_whole_bundled_suite(choice):
     from harness.scenarios import bundled_suite_dir, discover
 

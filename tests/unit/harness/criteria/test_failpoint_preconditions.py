@@ -364,6 +364,55 @@ def test_an_escalation_runs_the_same_operation_twice_without_violation():
     assert "after_start_recorded" in names(b2.build())
 
 
+def _refused_escalation(b: TraceBuilder, delivered: dict[str, Any]) -> None:
+    """A sandboxed attempt that asks to escalate, an approved escalated run refused right
+    after its start record (nothing runs), and its delivery probed as ``delivered``."""
+    served(b)
+    failed = {**SAVED, "outcome": "failed", "result_digest": result_digest("error", "sandboxed"),
+              "failure_kind": "permission_denied"}
+    hit(b, "after_start_recorded", STARTED)
+    b.executed(S, C, TOOL, ARGS, status="error", output="sandboxed", escalation_requested=True)
+    hit(b, "after_tool_returned", STARTED)
+    b.answer("w1", True)
+    hit(b, "after_revalidation", failed)
+    hit(b, "after_start_recorded", failed)  # the rules change here: the run is refused
+    hit(b, "during_diagnostics_write", delivered)
+    hit(b, "during_checkpoint_build", delivered)
+    hit(b, "after_checkpoint_saved", delivered, checkpoints=[CHECKPOINT])
+
+
+def test_a_refused_escalated_runs_standing_result_may_be_delivered_through_the_failpoints():
+    """Issue 31, case 5: the escalated run never called the tool, so "the result" at the
+    delivery's failpoints is the sandboxed attempt's saved record, which stands (contract.md,
+    escalation row), not a ``not_started``; a record that is not that attempt's is still
+    judged against the attempt's ledger row."""
+    standing = {**SAVED, "outcome": "failed", "result_digest": result_digest("error", "sandboxed"),
+                "failure_kind": "permission_denied"}
+    b = TraceBuilder(S)
+    _refused_escalation(b, standing)
+    assert names(b.build()) == []
+    # the record delivered is not the standing one: succeeded, or another digest
+    # (one problem per hit for a wrong outcome or digest, two when both are wrong)
+    for wrong, count in (({**standing, "outcome": "succeeded"}, 3),
+                         ({**standing, "result_digest": DIGEST}, 3),
+                         ({**standing, "outcome": "not_started", "result_digest": None}, 6)):
+        b2 = TraceBuilder(S)
+        _refused_escalation(b2, wrong)
+        problems = [v.evidence.note for v in fp.violations(b2.build())]
+        assert len(problems) == count, problems
+        assert all("(ledger row 1 (the earlier run's result, which stands)" in note
+                   for note in problems), problems
+    # an operation that never ran before: a saved failure without a tool call stays a violation
+    b3 = TraceBuilder(S)
+    served(b3)
+    hit(b3, "after_start_recorded", STARTED)
+    hit(b3, "during_checkpoint_build", standing)
+    problems = [v.evidence.note for v in fp.violations(b3.build())]
+    assert len(problems) == 1 and ("during_checkpoint_build hit 1 (c1, instance 1): the saved "
+                                   "outcome is failed although the tool was not called in this "
+                                   "run") in problems[0], problems
+
+
 def test_wait_persisted_before_the_wait_commits_or_after_its_prompt():
     wait = ApprovalWaitView("w1", S, XID, C, "ask", WaitStatus.PENDING, False)
     asked = dict(permission="ask", outcome="not_started", delivery="pending", execution_started=False)

@@ -50,7 +50,8 @@ PLAN = session("plan", mode="plan", interactive=False,
 TOOLS = [("Bash", "bash"), ("write_file", "write"), ("read_file", "read"), ("deploy", "external")]
 
 
-def _precedence(run_sudo=False, review_grant=False, e1_by="explicit_deny", a1_stored=("allow", "classifier")):
+def _precedence(run_sudo=False, review_grant=False, e1_by="explicit_deny", a1_stored=("allow", "classifier"),
+                h1_by="hard_constraint"):
     b = TraceBuilder(AUTO, PLAN, tools=TOOLS)
     b.model("auto", [call("h1", "Bash", SUDO), call("k1", "deploy", DEPLOY), call("e1", "write_file", ETC),
                      call("g1", "write_file", GRANT), call("a1", "Bash", LS)])
@@ -65,7 +66,7 @@ def _precedence(run_sudo=False, review_grant=False, e1_by="explicit_deny", a1_st
     marks["a1"] = b.executed("auto", "a1", "Bash", LS)
     views = [
         op_view("auto", "h1", "Bash", SUDO, permission="allow" if run_sudo else "deny",
-                decided_by="classifier" if run_sudo else "hard_constraint"),
+                decided_by="classifier" if run_sudo else h1_by),
         op_view("auto", "k1", "deploy", DEPLOY, permission="deny", decided_by="capability"),
         op_view("auto", "e1", "write_file", ETC, permission="deny" if e1_by != "classifier" else "allow",
                 decided_by=e1_by, outcome="not_started"),
@@ -135,6 +136,45 @@ def test_l2_1_fails_when_a_layer_is_skipped_or_invented():
     # the message names the decision stored and the permission version judged under
     assert "denied by explicit_deny although that layer does not match under permission " \
            "version 1; the precedence gives" in verdict.evidence[0].note
+
+
+def test_l2_1_the_repeat_guard_may_precede_explicit_deny_but_not_a_hard_constraint():
+    # lifecycle.md, "Permission precedence": the guard's place relative to the capability,
+    # plan-mode and explicit-deny layers is free (the call is denied with the same actions);
+    # before a hard constraint it is not (its refusal would offer change_rules)
+    b, _ = _precedence(e1_by="repeat_guard")
+    assert v("L2.1", b.build()).status is Status.PASS
+    b, marks = _precedence(h1_by="repeat_guard")
+    verdict = v("L2.1", b.build())
+    assert verdict.status is Status.FAIL and marks["auto"] in all_indexes(verdict)
+    assert [e.note for e in verdict.evidence] == [
+        "auto/h1 (Bash): hard_constraint of permission version 1 denies it, the store says deny "
+        "by repeat_guard (the repeat guard stands below the hard constraints)"]
+
+
+def _missing_field(granted: bool):
+    """A grant on field `unit` with a pattern needing a character, and a call without a unit
+    in a non-interactive session: the grant does not match (lifecycle.md, "Rule matching"),
+    so the call is denied by default_deny; ``granted`` stores it run as an exact grant."""
+    reading = {"value": 3}
+    b = TraceBuilder(session("s1", interactive=False, rules=[("allow", "record", "?*", "unit")]),
+                     tools=[("record", "user_app")])
+    b.model("s1", [call("c1", "record", reading)])
+    if granted:
+        b.executed("s1", "c1", "record", reading)
+        b.observe(op_view("s1", "c1", "record", reading, decided_by="exact_grant"))
+    else:
+        b.observe(op_view("s1", "c1", "record", reading, permission="deny",
+                          decided_by="default_deny", delivery="projected"))
+    return b.build()
+
+
+def test_l2_1_a_rule_on_a_field_the_call_lacks_does_not_match_a_pattern_needing_a_character():
+    assert v("L2.1", _missing_field(granted=False)).status is Status.PASS
+    verdict = v("L2.1", _missing_field(granted=True))
+    assert verdict.status is Status.FAIL
+    assert any("executed although denied by default_deny" in e.note for e in verdict.evidence), \
+        [e.note for e in verdict.evidence]
 
 
 def _voided_verdict(rule_change: bool):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from harness.contract import Outcome, Permission, Projection, RecoveryAction, execution_id_for
@@ -148,6 +149,35 @@ def test_x2_fails_when_the_digest_is_not_over_the_emitted_args():
     verdict = v("X2", b.build())
     assert verdict.status is Status.FAIL
     assert end in all_indexes(verdict) and b.seq(row) in all_rows(verdict)
+
+
+FLOATS = {"ratio": 1.0, "tiny": 1.5e-7, "zero": -0.0, "huge": 1e21,
+          "keys": {"\U0001F600": 1, "\ue000": 2}}
+
+
+def _float_args(digest: str | None):
+    b = TraceBuilder(session("s1", rules=[("allow", "record")]))
+    b.model("s1", [call("c1", "record", FLOATS)])
+    b.executed("s1", "c1", "record", FLOATS)
+    b.model("s1", [call("c1", "record", FLOATS)])  # delivered again: X2 judges the identity
+    b.model("s1")
+    point = b.observe(op_view("s1", "c1", "record", FLOATS, digest=digest))
+    return b.build(), point
+
+
+def test_x2_judges_the_args_digest_over_rfc_8785_not_another_canonical_form():
+    # docs/contract.md, "Canonical JSON": the digest of args with floats and names past
+    # U+FFFF is over RFC 8785 (1.0 is 1, 1.5e-7 is 1.5e-7, -0.0 is 0, UTF-16 key order);
+    # the same args digested over Python's json.dumps text (the contract's old form) fail
+    assert v("X2", _float_args(None)[0]).status is Status.PASS
+    old = json.dumps({"args": FLOATS, "tool": "record"}, sort_keys=True, separators=(",", ":"),
+                     ensure_ascii=False)
+    assert "1.0" in old and "1.5e-07" in old and "-0.0" in old  # the other form indeed
+    python_style = "sha256:" + hashlib.sha256(old.encode("utf-8")).hexdigest()
+    trace, point = _float_args(python_style)
+    verdict = v("X2", trace)
+    assert verdict.status is Status.FAIL and point in all_indexes(verdict)
+    assert f"args digest {python_style!r} is not" in verdict.evidence[0].note
 
 
 def test_x2_fails_on_a_wrong_execution_id_and_unknown_version():
