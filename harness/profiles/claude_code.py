@@ -72,6 +72,7 @@ def _behaviours(denial_limit: Behaviour) -> tuple[Behaviour, ...]:
 
 CLAUDE_CODE = Profile(
     name="claude-code",
+    cli="claude-code",
     system="Claude Code (auto mode; -p for non-interactive sessions)",
     summary="3 consecutive / 20 total classifier blocks fall back to prompting; in -p the "
             "block stands and Claude goes on (the reference's own policy)",
@@ -102,6 +103,7 @@ CLAUDE_CODE = Profile(
 
 CLAUDE_CODE_PRINT = Profile(
     name="claude-code-print",
+    cli="claude-code",
     system="Claude Code in -p (print) mode",
     summary="every session as `claude -p`: nobody to prompt, so repeated classifier blocks "
             "never fall back to an owner; each block stands and Claude goes on",

@@ -48,6 +48,7 @@ ESCALATION = Source(
 
 CODEX = Profile(
     name="codex",
+    cli="codex",
     system="OpenAI Codex CLI",
     summary="auto-review circuit breaker (3 consecutive / 10 of the last 50) interrupts the "
             "turn; pending approvals in memory",

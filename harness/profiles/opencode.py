@@ -61,6 +61,7 @@ NO_CLASSIFIER = ("OpenCode has no classifier (its evaluation is rules, saved app
 
 OPENCODE = Profile(
     name="opencode",
+    cli="opencode",
     system="OpenCode 2.x (service mode)",
     summary="a restart marks running tool calls failed ('Tool execution interrupted') and "
             "resumes the turn; no classifier; pending waits in memory",

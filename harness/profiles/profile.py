@@ -137,6 +137,10 @@ class Profile:
     not_modelled: tuple[Behaviour, ...] = field(default=())
     """Documented behaviours the profile leaves out (seam ``"not modelled"``), each with
     its source, so a reader sees what the rows do not cover."""
+    cli: str = ""
+    """The real CLI (``cli:NAME``, :mod:`harness.clis`) of the system modelled, if any:
+    ``profile:NAME@cli`` runs the profile on that CLI's applicable scenarios, judged from
+    outside as the CLI is, and ``compare`` puts the two side by side."""
 
     @property
     def spec(self) -> str:
