@@ -168,6 +168,9 @@ def test_saved_reports_of_real_runs_compare_on_their_common_scenarios(tmp_path):
     to a few scenarios (the crash mid-tool, a cut stream, a refused approval)."""
     real = json.loads((DATA / "cli-codex.report.json").read_text("utf-8"))
     profile = json.loads((DATA / "profile-codex-at-cli.report.json").read_text("utf-8"))
+    # the real run's report gives every criterion pass, fail, or n/a with its reason
+    assert all(c["expectation_reason"] for c in real["criteria"]
+               if c["status"] == "not_applicable")
     side = view(profile=profile, real=real)
     rows = side.criteria.set_index("criterion")
     judged = rows[rows["real"] != "n/a"]
