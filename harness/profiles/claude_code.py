@@ -2,13 +2,14 @@
 
 Claude Code's core is not published: the seed chapter reads only its official documentation
 (checked 2026-10-22), and so does this profile. Every behaviour and divergence carries the
-seed's section with the sentence quoted as written there, or an explicit assumption.
+seed's section with the sentence quoted as written there, what the real CLI was seen doing
+under the harness, or an explicit assumption.
 
 Corrected against the seed (issue 27): in ``-p`` mode "the blocked action does not run, but
 Claude goes on instead of stopping the whole run" (§19.4.2). The previous rows had ``-p``
-abort the run after repeated blocks; nothing supports that. ``claude-code`` is therefore the
-reference's policy itself (the seed's design adopted Claude Code's documented fallback), and
-``claude-code-print`` differs only in having nobody to prompt in any session.
+abort the run after repeated blocks; nothing supports that. ``claude-code``'s denial policy is
+therefore the reference's own (the seed's design adopted Claude Code's documented fallback),
+and ``claude-code-print`` differs only in having nobody to prompt in any session.
 
 Corrected against the real CLI (Claude Code 2.1.197 under ``--impl cli:claude-code``, the
 driver's ``claude -p`` with stream-json; ``compare`` of ``profile:claude-code@cli`` beside it,

@@ -2,7 +2,8 @@
 
 Every behaviour and divergence below carries its evidence: the seed chapter's section with
 the sentence quoted as written there (the chapter read Codex at its pinned commit
-86e17e98c7f9 and the Codex documentation, checked 2026-10-22), or an explicit assumption.
+86e17e98c7f9 and the Codex documentation, checked 2026-10-22), what the real CLI was seen
+doing under the harness, or an explicit assumption.
 
 Corrected against the seed (issue 27): pending approvals are held by an in-memory channel of
 the active turn (§19.1.7), so the profile no longer inherits the reference's durable waits:

@@ -3,7 +3,8 @@
 Every behaviour and divergence below carries its evidence: the seed chapter's section with
 the sentence quoted as written there (the chapter read sst/opencode at its pinned commit
 c93aaae37157, package 2.1.2, and the OpenCode documentation, checked 2026-10-22 — source
-facts, not documented promises), or an explicit assumption.
+facts, not documented promises), what the real CLI was seen doing under the harness, or an
+explicit assumption.
 
 Corrected against the seed (issue 27):
 
