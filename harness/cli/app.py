@@ -791,6 +791,9 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
             ctx.out(f"{profile.spec:<26} {profile.system}: {profile.summary} "
                     f"({len(profile.divergences)} divergence(s), {len(profile.not_applicable)} "
                     "n/a, each with its source)")
+        ctx.out("profile:NAME@cli runs a profile as its real CLI (cli:NAME) is run: on that "
+                "CLI's applicable scenarios, judged from outside; `compare` puts it beside the "
+                "CLI's report (docs/real-systems.md)")
     elif args.what == "features":
         core = ", ".join(sorted(conformance.CORE_FEATURES))
         ctx.out(f"core (always required, cannot be declared away): {core}")

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.campaigns.compare import compare, labelled, read_report, to_html, to_markdown
+from harness.campaigns.profile_vs_real import pairs, read_side, side_by_side
+from harness.campaigns.profile_vs_real import to_html as vs_html
+from harness.campaigns.profile_vs_real import to_markdown as vs_markdown
 from harness.contract.errors import EXIT_OK, UsageError
 
 
@@ -17,7 +20,10 @@ def add_parser(sub: Any) -> None:
         "compare", help="criterion × implementation matrix of saved report.json files",
         description="Read report.json files (from `run --report-dir`) and show the criterion × "
         "implementation matrix (status, violations, explanations), a per-stage summary and, for "
-        "two reports of the same implementation, what newly fails, passes or is not exercised. "
+        "two reports of the same implementation, what newly fails, passes or is not exercised; "
+        "for a profile's report and a real CLI's report of the system it models (profile:NAME "
+        "or profile:NAME@cli beside cli:NAME), the two side by side on the scenarios both ran, "
+        "per criterion and per scenario. "
         "Needs pandas (pip install -e '.[matrix]'). Exit 0, or 2 on bad input.",
     )
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
@@ -28,9 +34,23 @@ def add_parser(sub: Any) -> None:
 
 def cmd_compare(args: argparse.Namespace, ctx: Any) -> int:
     loaded = [(read_report(path), str(path)) for path in args.reports]
-    comparison = compare(labelled(loaded))
+    reports = labelled(loaded)
+    comparison = compare(reports)
+    views = [side_by_side(read_side(loaded[p][0], loaded[p][1], reports[p].label),
+                          read_side(loaded[r][0], loaded[r][1], reports[r].label))
+             for p, r in pairs([(data, source, report.label)
+                                for (data, source), report in zip(loaded, reports)])]
     markdown = to_markdown(comparison)
-    for target, text in ((args.md, markdown), (args.html, to_html(comparison) if args.html else "")):
+    if views:
+        markdown += "\n" + "\n".join(line for view in views
+                                      for line in [*vs_markdown(view), ""])
+    page = ""
+    if args.html:
+        page = to_html(comparison)
+        if views:
+            page = page.replace("</body></html>", "\n".join(vs_html(v) for v in views)
+                                + "\n</body></html>")
+    for target, text in ((args.md, markdown), (args.html, page)):
         if target:
             _write(target, text)
     ctx.out(markdown.rstrip("\n"))

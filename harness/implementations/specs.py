@@ -278,13 +278,17 @@ register("docker", _load_docker, "docker:IMAGE")
 
 
 def _load_profile(name: str) -> Implementation:
-    """The reference under a documented runtime's policies (harness.profiles)."""
+    """The reference under a documented runtime's policies (harness.profiles); with
+    ``@cli``, seen as its real CLI is (harness.implementations.profile_outside)."""
+    from harness.implementations import profile_outside
     from harness.profiles import load
 
+    if name.strip().endswith(profile_outside.SUFFIX):
+        return profile_outside.load(name)
     return load(name)
 
 
-register("profile", _load_profile, "profile:NAME")
+register("profile", _load_profile, "profile:NAME[@cli]")
 
 def _load_adapter(name: str) -> Implementation:
     from harness.adapters import available, find

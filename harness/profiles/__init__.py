@@ -22,13 +22,14 @@ from harness.profiles.profile import (
     Behaviour,
     Divergence,
     Inapplicable,
+    Observed,
     Profile,
     ProfileImplementation,
     Source,
 )
 
-__all__ = ["PREFIX", "PROFILES", "Behaviour", "Divergence", "Inapplicable", "Profile",
-           "ProfileImplementation", "Source", "expectations_of", "load"]
+__all__ = ["PREFIX", "PROFILES", "Behaviour", "Divergence", "Inapplicable", "Observed",
+           "Profile", "ProfileImplementation", "Source", "expectations_of", "load"]
 
 PROFILES: tuple[Profile, ...] = (CODEX, CLAUDE_CODE, CLAUDE_CODE_PRINT, OPENCODE)
 

@@ -2,16 +2,22 @@
 
 Every behaviour and divergence below carries its evidence: the seed chapter's section with
 the sentence quoted as written there (the chapter read Codex at its pinned commit
-86e17e98c7f9 and the Codex documentation, checked 2026-10-22), or an explicit assumption.
+86e17e98c7f9 and the Codex documentation, checked 2026-10-22), what the real CLI was seen
+doing under the harness, or an explicit assumption.
 
 Corrected against the seed (issue 27): pending approvals are held by an in-memory channel of
 the active turn (§19.1.7), so the profile no longer inherits the reference's durable waits:
 a restart loses them (L3.2 and L5.4 diverge, as for OpenCode).
+
+Checked against the real CLI (Codex CLI 0.171.0 under ``--impl cli:codex``; ``compare`` of
+``profile:codex@cli`` beside it, ``docs/real-systems.md``): the restart row (a cut call is not
+re-run; the resumed thread carries it) and the lost waits are what it did, and now cite that;
+what it does with cut or repeated model streams is listed as not modelled, with what it did.
 """
 
 from __future__ import annotations
 
-from harness.profiles.profile import Behaviour, Divergence, Profile, Source
+from harness.profiles.profile import Behaviour, Divergence, Observed, Profile, Source
 from reference_impl.denial_counters import DenialPolicy, LimitAction
 from reference_impl.policy import RestartAction, RuntimePolicy
 
@@ -46,8 +52,41 @@ ESCALATION = Source(
     "文件头的注释还写明，自动审核给出的批准只适用于已审核的授权范围，升级沙箱重试需要对这次重试"
     "重新审核[21]。")
 
+VERSION = "Codex CLI 0.171.0"
+CUT_CALL_KEPT = Observed(
+    VERSION, "l4-crash-after-tool-returned",
+    "lifecycle-harness replay l4/crash_after_tool_returned.toml --seed 0 --impl cli:codex",
+    "SIGKILL after the tool ran, before its result reached Codex, then a new `codex "
+    "app-server` and `thread/resume`: the call is not run again (one ledger row) and the "
+    "resumed thread carries it with the output 'aborted' (L4.3 passes from outside, as the "
+    "profile's does)")
+WAIT_LOST = Observed(
+    VERSION, "l3-answer-neighbours.approve-true.timing-after-restart",
+    "lifecycle-harness replay l3/answer_neighbours.toml --variant "
+    "approve-true.timing-after-restart --seed 0 --impl cli:codex",
+    "the app-server stopped with an approval request open, then `thread/resume`: the resumed "
+    "thread carries the call with the output 'aborted by user' and a <turn_aborted> note (the "
+    "user interrupted the previous turn; aborted commands may have partly run), and the "
+    "owner's approval given afterwards reaches nothing (the tool never runs)")
+STREAM_RETRIED = Observed(
+    VERSION, "m-transport-error",
+    "lifecycle-harness replay m/transport_error.toml --seed 0 --impl cli:codex",
+    "a transport error (TCP reset) of the model stream is retried with the same request "
+    "(Codex's stream retries) and the turn ends normally: the error is swallowed (M3, M4 fail)")
+UNFINISHED_CALL_RUN = Observed(
+    VERSION, "m-unfinished-stream-calls.ending-eof.then-next_turn.answer-text",
+    "lifecycle-harness replay m/unfinished_stream_calls.toml --variant "
+    "ending-eof.then-next_turn.answer-text --seed 0 --impl cli:codex",
+    "a function_call whose response.output_item.done arrived runs although "
+    "response.completed never did, then the request is sent again (M5, M4 fail)")
+DUPLICATE_RUN = Observed(
+    VERSION, "x-duplicate-delivery-one-record",
+    "lifecycle-harness replay x/duplicate_delivery_one_record.toml --seed 0 --impl cli:codex",
+    "the same tool call delivered twice by the model runs twice (L1.8, M4 fail)")
+
 CODEX = Profile(
     name="codex",
+    cli="codex",
     system="OpenAI Codex CLI",
     summary="auto-review circuit breaker (3 consecutive / 10 of the last 50) interrupts the "
             "turn; pending approvals in memory",
@@ -79,8 +118,7 @@ CODEX = Profile(
             "reconciliation required) stands, the closest to Codex's note that an aborted "
             "command may already have partly run. Policy: RestartAction.MARK_UNKNOWN",
             (INTERRUPT_NOTE, NO_AUTO_RESUME),
-            assumption="the seed finds no automatic resumption after a crash; the harness's "
-                       "restart resumes the turn as the reference does (an explicit resume)",
+            observed=(CUT_CALL_KEPT,),
         ),
         Behaviour(
             "pending waits",
@@ -88,6 +126,7 @@ CODEX = Profile(
             "can be rebuilt after a restart, so a restart loses it (the operation is refused, "
             "the turn goes on). Policy: waits_survive_restart=False",
             (IN_MEMORY_WAITS,),
+            observed=(WAIT_LOST,),
         ),
         Behaviour(
             "classifier",
@@ -103,6 +142,14 @@ CODEX = Profile(
             "the 900-token truncation of refusal texts; escalation approval scope (the "
             "reference's escalation wait already has its own id)",
             (BREAKER_SOURCE_CODE, ESCALATION),
+        ),
+        Behaviour(
+            "not modelled",
+            "the model stream and tool-call delivery: Codex retries a failed stream, runs a "
+            "function call of an unfinished response and runs a call delivered twice; the "
+            "profile keeps the reference's model layer, so M3, M4, M5 and L1.8 pass in the "
+            "profile and fail for the real CLI (compare profile:codex@cli beside cli:codex)",
+            observed=(STREAM_RETRIED, UNFINISHED_CALL_RUN, DUPLICATE_RUN),
         ),
     ),
     divergences=(
@@ -133,6 +180,7 @@ CODEX = Profile(
             "pending approvals live in an in-memory channel of the active turn: after a "
             "restart the wait is gone (refused), not pending and answerable",
             (IN_MEMORY_WAITS,),
+            observed=(WAIT_LOST,),
         ),
         Divergence(
             "L5.4",

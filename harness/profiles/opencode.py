@@ -3,7 +3,8 @@
 Every behaviour and divergence below carries its evidence: the seed chapter's section with
 the sentence quoted as written there (the chapter read sst/opencode at its pinned commit
 c93aaae37157, package 2.1.2, and the OpenCode documentation, checked 2026-10-22 — source
-facts, not documented promises), or an explicit assumption.
+facts, not documented promises), what the real CLI was seen doing under the harness, or an
+explicit assumption.
 
 Corrected against the seed (issue 27):
 
@@ -18,11 +19,25 @@ Corrected against the seed (issue 27):
   counters (L2.5, L2.6, L2.8, L3.5-L3.9) are n/a with that reason instead of passed. L3.1
   and L2.2 are not n/a: the harness's auto sessions still happen, OpenCode's ask path
   decides them, and those criteria judge (and fail) the waits and decisions it makes.
+
+Checked against the real CLI (OpenCode 1.18.33 under ``--impl cli:opencode``: its one full
+run of the applicable scenarios and the replays below; ``compare`` of ``profile:opencode@cli``
+beside it, ``docs/real-systems.md``): the restart row (a cut call is not re-run and is handed
+back as interrupted) and the lost waits are what it did, and now cite that; a plain reject
+ending the turn, the rewriting of calls to a tool every rule denies and what it does with
+cut or repeated model streams are listed as not modelled, with what it did.
 """
 
 from __future__ import annotations
 
-from harness.profiles.profile import Behaviour, Divergence, Inapplicable, Profile, Source
+from harness.profiles.profile import (
+    Behaviour,
+    Divergence,
+    Inapplicable,
+    Observed,
+    Profile,
+    Source,
+)
 from reference_impl.policy import RestartAction, RuntimePolicy
 
 INTERRUPTED = Source(
@@ -56,11 +71,57 @@ RUN_REJECTS = Source(
     "seed 004 §19.4.2",
     "非交互的 opencode run 在没有人可以批准时，默认自动拒绝并附上反馈，让模型“不要这个动作，继续”")
 
+VERSION = "OpenCode 1.18.33"
+CUT_CALL_INTERRUPTED = Observed(
+    VERSION, "l4-crash-after-tool-returned",
+    "lifecycle-harness replay l4/crash_after_tool_returned.toml --seed 0 --impl cli:opencode",
+    "SIGKILL after the tool ran, before its result reached OpenCode, then a new `opencode "
+    "serve` and the session prompted again: the call is not run again (one ledger row) and "
+    "the next request carries it with the output '[Tool execution was interrupted]' (L4.3 "
+    "passes from outside, as the profile's does)")
+WAIT_LOST = Observed(
+    VERSION, "l3-answer-neighbours.approve-true.timing-after-restart",
+    "lifecycle-harness replay l3/answer_neighbours.toml --variant "
+    "approve-true.timing-after-restart --seed 0 --impl cli:opencode",
+    "the server stopped with a permission request open, then a new `opencode serve`: the "
+    "owner's approval given afterwards reaches nothing (the question lived in the stopped "
+    "server's memory; the tool never runs)")
+REJECT_ENDS_TURN = Observed(
+    VERSION, "l3-answer-neighbours.approve-false.timing-at-once",
+    "lifecycle-harness replay l3/answer_neighbours.toml --variant "
+    "approve-false.timing-at-once --seed 0 --impl cli:opencode",
+    "the owner's plain `reject` of a permission request ends the turn: nothing runs and no "
+    "later request tells the model (X3 fails; a reject with a message, or "
+    "experimental.continue_loop_on_deny, would go on)")
+DENIED_TOOL_REWRITTEN = Observed(
+    VERSION, "regression-generated-05344acd44",
+    "lifecycle-harness replay regressions/regression-generated-05344acd44.toml --seed 0 "
+    "--impl cli:opencode",
+    "in a session nobody can be asked in, with no rule allowing the tool, OpenCode leaves "
+    "`bash` out of the tools it offers and, when the model calls it anyway, rewrites the "
+    "model's call in its history as a call of its `invalid` tool (M5 fails)")
+STREAM_RETRIED = Observed(
+    VERSION, "m-transport-error",
+    "lifecycle-harness replay m/transport_error.toml --seed 0 --impl cli:opencode",
+    "a transport error (TCP reset) of the model stream is retried and the turn ends "
+    "normally: the error is swallowed (M3, M4 fail)")
+UNFINISHED_CALL_RUN = Observed(
+    VERSION, "m-unfinished-stream-calls.ending-eof.then-next_turn.answer-text",
+    "lifecycle-harness replay m/unfinished_stream_calls.toml --variant "
+    "ending-eof.then-next_turn.answer-text --seed 0 --impl cli:opencode",
+    "a tool call of a stream cut by EOF before its finish_reason runs as if the answer had "
+    "completed, then the request is sent again (M5, M4 fail)")
+DUPLICATE_RUN = Observed(
+    VERSION, "x-duplicate-delivery-one-record",
+    "lifecycle-harness replay x/duplicate_delivery_one_record.toml --seed 0 --impl cli:opencode",
+    "the same tool call delivered twice by the model runs twice (L1.8, M4 fail)")
+
 NO_CLASSIFIER = ("OpenCode has no classifier (its evaluation is rules, saved approvals and "
                  "plugin hooks): no classifier review happens, so {what}")
 
 OPENCODE = Profile(
     name="opencode",
+    cli="opencode",
     system="OpenCode 2.x (service mode)",
     summary="a restart marks running tool calls failed ('Tool execution interrupted') and "
             "resumes the turn; no classifier; pending waits in memory",
@@ -78,6 +139,7 @@ OPENCODE = Profile(
             "that result and alone may issue the call again. Policy: "
             "RestartAction.MARK_FAILED",
             (CLAIM, INTERRUPTED, RESTART),
+            observed=(CUT_CALL_INTERRUPTED,),
         ),
         Behaviour(
             "pending waits",
@@ -85,6 +147,7 @@ OPENCODE = Profile(
             "their location closes: a restart loses them (the operation is refused, the turn "
             "goes on). Policy: waits_survive_restart=False",
             (IN_MEMORY_WAITS,),
+            observed=(WAIT_LOST,),
         ),
         Behaviour(
             "classifier",
@@ -109,6 +172,28 @@ OPENCODE = Profile(
             "the persisted limit of 10 resumptions per turn (no scenario restarts that "
             "often) and the resumption being installed only in service mode",
             (RESTART_LIMIT,),
+        ),
+        Behaviour(
+            "not modelled",
+            "an owner's refusal: OpenCode's plain reject ends the turn without telling the "
+            "model; the profile keeps the reference's refusal (the model is told, the turn "
+            "goes on), so X3 passes there in the profile and fails for the real CLI",
+            (ASK,),
+            observed=(REJECT_ENDS_TURN,),
+        ),
+        Behaviour(
+            "not modelled",
+            "a tool every rule denies is left out of the offered tools and a call of it is "
+            "rewritten in the history; the profile refuses the call and keeps it as made",
+            observed=(DENIED_TOOL_REWRITTEN,),
+        ),
+        Behaviour(
+            "not modelled",
+            "the model stream and tool-call delivery: OpenCode retries a failed stream, runs a "
+            "tool call of an unfinished stream and runs a call delivered twice; the profile "
+            "keeps the reference's model layer, so M3, M4, M5 and L1.8 pass in the profile "
+            "and fail for the real CLI (compare profile:opencode@cli beside cli:opencode)",
+            observed=(STREAM_RETRIED, UNFINISHED_CALL_RUN, DUPLICATE_RUN),
         ),
     ),
     divergences=(
@@ -154,6 +239,7 @@ OPENCODE = Profile(
             "pending permission requests live in an in-memory map: after a restart the wait is "
             "gone (refused), not pending and answerable",
             (IN_MEMORY_WAITS,),
+            observed=(WAIT_LOST,),
         ),
         Divergence(
             "L5.4",

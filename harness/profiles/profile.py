@@ -8,12 +8,16 @@ table (criterion → the behaviour that makes the harness report it) and its
 
 Every entry carries its evidence: one or more :class:`Source` (a section of the seed book
 chapter on Codex, Claude Code and OpenCode — "seed 004 §19.x.y" — with the sentence quoted
-as written there, or a public document's ``https://`` address), or, where no source
-supports it, an explicit ``assumption`` saying what is assumed and why. The quoted
-sentences live here, in the entry itself: nothing reads the seed at run or test time.
-:meth:`Profile.__post_init__` refuses an entry with neither, so an unsupported row cannot
-be written; ``tests/conformance/test_profiles.py`` checks the same and that the harness
-finds exactly the table.
+as written there, or a public document's ``https://`` address), one or more
+:class:`Observed` (what the real CLI did under the harness: its version, the scenario and
+the replay command), or, where neither supports it, an explicit ``assumption`` saying what
+is assumed and why. Where the real CLI did otherwise than the seed says, the observation is
+the evidence and the seed's sentence is kept in ``docs_claimed`` (what the docs claimed), never
+as support. The quoted sentences live here, in the entry itself: nothing reads the seed at run
+or test time. :meth:`Profile.__post_init__` refuses an entry with none of the three (a
+``docs_claimed`` alone is not evidence), so an unsupported row cannot be written;
+``tests/conformance/test_profiles.py`` checks the same and that the harness finds exactly the
+table.
 
 :class:`ProfileImplementation` satisfies :class:`harness.contract.Implementation`: it opens
 the reference's runtime with the profile's policy and inspects the same store, so every
@@ -64,18 +68,62 @@ class Source:
         return f"{self.where}: 「{self.quote}」"
 
 
-def _evidence_problem(what: str, sources: tuple[Source, ...], assumption: str) -> str:
-    if not sources and not assumption.strip():
-        return f"{what} has no source and is not labelled as an assumption"
-    for source in sources:
-        problem = source.problem()
+REPLAY = re.compile(r"^lifecycle-harness replay \S+\.toml( .*)? --impl cli:[a-z-]+( .*)?$")
+"""How an observation names its replay: a ``lifecycle-harness replay`` of a bundled scenario
+file on the real CLI (``--impl cli:NAME``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the real CLI did under the harness (``--impl cli:NAME``): the evidence that
+    corrects a profile entry where the docs said otherwise, or confirms it."""
+
+    cli: str
+    """The CLI and its version as ``--version`` gave it: ``Claude Code 2.1.197``."""
+    scenario: str
+    """The scenario id (variant included) it was seen in."""
+    replay: str
+    """The command that shows it again: ``lifecycle-harness replay FILE.toml … --impl cli:NAME``."""
+    saw: str
+    """What the CLI did, as the trace shows it."""
+
+    def problem(self) -> str:
+        """Empty when the observation is complete; otherwise what is missing."""
+        for name in ("cli", "scenario", "saw"):
+            if not getattr(self, name).strip():
+                return (f"an observation without its {name}: give the CLI with its version, "
+                        "the scenario and what the CLI did")
+        if not any(ch.isdigit() for ch in self.cli):
+            return f"observation of {self.cli!r} names no version: write the CLI's version"
+        if not REPLAY.match(self.replay):
+            return (f"observation replay {self.replay!r} is not a replay command on the real "
+                    "CLI: write `lifecycle-harness replay FILE.toml [--variant V] --impl cli:NAME`")
+        return ""
+
+    def cite(self) -> str:
+        return f"observed, {self.cli}, {self.scenario} (`{self.replay}`): {self.saw}"
+
+
+def _evidence_problem(what: str, sources: tuple[Source, ...], assumption: str,
+                      observed: tuple[Observed, ...] = (),
+                      docs_claimed: tuple[Source, ...] = ()) -> str:
+    if not sources and not observed and not assumption.strip():
+        return (f"{what} has no source or observation and is not labelled as an assumption"
+                + (" (what the docs claimed is not evidence)" if docs_claimed else ""))
+    if docs_claimed and not observed:
+        return (f"{what} keeps what the docs claimed without the observation that contradicts "
+                "it: add the Observed entry, or move the quote to sources")
+    for item in (*sources, *docs_claimed, *observed):
+        problem = item.problem()
         if problem:
             return f"{what}: {problem}"
     return ""
 
 
-def _cite(sources: tuple[Source, ...], assumption: str) -> str:
-    parts = [s.cite() for s in sources]
+def _cite(sources: tuple[Source, ...], assumption: str, observed: tuple[Observed, ...] = (),
+          docs_claimed: tuple[Source, ...] = ()) -> str:
+    parts = [o.cite() for o in observed] + [s.cite() for s in sources]
+    parts += [f"the docs claimed otherwise: {s.cite()}" for s in docs_claimed]
     if assumption.strip():
         parts.append(f"assumption: {assumption.strip()}")
     return "; ".join(parts)
@@ -91,10 +139,13 @@ class Behaviour:
     sources: tuple[Source, ...] = ()
     assumption: str = ""
     """Non-empty: the part the sources do not support, and why the profile models it so."""
+    observed: tuple[Observed, ...] = ()
+    docs_claimed: tuple[Source, ...] = ()
+    """The seed's sentences the observation contradicts (kept as what the docs claimed)."""
 
     @property
     def evidence(self) -> str:
-        return _cite(self.sources, self.assumption)
+        return _cite(self.sources, self.assumption, self.observed, self.docs_claimed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +155,13 @@ class Divergence:
     """The documented behaviour, and what the harness sees because of it."""
     sources: tuple[Source, ...] = ()
     assumption: str = ""
+    observed: tuple[Observed, ...] = ()
+    docs_claimed: tuple[Source, ...] = ()
 
     @property
     def explanation(self) -> str:
-        return f"{self.behaviour} (source: {_cite(self.sources, self.assumption)})"
+        cited = _cite(self.sources, self.assumption, self.observed, self.docs_claimed)
+        return f"{self.behaviour} (source: {cited})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,10 +173,13 @@ class Inapplicable:
     reason: str
     sources: tuple[Source, ...] = ()
     assumption: str = ""
+    observed: tuple[Observed, ...] = ()
+    docs_claimed: tuple[Source, ...] = ()
 
     @property
     def explanation(self) -> str:
-        return f"{self.reason} (source: {_cite(self.sources, self.assumption)})"
+        cited = _cite(self.sources, self.assumption, self.observed, self.docs_claimed)
+        return f"{self.reason} (source: {cited})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +194,10 @@ class Profile:
     not_modelled: tuple[Behaviour, ...] = field(default=())
     """Documented behaviours the profile leaves out (seam ``"not modelled"``), each with
     its source, so a reader sees what the rows do not cover."""
+    cli: str = ""
+    """The real CLI (``cli:NAME``, :mod:`harness.clis`) of the system modelled, if any:
+    ``profile:NAME@cli`` runs the profile on that CLI's applicable scenarios, judged from
+    outside as the CLI is, and ``compare`` puts the two side by side."""
 
     @property
     def spec(self) -> str:
@@ -152,14 +213,11 @@ class Profile:
 
     def evidence_problems(self) -> tuple[str, ...]:
         """Every entry without evidence (empty for a well-sourced profile)."""
-        problems = []
-        for b in (*self.behaviours, *self.not_modelled):
-            problems.append(_evidence_problem(f"behaviour {b.seam!r}", b.sources, b.assumption))
-        for d in self.divergences:
-            problems.append(_evidence_problem(f"divergence {d.criterion}", d.sources,
-                                              d.assumption))
-        for n in self.not_applicable:
-            problems.append(_evidence_problem(f"n/a {n.criterion}", n.sources, n.assumption))
+        entries = [*((f"behaviour {b.seam!r}", b) for b in (*self.behaviours, *self.not_modelled)),
+                   *((f"divergence {d.criterion}", d) for d in self.divergences),
+                   *((f"n/a {n.criterion}", n) for n in self.not_applicable)]
+        problems = [_evidence_problem(what, e.sources, e.assumption, e.observed, e.docs_claimed)
+                    for what, e in entries]
         return tuple(p for p in problems if p)
 
     def __post_init__(self) -> None:

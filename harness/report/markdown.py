@@ -64,6 +64,24 @@ def code(value: str) -> str:
     return f"{fence}{pad}{flat}{pad}{fence}"
 
 
+def _not_applicable(result: RunResult) -> list[str]:
+    """Every n/a criterion with its reason; criteria that share a reason (a black box's
+    "X1 is judged on the store…", the criterion's id first) share one line."""
+    members = criteria_with(result, CriterionStatus.NOT_APPLICABLE)
+    if not members:
+        return []
+    grouped: dict[str, list[str]] = {}
+    for c in members:
+        reason = c.expectation_reason or "no reason given"
+        shared = reason.removeprefix(f"{c.id} ") if reason.startswith(f"{c.id} ") else reason
+        grouped.setdefault(shared, []).append(c.id)
+    lines = ["", "### Not applicable (why each cannot be judged here)", ""]
+    for reason, ids in grouped.items():
+        lead = ", ".join(f"**{text(i)}**" for i in ids)
+        lines.append(f"- {lead}: {text(reason)}")
+    return lines
+
+
 def to_markdown(result: RunResult) -> str:
     info = result.implementation
     icon = "✅" if result.gate_passed else "❌"
@@ -137,6 +155,7 @@ def to_markdown(result: RunResult) -> str:
         body += ["", "### Expected failures", ""]
         body += [f"- **{text(c.id)}** {text(c.title)}: {text(c.expectation_reason)}"
                  for c in expected]
+    body += _not_applicable(result)
     check = result.determinism
     if check is not None and check.divergences:
         body += ["", "### Determinism: traces diverged", ""]

@@ -472,7 +472,7 @@ def assemble_result(
     seed = run_info.seed
     criterion_results = tuple(
         _criterion_result(i, criterion, judged, seed, impl_spec, expected, declared,
-                          inapplicable or {}, bool(run_info.black_box))
+                          inapplicable or {}, run_info.black_box)
         for i, criterion in enumerate(criteria)
     )
     coverage = _coverage(criteria, judged)
@@ -673,18 +673,23 @@ def _criterion_result(
     expected: Mapping[str, str],
     declared: Sequence[str] = (),
     inapplicable: Mapping[str, str] | None = None,
-    black_box: bool = False,
+    black_box: str = "",
 ) -> CriterionResult:
     verdicts = [item.verdicts[position] for item in judged]
     combined = combined_status(verdicts)
     gates = tuple(str(f) for f in criterion.required_features)
-    unseen = black_box and criterion.id not in outside_view.OUTSIDE
+    unseen = bool(black_box) and criterion.id not in outside_view.OUTSIDE
     if (combined is CriterionStatus.NOT_APPLICABLE and all(f in declared for f in gates)
             and not unseen):
         # Only an optional feature neither declared nor shown makes a criterion n/a; n/a
         # verdicts alone must not (a core criterion no scenario judged is not exercised).
         combined = CriterionStatus.NOT_EXERCISED
     reason = expected.get(criterion.id, "")
+    if unseen:
+        # the report gives every criterion pass, fail, or n/a with its reason: the one the
+        # scenarios' verdicts cite (harness.criteria.outside_view), said once for the criterion
+        reason = next((e.note for v in verdicts for e in v.evidence if e.note),
+                      f"{criterion.id} cannot be judged from outside: {black_box}")
     if criterion.id in (inapplicable or {}):
         # the system lacks the concept, or the harness cannot see it in this system (a
         # profile's or adapter's declaration, with its reason): a verdict here would judge

@@ -19,7 +19,16 @@ from pathlib import Path
 import pytest
 
 from harness.cli import app as cli
-from harness.profiles import PROFILES, Behaviour, Divergence, Inapplicable, Profile, Source, load
+from harness.profiles import (
+    PROFILES,
+    Behaviour,
+    Divergence,
+    Inapplicable,
+    Observed,
+    Profile,
+    Source,
+    load,
+)
 from reference_impl.policy import RuntimePolicy
 
 pytest.importorskip("pandas")
@@ -30,6 +39,9 @@ from harness.campaigns.matrix import readme_block, readme_block_of  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 NOT_PASSING = {"failed", "error", "not_exercised", "expected_fail"}
 SEED_QUOTE = Source("seed 004 §19.4.2", "-p 下没有可询问的对象，被拦截的动作不运行")
+SEEN = Observed("Claude Code 2.1.197", "l4-crash-after-tool-returned",
+                "lifecycle-harness replay l4/crash_after_tool_returned.toml --seed 0 "
+                "--impl cli:claude-code", "the resumed conversation drops the cut call")
 
 
 @pytest.fixture(scope="session")
@@ -84,8 +96,15 @@ def test_every_entry_carries_its_source_or_says_it_is_an_assumption(name):
     assert profile.evidence_problems() == ()
     for entry in (*profile.behaviours, *profile.not_modelled, *profile.divergences,
                   *profile.not_applicable):
-        assert entry.sources or entry.assumption.strip(), entry
-        for source in entry.sources:
+        assert entry.sources or entry.observed or entry.assumption.strip(), entry
+        assert not entry.docs_claimed or entry.observed, entry  # contradicted by what was seen
+        for seen in entry.observed:
+            assert seen.problem() == "", seen
+            # the replay runs a bundled scenario file on the CLI this profile models
+            assert f"--impl cli:{profile.cli}" in seen.replay, seen
+            scenario_file = seen.replay.split()[2]
+            assert (ROOT / "scenarios" / scenario_file).is_file(), seen
+        for source in (*entry.sources, *entry.docs_claimed):
             assert source.problem() == "", source
             if source.where.startswith("seed"):
                 # the sentence is copied into the entry (nothing reads the seed at run or
@@ -112,8 +131,19 @@ def _profile(divergence: Divergence | None = None, behaviour: Behaviour | None =
     {"divergence": Divergence("L3.3", "ends the turn", (Source("seed 004 §19.4.2", " "),))},
     {"behaviour": Behaviour("denial limit", "falls back")},
     {"inapplicable": Inapplicable("L3.5", "no counters")},
+    {"behaviour": Behaviour("denial limit", "drops it", docs_claimed=(SEED_QUOTE,))},
+    {"divergence": Divergence("L4.3", "drops it", (SEED_QUOTE,), docs_claimed=(SEED_QUOTE,))},
+    {"divergence": Divergence("L4.3", "drops it", observed=(
+        Observed("Claude Code", SEEN.scenario, SEEN.replay, SEEN.saw),))},
+    {"divergence": Divergence("L4.3", "drops it", observed=(
+        Observed(SEEN.cli, SEEN.scenario, "claude -p --continue", SEEN.saw),))},
+    {"divergence": Divergence("L4.3", "drops it", observed=(
+        Observed(SEEN.cli, SEEN.scenario, SEEN.replay, " "),))},
 ], ids=["divergence-without-source", "source-not-a-seed-section-or-address",
-        "seed-source-quoting-nothing", "behaviour-without-source", "n/a-without-source"])
+        "seed-source-quoting-nothing", "behaviour-without-source", "n/a-without-source",
+        "only-what-the-docs-claimed", "docs-claimed-without-the-observation",
+        "observation-without-version", "observation-without-a-replay-command",
+        "observation-saying-nothing"])
 def test_an_entry_without_a_source_is_refused(entry):
     with pytest.raises(ValueError, match="profile p: "):
         _profile(**entry)
@@ -125,7 +155,11 @@ def test_an_entry_without_a_source_is_refused(entry):
                               (Source("https://example.org/docs/permissions", "it ends"),))},
     {"divergence": Divergence("L3.3", "ends the turn", assumption="nothing documents it")},
     {"inapplicable": Inapplicable("L3.5", "no counters", assumption="no classifier")},
-], ids=["seed-quote", "public-address", "labelled-assumption", "n/a-assumption"])
+    {"divergence": Divergence("L4.3", "drops it", observed=(SEEN,))},
+    {"divergence": Divergence("L4.3", "drops it", observed=(SEEN,),
+                              docs_claimed=(SEED_QUOTE,))},
+], ids=["seed-quote", "public-address", "labelled-assumption", "n/a-assumption",
+        "observation", "observation-over-what-the-docs-claimed"])
 def test_an_entry_with_a_source_or_an_assumption_label_is_accepted(entry):
     profile = _profile(**entry)
     assert profile.evidence_problems() == ()
@@ -138,7 +172,10 @@ def test_an_entry_with_a_source_or_an_assumption_label_is_accepted(entry):
 def test_the_corrected_rows_follow_the_seed():
     """The rows issue 27 found contradicting seed 004, as corrected."""
     claude = load("claude-code").profile
-    assert claude.divergences == ()  # -p: the blocked action does not run, Claude goes on
+    # -p: the blocked action does not run, Claude goes on (no denial-limit divergence); the
+    # only divergences are the waits the real CLI was seen to lose at a restart
+    assert {d.criterion for d in claude.divergences} == {"L3.2", "L5.4"}
+    assert all(d.observed and not d.sources for d in claude.divergences)
     opencode = load("opencode").profile
     assert str(opencode.policy.incomplete_calls_on_restart) == "mark_failed"
     assert not opencode.policy.classifier
@@ -154,3 +191,22 @@ def test_the_docs_matrix_is_generated_from_the_profile_runs(profile_report):
     assert readme_block_of(page) == expected, (
         f"{MATRIX_DOC}'s matrix block is stale: run `lifecycle-harness matrix --update-readme "
         f"{MATRIX_DOC}`")
+
+
+def test_the_rows_corrected_against_the_real_clis_cite_what_they_did():
+    """Where the real CLI did otherwise than the docs (issue 27, `compare` of profile:NAME@cli
+    beside cli:NAME): the observation is the evidence, the seed's sentence what the docs
+    claimed."""
+    for name in ("claude-code", "claude-code-print"):
+        profile = load(name).profile
+        assert not profile.policy.waits_survive_restart
+        waits = next(b for b in profile.behaviours if b.seam == "pending waits")
+        assert waits.observed and not waits.assumption
+        restart = next(b for b in profile.behaviours if b.seam == "restart")
+        assert restart.observed and restart.docs_claimed and not restart.sources
+        assert "the docs claimed otherwise: seed 004 §19.4.4" in restart.evidence
+    for name in ("codex", "opencode"):  # seen doing what their rows say: cited as such
+        profile = load(name).profile
+        for seam in ("restart", "pending waits"):
+            entry = next(b for b in profile.behaviours if b.seam == seam)
+            assert entry.observed and entry.sources and not entry.docs_claimed

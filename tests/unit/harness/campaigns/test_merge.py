@@ -134,5 +134,7 @@ def test_a_black_box_runs_unseen_criteria_stay_not_applicable_after_a_merge(tmp_
         data = json.loads((tmp_path / where / "report.json").read_text())
         statuses = {c["id"]: c["status"] for c in data["criteria"]}
         assert statuses["L2.1"] == "not_applicable", where  # not "not_exercised"
+        reasons = {c["id"]: c["expectation_reason"] for c in data["criteria"]}
+        assert reasons["L2.1"] == "cannot be read here", where  # n/a says why, merged too
         assert data["run"]["black_box"] == "a black-box CLI"
     assert _normal(tmp_path / "merged" / "report.json") == _normal(tmp_path / "all" / "report.json")

@@ -55,7 +55,8 @@ def test_a_profile_opens_the_reference_runtime_with_its_own_policy(tmp_path):
 def test_every_divergence_cites_a_source_and_its_explanation_carries_it():
     for profile in PROFILES:
         for divergence in profile.divergences:
-            assert divergence.behaviour.strip() and (divergence.sources or divergence.assumption)
+            assert divergence.behaviour.strip() and (
+                divergence.sources or divergence.observed or divergence.assumption)
             for source in divergence.sources:
                 assert source.quote in divergence.explanation
         assert set(expectations_of(load(profile.name))) == {d.criterion for d in profile.divergences}

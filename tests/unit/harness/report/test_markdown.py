@@ -89,3 +89,23 @@ def test_failures_lead_with_the_english_statement_then_the_labelled_source(faili
     section = markdown.to_markdown(failing_result).split("### Failures")[1]
     assert section.index("requirement: statement L4.1") < section.index(
         "Source (design document, Chinese): 「clause L4.1」") < section.index("replay:")
+
+
+def test_every_not_applicable_criterion_is_listed_with_its_reason(passing_result):
+    """A black box's n/a criteria share one reason (their id first): one line for them all;
+    another reason gets its own line; none is shown without one."""
+    from harness.report.result import CriterionStatus
+
+    base = passing_result.criteria[0]
+    unseen = [dataclasses.replace(base, id=cid, status=CriterionStatus.NOT_APPLICABLE,
+                                  expectation_reason=f"{cid} is judged on the store: a black box")
+              for cid in ("X1", "X2")]
+    lacking = dataclasses.replace(base, id="L3.5", status=CriterionStatus.NOT_APPLICABLE,
+                                  expectation_reason="no classifier counters")
+    text = markdown.to_markdown(dataclasses.replace(
+        passing_result, criteria=(*unseen, lacking, base)))
+    section = text.split("### Not applicable (why each cannot be judged here)")[1]
+    assert "- **X1**, **X2**: is judged on the store: a black box" in section
+    assert "- **L3.5**: no classifier counters" in section
+    # a result that carries no reason (written before reasons were kept) says so
+    assert "- **L5.3**: no reason given" in markdown.to_markdown(passing_result)
