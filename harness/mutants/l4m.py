@@ -97,14 +97,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "conversation, as a hidden retry",
         ("M4",),
         edits(
-            edit(TU, find="        if reply.status is ModelRequestStatus.INCOMPLETE:\n"
-                          "            return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n",
-                 replace="        if (reply.status is ModelRequestStatus.INCOMPLETE and not reply.text\n"
-                         "                and not getattr(self, '_retried_after_eof', False)):\n"
-                         "            self._retried_after_eof = True  # a dropped connection: ask once more\n"
-                         "            return None\n"
-                         "        if reply.status is ModelRequestStatus.INCOMPLETE:\n"
-                         "            return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n"),
+            edit(TU, find="        for _ in range(MAX_STEPS_PER_DRIVE):\n",
+                 replace="        retried = False\n        for _ in range(MAX_STEPS_PER_DRIVE):\n"),
+            edit(TU, find="            if reply.status is ModelRequestStatus.INCOMPLETE:\n"
+                          "                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n",
+                 replace="            if reply.status is ModelRequestStatus.INCOMPLETE and not reply.text and not retried:\n"
+                         "                retried = True  # a dropped connection: ask once more\n"
+                         "                continue\n"
+                         "            if reply.status is ModelRequestStatus.INCOMPLETE:\n"
+                         "                return self.end(session_id, TurnStatus.INCOMPLETE, reply.text, persist=False)\n"),
         ),
         trust_class="world_judges",
     ),

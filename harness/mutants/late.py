@@ -162,11 +162,11 @@ L3_MUTANTS: tuple[Mutant, ...] = (
         "the fallback decision reads the risk-denial counts of every session of the permission "
         "version together, so another session's denials send this session's calls to the owner",
         ("L3.6",),
-        edits(edit(DC, find="            \"SELECT consecutive, cumulative FROM denial_counters\"\n"
-                            "            \" WHERE session_id = ? AND permission_version = ?\",\n",
-                   replace="            \"SELECT COALESCE(SUM(consecutive), 0) AS consecutive,\"\n"
-                           "            \" COALESCE(SUM(cumulative), 0) AS cumulative FROM denial_counters\"\n"
-                           "            \" WHERE (session_id = ? OR 1) AND permission_version = ?\",\n")),
+        edits(edit(DC, find="        \"SELECT consecutive, cumulative FROM denial_counters\"\n"
+                            "        \" WHERE session_id = ? AND permission_version = ?\",\n",
+                   replace="        \"SELECT COALESCE(SUM(consecutive), 0) AS consecutive,\"\n"
+                           "        \" COALESCE(SUM(cumulative), 0) AS cumulative FROM denial_counters\"\n"
+                           "        \" WHERE (session_id = ? OR 1) AND permission_version = ?\",\n")),
         trust_class="catalogue",
     ),
     Mutant(
@@ -413,9 +413,9 @@ M_MUTANTS: tuple[Mutant, ...] = (
         "the turn loop announces the end of a failed or cancelled model request itself, on "
         "top of the requester's end event",
         ("M1",),
-        edits(edit(TU, find="        if reply.error is not None:\n",
-                   replace="        if reply.error is not None:\n"
-                           "            self._signals.emit(EventType.MODEL_REQUEST_ENDED, session_id,"
+        edits(edit(TU, find="            if reply.error is not None:\n",
+                   replace="            if reply.error is not None:\n"
+                           "                self._signals.emit(EventType.MODEL_REQUEST_ENDED, session_id,"
                            " request_id=reply.request_id, status=reply.status.value)\n")),
     ),
     Mutant(
@@ -432,20 +432,19 @@ M_MUTANTS: tuple[Mutant, ...] = (
         "a transport error or cancellation of the model stream ends the turn quietly instead "
         "of propagating out of the driver call",
         ("M3",),
-        edits(edit(TU, find="            self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)\n"
-                            "            raise reply.error  # the very exception the stream raised (M3)\n",
-                   replace="            return self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)\n")),
+        edits(edit(TU, find="                self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)\n"
+                            "                raise reply.error  # the very exception the stream raised (M3)\n",
+                   replace="                return self.end(session_id, _STATUS_OF_FAILED_REQUEST[reply.status], persist=False)\n")),
     ),
     Mutant(
         "extra-model-retry",
         "a failed model request is retried once with the same conversation",
         ("M4",),
-        edits(edit(TU, find="            ended = self._after_reply(session_id, *self._ask_model(session_id))\n",
-                   replace="            asked = self._ask_model(session_id)\n"
-                           "            if asked[0] is not None and asked[0] is not SUPERSEDED"
-                           " and asked[0].status is ModelRequestStatus.FAILED:  # one retry for flaky transports\n"
-                           "                asked = self._ask_model(session_id)\n"
-                           "            ended = self._after_reply(session_id, *asked)\n")),
+        edits(edit(TU, find="            reply = self._ask_model(session_id, opening)\n",
+                   replace="            reply = self._ask_model(session_id, opening)\n"
+                           "            if reply is not None and reply is not SUPERSEDED"
+                           " and reply.status is ModelRequestStatus.FAILED:  # one retry for flaky transports\n"
+                           "                reply = self._ask_model(session_id)\n")),
     ),
     Mutant(
         "partial-text-dropped",
