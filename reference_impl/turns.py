@@ -251,17 +251,19 @@ class Opening:
         self.outcome: str | None = None
 
     def verdict(self, conn, session_id: str, current: continuation.State | None) -> str:
-        """Inside a transaction: ``DELIVERED`` when a user message of the same text was
-        appended since the session was settled (the same turn delivered to another instance,
-        which sent it to the model: appending it again would say it twice); ``UNSETTLED``
-        when calls are pending or a wait is open (the caller settles first); else
-        ``OPENED``: the message may be appended."""
+        """Inside a transaction, when the conversation moved on since the caller settled
+        the session (another instance ran it while this one waited at the failpoint):
+        ``DELIVERED`` when a user message of the same text was appended meanwhile (the same
+        turn delivered to the other instance, which sent it to the model: appending it
+        again would say it twice); ``UNSETTLED`` when calls are pending or a wait is open
+        now (the caller settles again first). Otherwise ``OPENED``: the message may be
+        appended, as it would have been right after the caller settled."""
         count = current.count if current is not None else 0
-        if count > self._settled_count and any(
-                message.role == "user" and message.content == self.message.content
-                for message in current.log[self._settled_count:count]):
+        if count <= self._settled_count:
+            return OPENED  # nobody moved the session: it is as the caller settled it
+        if any(message.role == "user" and message.content == self.message.content
+               for message in current.log[self._settled_count:count]):
             return DELIVERED
-        if (current is not None and current.pending) or approvals.pending_of_session(
-                conn, session_id):
+        if current.pending or approvals.pending_of_session(conn, session_id):
             return UNSETTLED
         return OPENED
