@@ -657,6 +657,14 @@ class Runtime {
     }
     const sess = this.session(op.session_id);
     if (sess.cancelled) { this.refuse(op, 'cancellation', { started: false }); return 'stopped'; }
+    if (sess.permission_version !== op.permission_version) {
+      // the rules changed between the decision and its wait: a wait is judged by the rules
+      // in force when it is created (docs/lifecycle.md, L3.4), so the decision is void and
+      // taken again; no wait is created for it
+      op.stage = 'prepared';
+      this.journal.tx().op(op).commit(false);
+      return this.advance(op);
+    }
     const n = Array.from(this.st.w.values()).filter((w) => w.execution_id === op.execution_id).length + 1;
     const wait = {
       wait_id: `w:${op.execution_id}:${n}`,

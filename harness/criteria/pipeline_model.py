@@ -760,6 +760,19 @@ class _Walk:
     def _open_wait(self, instance: int, s: _Session, op: _Op, purpose: str = "permission") -> None:
         # A permission wait is asked under the version of the decision that asks (a rule
         # change since then voids it before its prompt); an escalation under the one now.
+        if purpose == "permission":
+            static = static_decision(s.config, s.rules, op.call.tool, op.call.args,
+                                     op.kind.value if op.kind else None)
+            # No wait may exist for what a layer nothing lifts forbids (L3.4 judges a wait
+            # by the rules in force when it is created); a decision the rules changed under
+            # since it was taken is void: decided again, with or without a wait persisted
+            # and closed unshown first.
+            if static.source in FIXED or (s.version != op.version and self.choose(
+                    f"the rules changed since {op.name} was decided to ask", "its wait is not "
+                    "persisted, the call is decided again", "its wait is persisted, then "
+                    "closed unshown") == 0):
+                op.stage = PREPARED
+                return
         wait = _Wait(op, purpose, op.version if purpose == "permission" else s.version,
                      op.trigger)
         self.waits.append(wait)

@@ -36,6 +36,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return handle.read()
+
+
 def _parent(pid: int) -> int:
     with open(f"/proc/{pid}/stat", "rb") as handle:
         return int(handle.read().rpartition(b")")[2].split()[1])
@@ -50,6 +55,8 @@ def test_an_escaped_daemon_is_reparented_here_killed_and_named():
     while _parent(daemon) != os.getpid() and time.monotonic() < deadline:
         time.sleep(0.01)  # its middle parent exits right after the fork
     assert _parent(daemon) == os.getpid()  # the kernel gave it to us, not to init
+    while b"time.sleep(60)" not in _cmdline(daemon) and time.monotonic() < deadline:
+        time.sleep(0.01)  # it prints its pid before its execve: the name comes after
     found = subreaper.escaped()
     assert [pid for pid, _ in found] == [daemon]
     assert "time.sleep(60)" in found[0][1]
