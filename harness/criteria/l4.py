@@ -878,7 +878,9 @@ CRITERIA: tuple[Criterion, ...] = (
         "operation is never recorded as not started (whatever its output says), an operation "
         "in flight counts as not executed only when a trusted denial of that exact call says so "
         "(never another call's), an interrupted turn is never marked complete without a "
-        "completed model answer, and a call left prepared and not started is taken up when "
+        "completed model answer (a turn call a crash cut before its first commit, and before "
+        "the world saw anything of it, may be lost whole: the store then reads as before the "
+        "call), and a call left prepared and not started is taken up when "
         "the restarted runtime drives its turn (decided again or closed as not executed, "
         "never forgotten).",
         "修复旧会话必须核对精确调用与可信权限事件，不能只根据一段任意工具文字猜测未执行，更不能把整个任务标成完成。",
