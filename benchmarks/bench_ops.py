@@ -91,8 +91,8 @@ SIZES = (1, 10, 100, 1_000, 10_000)
 COMMIT_BUDGET = {"turns": (8, 3), "batch": (5, 2)}
 """Issue 29's target: the most writing commits (of them synced) per op, a one-call turn and
 an operation in a batch (whose session also pays a one-call turn's commits less one op's,
-shared by its ops). The reference's own counts, nine per turn (its user message keeps a
-commit of its own, for L4.8), are asserted by ``tests/unit/reference_impl/
+shared by its ops). The reference's own counts, the same eight (three synced) per turn and
+five (two) per further batch op, are asserted by ``tests/unit/reference_impl/
 test_ref_commit_budget.py``; the ``budget`` column says whether a row is within the target."""
 ORDERED, SYNCED = False, True
 MINIMAL_PATTERNS = {

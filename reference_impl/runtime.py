@@ -67,26 +67,41 @@ class ReferenceRuntime:
     def run_turn(self, session_id: str, user_text: str) -> TurnResult:
         self._require_open()
         records.load_session(self._store.connection, session_id)
-        # Calls of an earlier turn still pending (interrupted, waiting for an answer, or held
-        # by another instance) are settled first, so their results reach the model before
-        # the new message; the message answers "no" to every question they still ask.
+        message = Message("user", user_text)
+        while True:
+            # Calls of an earlier turn still pending (interrupted, waiting for an answer, or
+            # held by another instance) are settled first, so their results reach the model
+            # before the new message; the message answers "no" to every question they ask.
+            if self._settle_before_message(session_id) is StepResult.DEFERRED:
+                return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
+            if records.load_session(self._store.connection, session_id).cancelled:
+                # The message clears the session's cancellation: committed on its own, so that
+                # a cancellation arriving before the first model request is told from this one.
+                # ORDERED: nobody relies on it before the turn's next synced commit.
+                with self._store.transaction(Durability.ORDERED) as conn:
+                    continuation.append(conn, session_id, message,
+                                        reason="user_message", now=self._world.now())
+                    _start_running(conn, session_id)
+                return self._turns.drive(session_id)
+            # The common case: the message is committed with the first request's start, so
+            # a crash before it loses the unacknowledged turn call as a whole (the store as
+            # before the call; docs/contract.md, "A turn call cut before its first commit").
+            result = self._turns.open_turn(session_id, message)
+            if result is not None:
+                return result
+
+    def _settle_before_message(self, session_id: str) -> StepResult:
+        """Settle what an earlier turn left (see :meth:`run_turn`); DEFERRED when another
+        instance holds one of its calls."""
         self._refuse_unanswered_waits(session_id)
         while True:
             settled = self._turns.settle_pending_calls(session_id)
             if settled is StepResult.DEFERRED:
-                return self._turns.end(session_id, TurnStatus.DEFERRED, persist=False)
+                return settled
             # A later call of the same answer asked in turn: the message answers it too
             # (nothing left to refuse would mean a wait without a pending record: stop).
             if settled is not StepResult.AWAITING_APPROVAL or not self._refuse_unanswered_waits(session_id):
-                break
-        # ORDERED: nobody relies on the message before the turn's next synced commit. A commit
-        # of its own, before the first before_model_request: a crash there must find the turn
-        # running, for recovery to resume it (L4.8); with the request's start it would not.
-        with self._store.transaction(Durability.ORDERED) as conn:
-            continuation.append(conn, session_id, Message("user", user_text),
-                                reason="user_message", now=self._world.now())
-            _start_running(conn, session_id)
-        return self._turns.drive(session_id)
+                return settled
 
     def _refuse_unanswered_waits(self, session_id: str) -> bool:
         """A new message while calls wait for approval is the owner moving on: each wait is

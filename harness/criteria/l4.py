@@ -526,6 +526,64 @@ def _repair_guesses(trace: Trace, restart: TraceEvent, stop: int, point: Observa
     return exercised, violations
 
 
+_TURN_EFFECTS = frozenset({
+    Kind.MODEL_REQUEST, Kind.MODEL_STREAM_END, Kind.CLASSIFIER_REQUEST, Kind.TOOL_EXECUTED,
+    Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT, Kind.UI_PUBLISH, Kind.LIFECYCLE_EVENT,
+})
+"""What a turn call does that the world (the model, the classifier, the tools, the owner, the
+UI, the event channel) sees: one of them inside a cut call means the call was under way."""
+
+
+def _lost_whole(trace: Trace, span: s.DriverSpan, session: str, crash_index: int,
+                restart: int, end: int) -> bool:
+    """Was the turn call ``span``, cut by the crash at ``crash_index``, lost as a whole, as a
+    store loses an unacknowledged transaction (docs/contract.md, "A turn call cut before its
+    first commit")? Only when all of these hold: the world saw nothing of it (no event of
+    :data:`_TURN_EFFECTS` between the call and the crash); every store reading of the
+    recovery that follows (``after_restart``) equals the last reading before the call; and
+    the session's first model request after the restart carries the call's text no more
+    often than the user sent it since the last request before the call (the store kept no
+    part of the turn, its message included). Then no turn was interrupted: the store shows
+    what the previous turn left, and the caller, who got no answer, sends the turn again."""
+    before = s.last_point_before(trace, span.index)
+    if before is None:
+        return False
+    readings = [p for p in trace.observations
+                if p.label == "after_restart" and restart < p.index <= end]
+    if not readings or any(p.observation != before.observation for p in readings):
+        return False
+    if any(trace.events[i].kind in _TURN_EFFECTS for i in range(span.index + 1, crash_index)):
+        return False
+    return not _message_kept(trace, span, session, restart)
+
+
+def _message_kept(trace: Trace, span: s.DriverSpan, session: str, restart: int) -> bool:
+    """Does the session's first model request after ``restart`` carry the cut call's text as
+    a user message more often than the last request before the call did, plus the turn calls
+    of that text made since the restart (instance B of a concurrent turn delivers its A's
+    text again: not counted)?"""
+    if "user_text" not in span.args:
+        return False  # an answer to a wait carries no message
+    text = str(span.args["user_text"])
+    requests = [e for e in s.model_requests(trace) if e.data.get("session_id") == session]
+    later = next((e for e in requests if e.index > restart), None)
+    if later is None:
+        return False  # no request to tell: the store reading decides
+    earlier = [e for e in requests if e.index < span.index]
+
+    def said(request: TraceEvent) -> int:
+        return sum(1 for m in request.data.get("messages") or ()
+                   if isinstance(m, dict) and m.get("role") == "user" and m.get("content") == text)
+
+    sent = sum(1 for e in trace.of_kind(Kind.DRIVER_CALL)
+               if restart < e.index < later.index and not e.data.get("skipped")
+               and e.data.get("method") in s.TURN_METHODS
+               and (e.data.get("args") or {}).get("role") != "B"
+               and (e.data.get("args") or {}).get("session_id") == session
+               and (e.data.get("args") or {}).get("user_text") == text)
+    return said(later) > (said(earlier[-1]) if earlier else 0) + sent
+
+
 def check_l4_8(trace: Trace) -> Verdict:
     """Exercised, per restart, by each executed operation (ledger) found in the first and last
     store readings after it, by each operation in flight when the instance stopped (start
@@ -535,7 +593,10 @@ def check_l4_8(trace: Trace) -> Verdict:
     executed without a trusted denial of that exact call (never another call's); and when
     recovery marks an interrupted turn completed without a completed model answer. A turn
     call cut by the crash does not count as interrupted when another instance ended that
-    session's turn ``completed`` while the call ran: recovery found it completed.
+    session's turn ``completed`` while the call ran: recovery found it completed; nor when
+    it was cut before its first commit and before anything of it reached the world
+    (:func:`_lost_whole`): the store then shows the previous turn as it ended, and
+    recovery marked nothing (a ``turn_ended`` ``completed`` it emits is still judged).
 
     Also exercised by each call whose instance died before deciding it (``after_prepare``,
     ``during_classifier_review``) and that a recovery then judged; fails when a call the
@@ -571,6 +632,8 @@ def check_l4_8(trace: Trace) -> Verdict:
             exercised += count
             violations += found
         interrupted: set[str] = set()
+        lost: set[str] = set()  # cut turn calls lost whole: the store reads as before them
+        end = _recovery_window_end(trace, spans, restart.index)
         cut = [sp for sp in spans if sp.end_kind == "crash" and sp.end_index == crash_index
                and sp.method in s.TURN_METHODS]
         if cut:
@@ -578,10 +641,12 @@ def check_l4_8(trace: Trace) -> Verdict:
             session = span.args.get("session_id") or _wait_session(trace, str(span.args.get("wait_id", "")))
             if session and not _completed_elsewhere(trace, str(session), span, crash_index):
                 interrupted.add(str(session))
+                if crash_index is not None and _lost_whole(trace, span, str(session), crash_index,
+                                                           restart.index, end):
+                    lost.add(str(session))
         before = s.last_point_before(trace, restart.index if crash_index is None else crash_index)
         if before is not None:
             interrupted |= {v.session_id for v in before.observation.sessions if v.turn_status in OPEN_TURN}
-        end = _recovery_window_end(trace, spans, restart.index)
         since = restart.index if crash_index is None else crash_index
         for session in sorted(interrupted):
             exercised += 1
@@ -598,6 +663,8 @@ def check_l4_8(trace: Trace) -> Verdict:
                         (payload.get("data") or {}).get("status") == TurnStatus.COMPLETED):
                     violations.append(s.ev(f"recovery marked the turn of session {session} completed without a "
                                            "completed model answer", restart.index, event.index))
+            if session in lost:
+                continue  # the store shows the previous turn's end, as before the cut call
             for point in trace.observations:
                 if point.label == "after_restart" and restart.index < point.index <= end:
                     view = next((v for v in point.observation.sessions if v.session_id == session), None)
@@ -811,7 +878,9 @@ CRITERIA: tuple[Criterion, ...] = (
         "operation is never recorded as not started (whatever its output says), an operation "
         "in flight counts as not executed only when a trusted denial of that exact call says so "
         "(never another call's), an interrupted turn is never marked complete without a "
-        "completed model answer, and a call left prepared and not started is taken up when "
+        "completed model answer (a turn call a crash cut before its first commit, and before "
+        "the world saw anything of it, may be lost whole: the store then reads as before the "
+        "call), and a call left prepared and not started is taken up when "
         "the restarted runtime drives its turn (decided again or closed as not executed, "
         "never forgotten).",
         "修复旧会话必须核对精确调用与可信权限事件，不能只根据一段任意工具文字猜测未执行，更不能把整个任务标成完成。",

@@ -440,8 +440,8 @@ M_MUTANTS: tuple[Mutant, ...] = (
         "extra-model-retry",
         "a failed model request is retried once with the same conversation",
         ("M4",),
-        edits(edit(TU, find="            reply = self._ask_model(session_id)\n",
-                   replace="            reply = self._ask_model(session_id)\n"
+        edits(edit(TU, find="            reply = self._ask_model(session_id, opening)\n",
+                   replace="            reply = self._ask_model(session_id, opening)\n"
                            "            if reply is not None and reply is not SUPERSEDED"
                            " and reply.status is ModelRequestStatus.FAILED:  # one retry for flaky transports\n"
                            "                reply = self._ask_model(session_id)\n")),

@@ -83,8 +83,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "the model about a message that says nothing",
         ("M5",),
         edits(edit("reference_impl.runtime",
-                   find="            continuation.append(conn, session_id, Message(\"user\", user_text),\n",
-                   replace="            continuation.append(conn, session_id, Message(\"user\", \"\"),\n")),
+                   find="        message = Message(\"user\", user_text)\n",
+                   replace="        message = Message(\"user\", \"\")\n")),
     ),
     Mutant(
         "recovery-report-omits-resumed",

@@ -1,19 +1,15 @@
-"""The reference's commit budget, counted (never timed): a one-call turn takes nine writing
-commits, three of them synced (an fsync); each further operation of a batch five, two of
-them synced (docs/lifecycle.md, "What must be on disk before what"; ``benchmarks/bench_ops.py``
-prints the same counts against issue 29's target of eight per turn).
+"""The reference's commit budget, counted (never timed): a one-call turn takes at most eight
+writing commits, three of them synced (an fsync); each further operation of a batch at most
+five, two of them synced (docs/lifecycle.md, "What is flushed before what";
+``benchmarks/bench_ops.py`` prints the same counts).
 
-A turn's fewest commits are those its failpoints and its recovery keep apart. Two pairs of
-adjacent steps have no failpoint between them and share a commit: a request's end with the
-prepare of the first call it answered (``after_model_stream_ended`` before, ``after_prepare``
-after), and the last request's end with the turn's end. A third pair, the user message and
-the first model request's start, has none either, but the message must be durable at the
-first ``before_model_request``: a crash there must leave the turn running for recovery to
-resume (L4.8 judges a turn call cut by a crash as interrupted; see
-``scenarios/regressions/regression-l4-crash-after-result-saved-every-kind-65df250daf.toml``).
-The tests count what SQLite is asked to commit on the runtime's own connection, with the
-durability each commit had, so a step split again (or a flush added) fails here whatever the
-disk's speed.
+A turn's fewest commits are those the failpoint table keeps apart. Three pairs of adjacent
+steps have no failpoint between them, so each pair is one commit: the user message with the
+first model request's start (``before_model_request`` comes before both), a request's end
+with the prepare of the first call it answered (``after_model_stream_ended`` before, then
+``after_prepare``), and the last request's end with the turn's end. The tests count what
+SQLite is asked to commit on the runtime's own connection, with the durability each commit
+had, so a step split again (or a flush added) fails here whatever the disk's speed.
 """
 
 from __future__ import annotations
@@ -26,8 +22,7 @@ from ref_fakes import FakeWorld, Reply, allow, call, config
 ORDERED, SYNCED = "ordered", "synced"
 
 ONE_CALL_TURN = (
-    ORDERED,  # the user message (before the first before_model_request: L4.8)
-    ORDERED,  # the first model request's start
+    ORDERED,  # the user message with the first model request's start
     ORDERED,  # that request's end (the answer) with the call's prepare and decision
     SYNCED,   # the start record, before the tool runs
     SYNCED,   # the result, which nobody can give back
@@ -36,7 +31,7 @@ ONE_CALL_TURN = (
     ORDERED,  # the second model request's start
     SYNCED,   # its end (the final answer) with the turn's end, before the caller reads it
 )
-TURN_BUDGET = (9, 3)
+TURN_BUDGET = (8, 3)
 BATCH_OP_BUDGET = (5, 2)
 
 
@@ -71,7 +66,7 @@ def _writes(count: int, prefix: str = "c") -> tuple:
                  for i in range(1, count + 1))
 
 
-def test_a_one_call_turn_takes_nine_commits_three_synced_in_this_order(start):
+def test_a_one_call_turn_takes_eight_commits_three_synced_in_this_order(start):
     world = FakeWorld(replies={"s1": [Reply("writing", _writes(1))]})
     runtime = start(world, config(rules=(allow("write_file"),)))
     counter = CommitCounter(runtime._store.connection)
@@ -98,14 +93,14 @@ def test_every_turn_of_a_long_session_keeps_the_budget(start):
 def test_each_further_operation_of_a_batch_takes_five_commits_two_synced(start):
     """Ten calls in one answer: five commits per call (prepare with its decision, start,
     result, checkpoint with diagnostics, projection; the first call's prepare rides on the
-    request's end), two synced (start, result), plus the turn's own four: the user message,
-    the first request's start, the second request's start, its end with the turn's."""
+    request's end), two synced (start, result), plus the turn's own three: the user message
+    with the first request's start, the second request's start, its end with the turn's."""
     world = FakeWorld(replies={"s1": [Reply("writing", _writes(10))]})
     runtime = start(world, config(rules=(allow("write_file"),)))
     counter = CommitCounter(runtime._store.connection)
     assert runtime.run_turn("s1", "write ten files").status is TurnStatus.COMPLETED
     commits, synced = counter.since(0)
-    assert (commits, synced) == (10 * BATCH_OP_BUDGET[0] + 4, 10 * BATCH_OP_BUDGET[1] + 1)
+    assert (commits, synced) == (10 * BATCH_OP_BUDGET[0] + 3, 10 * BATCH_OP_BUDGET[1] + 1)
     assert len(world.ledger) == 10
 
 
@@ -153,4 +148,4 @@ def test_the_budget_bites_on_an_added_flush(start, monkeypatch):
     monkeypatch.setattr(store_module.Store, "transaction",
                         lambda store, durability=None: original(store, store_module.Durability.SYNCED))
     assert runtime.run_turn("s1", "write a file").status is TurnStatus.COMPLETED
-    assert counter.since(0) == (9, 9) != TURN_BUDGET
+    assert counter.since(0) == (8, 8) != TURN_BUDGET

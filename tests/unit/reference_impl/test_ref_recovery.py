@@ -101,7 +101,7 @@ def test_started_without_a_result_is_unknown_and_never_re_executed(impl, data_di
 
 
 @pytest.mark.parametrize(("failpoint", "hit", "executed"), [
-    ("before_model_request", 1, 1),
+    ("before_model_request", 2, 1),
     ("after_model_request_started", 1, 1),
     ("after_model_stream_ended", 1, 0),  # the answer with the call was lost: never guessed
     ("after_model_stream_ended", 2, 1),
@@ -117,6 +117,24 @@ def test_a_crash_around_a_model_request_leaves_one_start_and_one_end(impl, data_
     assert len(interrupted) == (0 if failpoint == "before_model_request" else 1)
     assert world.executed("c1") == executed
     assert obs.sessions[0].turn_status is TurnStatus.COMPLETED
+    runtime.close()
+
+
+def test_a_crash_before_a_turn_s_first_request_leaves_nothing_of_the_turn(impl, data_dir):
+    """The user message is committed with the first request's start (one commit): a crash at
+    the ``before_model_request`` before it leaves the store as before the turn, like a crash
+    before ``run_turn``; recovery resumes nothing, and the caller, who got no answer, sends
+    the message again: it runs once."""
+    world = FakeWorld(replies={"s1": [Reply("writing", (WRITE_CALL,))]})
+    runtime, report = _crash_then_recover(impl, data_dir, world,
+                                          config(rules=(allow("write_file"),)),
+                                          "before_model_request", 1)
+    obs = impl.inspect(data_dir)
+    assert report.turns_resumed == () and obs.model_requests == () and world.requests == []
+    assert obs.sessions[0].turn_status is TurnStatus.IDLE
+    assert runtime.run_turn("s1", "please write a.txt").status is TurnStatus.COMPLETED
+    assert world.executed("c1") == 1
+    assert [m.content for m in world.requests[0].messages] == ["please write a.txt"]
     runtime.close()
 
 

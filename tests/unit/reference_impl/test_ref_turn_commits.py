@@ -1,6 +1,6 @@
 """Which of a turn's steps share a commit, and what a fault between them finds: the user
-message is durable before the first ``before_model_request`` (a crash there leaves the turn
-to resume); a request's end carries the prepare of the first call it answered, and the
+message is committed with the first request's start (a crash at the first
+``before_model_request`` loses the unacknowledged turn call whole); a request's end carries the prepare of the first call it answered, and the
 final answer's end carries the turn's end, unless the session was cancelled meanwhile."""
 
 from __future__ import annotations
@@ -14,31 +14,39 @@ from ref_fakes import FakeWorld, Reply, allow, call, config
 WRITE = call("c1", "write_file", path="/repo/a.txt", content="x")
 
 
-def test_the_user_message_is_durable_at_the_first_before_model_request(start, impl, data_dir):
+def test_the_user_message_is_committed_with_the_first_request_s_start(start, impl, data_dir):
+    """At the first ``before_model_request`` of a turn nothing of the turn is in the store
+    yet: the session reads as the previous turn left it."""
     seen = []
     world = FakeWorld(hooks={"before_model_request": lambda _ctx: seen.append(impl.inspect(data_dir))})
     runtime = start(world, config(rules=(allow("write_file"),)))
     assert runtime.run_turn("s1", "hello").status is TurnStatus.COMPLETED
+    after_first = impl.inspect(data_dir)
     assert runtime.run_turn("s1", "again").status is TurnStatus.COMPLETED
     first, second = seen  # one request per turn: the model answers without calls
-    assert first.model_requests == () and first.sessions[0].turn_status is TurnStatus.RUNNING
-    assert second.sessions[0].turn_status is TurnStatus.RUNNING  # not the first turn's end
-    assert len(second.checkpoints) > len(first.checkpoints)  # the message, committed
+    assert first.model_requests == () and first.sessions[0].turn_status is TurnStatus.IDLE
+    assert second == after_first  # the second turn committed nothing before its request
+    assert second.sessions[0].turn_status is TurnStatus.COMPLETED
+    assert [m.content for m in world.requests[1].messages if m.role == "user"] == ["hello", "again"]
 
 
-def test_a_crash_before_a_later_turn_s_first_request_leaves_it_to_resume(impl, data_dir):
+def test_a_crash_before_a_later_turn_s_first_request_loses_that_turn_call_whole(impl, data_dir):
+    """The unacknowledged turn call is lost as a whole: the store is as the previous turn
+    left it, recovery resumes nothing, and the caller's retry runs the turn once."""
     world = FakeWorld(replies={"s1": [Reply("done."), Reply("writing", (WRITE,))]})
     runtime = impl.open(data_dir, world)
     runtime.open_session(config(rules=(allow("write_file"),)))
     assert runtime.run_turn("s1", "first").status is TurnStatus.COMPLETED
+    before = impl.inspect(data_dir)
     world.crash_at, world.crash_hit = "before_model_request", 2
     with pytest.raises(SimulatedCrash):
         runtime.run_turn("s1", "write a.txt")
     world.crash_at = ""
     restarted = impl.open(data_dir, world)
-    assert restarted.recover().turns_resumed == ("s1",)
+    assert restarted.recover().turns_resumed == ()
+    assert impl.inspect(data_dir) == before and len(world.requests) == 1
+    assert restarted.run_turn("s1", "write a.txt").status is TurnStatus.COMPLETED
     assert world.executed("c1") == 1
-    assert impl.inspect(data_dir).sessions[0].turn_status is TurnStatus.COMPLETED
     assert [m.content for m in world.requests[1].messages if m.role == "user"] == [
         "first", "write a.txt"]
     restarted.close()

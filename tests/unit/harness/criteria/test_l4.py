@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from harness.contract import (
     CheckpointView,
     Delivery,
     FailureKind,
     Feature,
+    Message,
     Observation,
     OperationView,
     Outcome,
@@ -22,9 +25,11 @@ from harness.criteria import l4
 from harness.criteria.base import Status, run_check
 
 try:
-    from .lbuilder import TB, USER, assistant, denied, op, projection_of, session_view, tool_msg, xid
+    from .lbuilder import (TB, USER, assistant, denied, op, projection_of, request_view, session_view,
+                           tool_msg, xid)
 except ImportError:  # collected without a package
-    from lbuilder import TB, USER, assistant, denied, op, projection_of, session_view, tool_msg, xid
+    from lbuilder import (TB, USER, assistant, denied, op, projection_of, request_view, session_view,
+                          tool_msg, xid)
 
 BY_ID = {c.id: c for c in l4.CRITERIA}
 S1 = SessionConfig("s1", rules=(Rule(RuleEffect.ALLOW, "write_file"),))
@@ -479,6 +484,100 @@ def test_l4_8_fails_when_the_other_instance_had_not_completed_the_turn():
     tb = TB(S1)
     point = _superseded_turn(tb, "awaiting_approval")
     assert_fail_at(check("L4.8", tb.build()), point)
+
+
+# A turn call cut before its first commit (docs/contract.md, "A turn call cut before its first
+# commit"): lost whole when the world saw nothing of it and the store reads as before it.
+
+NEXT = Message("user", "next")
+DONE_STORE = Observation(sessions=(session_view(status=TurnStatus.COMPLETED),),
+                         model_requests=(request_view("r1"),))
+
+
+def _cut_before_first_commit(tb, during=None, crash_at="before_model_request", after=DONE_STORE,
+                             recovery=None):
+    """Turn "go" completes; turn "next" is cut by a crash at ``crash_at``, after ``during``
+    (what the cut call did first, if anything); the restarted instance recovers (doing
+    ``recovery``, if anything) and the store reads ``after``. Returns the index of that
+    reading."""
+    tb.call("run_turn", session_id="s1", user_text="go")
+    tb.respond("s1", text="done", messages=(USER,))
+    tb.emit("turn_ended", status="completed")
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "done"})
+    tb.observe("quiescent", DONE_STORE)
+    tb.call("run_turn", session_id="s1", user_text="next")
+    if during is not None:
+        during(tb)
+    tb.failpoint(crash_at, "crash", {"session_id": "s1"})
+    tb.crash(crash_at)
+    tb.restart()
+    tb.call("open")
+    tb.ret("open")
+    tb.call("recover")
+    if recovery is not None:
+        recovery(tb)
+    tb.ret("recover")
+    return tb.observe("after_restart", after)
+
+
+def test_l4_8_passes_when_a_turn_call_cut_before_its_first_commit_is_lost_whole():
+    tb = TB(S1)
+    _cut_before_first_commit(tb)
+    assert_pass(check("L4.8", tb.build()), exercised=1)
+
+
+def test_l4_8_passes_when_the_caller_sends_the_lost_turn_again():
+    tb = TB(S1)
+    _cut_before_first_commit(tb)
+    tb.call("run_turn", session_id="s1", user_text="next")
+    tb.respond("s1", text="ok", messages=(USER, assistant(content="done"), NEXT))
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "ok"})
+    assert check("L4.8", tb.build()).status is Status.PASS
+
+
+_EFFECTS = {
+    "model request sent": lambda tb: tb.respond("s1", (W,), messages=(USER, assistant(content="done"), NEXT)),
+    "ledger row": lambda tb: tb.executed("s1", W),
+    "prompt shown": lambda tb: tb.prompt("s1", W),
+    "projection published": lambda tb: tb.publish(projection_of(op(W))),
+    "classifier call": lambda tb: tb.review("s1", "write_file", dict(W.args), "allow"),
+    "lifecycle event": lambda tb: tb.emit("operation_prepared", "s1", xid("c1")),
+}
+
+
+@pytest.mark.parametrize("effect", sorted(_EFFECTS))
+def test_l4_8_fails_when_the_cut_turn_did_something_visible_and_shows_the_previous_turn_completed(effect):
+    tb = TB(S1)
+    point = _cut_before_first_commit(tb, during=_EFFECTS[effect], crash_at="after_prepare")
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_fails_when_the_store_after_recovery_differs_from_before_the_cut_call():
+    # something of the turn was committed (here a request's start) yet the session reads
+    # completed: not a call lost whole
+    tb = TB(S1)
+    changed = Observation(sessions=(session_view(status=TurnStatus.COMPLETED),),
+                          model_requests=(request_view("r1"), request_view("s1:req-2")))
+    point = _cut_before_first_commit(tb, after=changed)
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_fails_when_the_cut_turn_s_message_survived_in_the_conversation():
+    # the store reading equals the one before, but the next request shows the message was
+    # kept: a turn started (its message durable) and shown completed without an answer
+    tb = TB(S1)
+    point = _cut_before_first_commit(tb)
+    tb.call("run_turn", session_id="s1", user_text="again")
+    tb.respond("s1", text="ok", messages=(USER, assistant(content="done"), NEXT, Message("user", "again")))
+    tb.ret("run_turn", {"session_id": "s1", "status": "completed", "final_text": "ok"})
+    assert_fail_at(check("L4.8", tb.build()), point)
+
+
+def test_l4_8_fails_when_recovery_emits_a_completed_end_for_a_turn_lost_whole():
+    tb = TB(S1)
+    ended = []
+    _cut_before_first_commit(tb, recovery=lambda tb: ended.append(tb.emit("turn_ended", status="completed")))
+    assert_fail_at(check("L4.8", tb.build()), ended[0])
 
 
 def test_l4_8_not_exercised_without_restarts():
