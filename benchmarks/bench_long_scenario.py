@@ -10,7 +10,9 @@ the judging (every criterion, and the trace digest, as a campaign judges a case)
 the seconds of each, the peak resident memory of the process (``ru_maxrss``: harness and
 reference together), the trace's size (events, store readings), and the exponent fitted
 between successive rows and over all of them (time ~ N^k: 1 is linear, 2 quadratic). A row
-that would take longer than ``--max-s`` is stopped and says so. The target (issue 29): N =
+that would take longer than ``--max-s`` is stopped and says so. Each row raises the bound on
+a run's events (``LIFECYCLE_HARNESS_LIMITS``, unless set) to 40 per call: a write call
+records about 25, and the default bound of 10,000 would end the session past N = 400. The target (issue 29): N =
 1,000 run and judged in at most 10 s with at most 500 MB. Numbers, not assertions.
 """
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -103,8 +106,12 @@ def main() -> None:
     print(f"{'N':>6} {'run s':>7} {'judge s':>8} {'total s':>8} {'CPU s':>7} {'peak MB':>8} "
           f"{'events':>7} {'readings':>8} {'distinct':>8}  verdict")
     for n in sorted(args.n):
+        env = dict(os.environ)
+        # a write call makes the world record about 25 events: past N = 400 the default
+        # bound on a run's events (docs/protocol.md, "Limits") would stop the session
+        env.setdefault("LIFECYCLE_HARNESS_LIMITS", f"events_per_scenario={max(10_000, 40 * n)}")
         try:
-            child = subprocess.run([sys.executable, __file__, "--row", str(n)], cwd=ROOT,
+            child = subprocess.run([sys.executable, __file__, "--row", str(n)], cwd=ROOT, env=env,
                                    capture_output=True, text=True, timeout=args.max_s)
         except subprocess.TimeoutExpired:
             print(f"{n:>6}  stopped after {args.max_s:g} s (larger N not run)")

@@ -182,6 +182,11 @@ def world_result(trace: Trace, op: F.Op, before: int) -> WorldResult:
     return found
 
 
+def crash_indexes(trace: Trace) -> tuple[int, ...]:
+    """The trace's crashes' indexes, in trace order (remembered for the trace)."""
+    return _crash_indexes(trace)
+
+
 @by_identity(2)
 def _crash_indexes(trace: Trace) -> tuple[int, ...]:
     """The trace's crashes' indexes, in trace order (what :func:`_mid_execution_crash`

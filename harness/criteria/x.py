@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from harness.contract import (
     Delivery,
@@ -29,7 +29,7 @@ from harness.criteria import recovery_reports
 from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace.identity_memo import by_identity
-from harness.trace.record import Kind, Trace, TraceEvent
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
 
 STAGE = "x"
 
@@ -77,80 +77,32 @@ def check_x1(trace: Trace) -> Verdict:
         rows_up_to = _up_to(op.rows)
         unavailable_up_to = _up_to(op.unavailable)
         states: dict[int, tuple[Any, Any, Any]] = {}  # by view: readings share view objects
-        for point, view in op.views:
+        for view, run_points in _x1_segments(trace, op, pubs):
+            # One segment: the same view, and no event of the operation (ledger row, refused
+            # start, publication) nor crash between its readings, so each reading's answer
+            # is the same but for its label's "probe:" and its own place in the notes. Judged
+            # once each way; only a segment where either way finds fault is read reading by
+            # reading (the notes name every reading, as before).
             state = states.get(id(view))
             if state is None:
                 state = states[id(view)] = (
                     F.value(view.permission), F.value(view.outcome), F.value(view.delivery))
-            permission, outcome, delivery = state
-            bad = []
-            if permission not in _PERMISSIONS:
-                bad.append(f"permission={permission!r}")
-            if outcome not in _OUTCOMES:
-                bad.append(f"outcome={outcome!r}")
-            if delivery not in _DELIVERIES:
-                bad.append(f"delivery={delivery!r}")
-            if bad:
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': value(s) outside the three state sets: "
-                    + ", ".join(bad), (point.index,)))
-                continue
-            ran_before = rows_up_to(point.index)
-            refused_before = unavailable_up_to(point.index)
-            if permission == "deny" and not ran_before and outcome != "not_started":
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
-                    f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
-                    (point.index,)))
-                continue
-            if outcome in ("succeeded", "failed") and not ran_before and op.served:
-                # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
-                # either: failed would claim a run with possible partial effects
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
-                    f"no execution before this observation; outcome must answer 'did it run'",
-                    (point.index,)))
-                continue
-            if delivery == "pending":
-                continue
-            judged = True
-            if outcome == "not_started":
-                if ran_before:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as not_started though the ledger "
-                        f"shows its execution", (point.index, ran_before[-1].index),
-                        (int(ran_before[-1].data.get("ledger_seq", -1)),)))
-                elif permission != "deny" and not refused_before:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as not_started with permission "
-                        f"{permission!r}; only a pre-call denial or a start the world refused is "
-                        f"not_started", (point.index,)))
-            elif outcome in ("succeeded", "failed"):
-                world = O.world_result(trace, op, point.index + 1)
-                # read mid-pipeline, the store may still hold the result of the run before
-                # the one in flight (an escalated re-run, before its save); asked only when
-                # the world's result differs (X1 asks at every reading of every operation)
-                in_flight_at = ran_before[-1].index if point.label.startswith("probe:") else None
-                in_flight = (O.world_result(trace, op, in_flight_at).outcome
-                             if in_flight_at is not None and outcome != world.outcome else None)
-                if world.outcome in ("succeeded", "failed") and outcome not in (world.outcome, in_flight):
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as {outcome!r}, the world says "
-                        f"{world.outcome!r} ({world.grounds})", (point.index, *world.evidence),
-                        tuple(int(r.data.get("ledger_seq", -1)) for r in ran_before[-1:])))
-            if delivery == "projected" and not unpublished_reported:
-                shown = O.publications_of(pubs, op, point.index + 1)
-                matching = [p for p in shown if p.outcome == outcome]
-                unpublished_reported = not matching  # once per operation: the first read says it
-                if not shown:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': delivery is projected but the UI never "
-                        f"received a projection of it", (point.index,)))
-                elif not matching:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': delivery is projected with outcome "
-                        f"{outcome!r} but the UI only received {sorted({p.outcome for p in shown})}",
-                        (point.index, shown[-1].event.index)))
+            first = run_points[0]
+            if len(run_points) > 1:
+                probe_way = _x1_reading(trace, op, pubs, first, view, state, rows_up_to,
+                                        unavailable_up_to, unpublished_reported, probe=True)
+                other_way = _x1_reading(trace, op, pubs, first, view, state, rows_up_to,
+                                        unavailable_up_to, unpublished_reported, probe=False)
+                if not probe_way[0] and not other_way[0] and probe_way[1:] == other_way[1:]:
+                    judged = judged or probe_way[1]
+                    unpublished_reported = probe_way[2]
+                    continue
+            for point in run_points:
+                found, judged_here, unpublished_reported = _x1_reading(
+                    trace, op, pubs, point, view, state, rows_up_to, unavailable_up_to,
+                    unpublished_reported, probe=None)
+                violations += found
+                judged = judged or judged_here
         if judged:
             exercised += 1
     for pub in pubs:
@@ -173,6 +125,119 @@ def check_x1(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: the UI was shown outcome {pub.outcome!r} while the saved result "
                 f"says {F.value(view.outcome)!r}", (pub.event.index, probe.index)))
     return judge("X1", exercised, violations, "no saved result was read back from the store")
+
+
+def _x1_segments(trace: Trace, op: F.Op, pubs: tuple[O.Publication, ...]
+                 ) -> Iterator[tuple[Any, Sequence[ObservationPoint]]]:
+    """The operation's readings in order, cut into segments of one view with none of the
+    operation's ledger rows, refused starts and publications, nor any crash, between a
+    segment's readings (what X1's answer at a reading depends on, besides the view)."""
+    views = op.views
+    if not isinstance(views, F.ViewPairs):
+        for point, view in views:
+            yield view, (point,)
+        return
+    cuts = sorted({*(e.index for e in op.rows), *(e.index for e in op.unavailable),
+                   *(p.event.index for p in O.publications_of(pubs, op)),
+                   *O.crash_indexes(trace)})
+    for run in views.runs:
+        run_points = views.points_of(run)
+        first, last = run_points[0].index, run_points[-1].index
+        start = 0
+        for cut in cuts[bisect.bisect_left(cuts, first):bisect.bisect_left(cuts, last)]:
+            # readings at or before the cut see it, those after do not
+            stop = bisect.bisect_right(run_points, cut, lo=start, key=_point_index)
+            if stop > start:
+                yield run.view, run_points[start:stop]
+                start = stop
+        if start < len(run_points):
+            yield run.view, run_points[start:]
+
+
+def _point_index(point: ObservationPoint) -> int:
+    return point.index
+
+
+def _x1_reading(trace: Trace, op: F.Op, pubs: tuple[O.Publication, ...], point: ObservationPoint,
+                view: Any, state: tuple[Any, Any, Any],
+                rows_up_to: Callable[[int], Sequence[TraceEvent]],
+                unavailable_up_to: Callable[[int], Sequence[TraceEvent]],
+                unpublished_reported: bool, probe: bool | None
+                ) -> tuple[list[Evidence], bool, bool]:
+    """X1 at one reading of one operation: the violations, whether a saved result was
+    judged, and whether the missing publication is reported now. ``probe`` overrides
+    whether the reading is a probe (None: its label says)."""
+    violations: list[Evidence] = []
+    permission, outcome, delivery = state
+    bad = []
+    if permission not in _PERMISSIONS:
+        bad.append(f"permission={permission!r}")
+    if outcome not in _OUTCOMES:
+        bad.append(f"outcome={outcome!r}")
+    if delivery not in _DELIVERIES:
+        bad.append(f"delivery={delivery!r}")
+    if bad:
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': value(s) outside the three state sets: "
+            + ", ".join(bad), (point.index,)))
+        return violations, False, unpublished_reported
+    ran_before = rows_up_to(point.index)
+    refused_before = unavailable_up_to(point.index)
+    if permission == "deny" and not ran_before and outcome != "not_started":
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
+            f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
+            (point.index,)))
+        return violations, False, unpublished_reported
+    if outcome in ("succeeded", "failed") and not ran_before and op.served:
+        # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
+        # either: failed would claim a run with possible partial effects
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
+            f"no execution before this observation; outcome must answer 'did it run'",
+            (point.index,)))
+        return violations, False, unpublished_reported
+    if delivery == "pending":
+        return violations, False, unpublished_reported
+    if outcome == "not_started":
+        if ran_before:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as not_started though the ledger "
+                f"shows its execution", (point.index, ran_before[-1].index),
+                (int(ran_before[-1].data.get("ledger_seq", -1)),)))
+        elif permission != "deny" and not refused_before:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as not_started with permission "
+                f"{permission!r}; only a pre-call denial or a start the world refused is "
+                f"not_started", (point.index,)))
+    elif outcome in ("succeeded", "failed"):
+        world = O.world_result(trace, op, point.index + 1)
+        # read mid-pipeline, the store may still hold the result of the run before
+        # the one in flight (an escalated re-run, before its save); asked only when
+        # the world's result differs (X1 asks at every reading of every operation)
+        is_probe = point.label.startswith("probe:") if probe is None else probe
+        in_flight_at = ran_before[-1].index if is_probe else None
+        in_flight = (O.world_result(trace, op, in_flight_at).outcome
+                     if in_flight_at is not None and outcome != world.outcome else None)
+        if world.outcome in ("succeeded", "failed") and outcome not in (world.outcome, in_flight):
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as {outcome!r}, the world says "
+                f"{world.outcome!r} ({world.grounds})", (point.index, *world.evidence),
+                tuple(int(r.data.get("ledger_seq", -1)) for r in ran_before[-1:])))
+    if delivery == "projected" and not unpublished_reported:
+        shown = O.publications_of(pubs, op, point.index + 1)
+        matching = [p for p in shown if p.outcome == outcome]
+        unpublished_reported = not matching  # once per operation: the first read says it
+        if not shown:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': delivery is projected but the UI never "
+                f"received a projection of it", (point.index,)))
+        elif not matching:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': delivery is projected with outcome "
+                f"{outcome!r} but the UI only received {sorted({p.outcome for p in shown})}",
+                (point.index, shown[-1].event.index)))
+    return violations, True, unpublished_reported
 
 
 def _up_to(events: tuple[TraceEvent, ...]) -> Callable[[int], Sequence[TraceEvent]]:
