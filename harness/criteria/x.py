@@ -30,6 +30,7 @@ from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.sequence_delta import common_prefix
 
 STAGE = "x"
 
@@ -336,6 +337,69 @@ def _duplicates(observation: Any) -> tuple[list[tuple[tuple[str, str], int]],
             [(execution_id, keys) for execution_id, keys in by_exec.items() if len(keys) > 1])
 
 
+class _RecordCounts:
+    """How many records each call and each execution id has in the latest reading, kept up
+    to date from the change between readings (the rows past the head both share)."""
+
+    def __init__(self) -> None:
+        self._rows: Sequence[Any] = ()
+        self._by_call: dict[tuple[str, str], int] = {}
+        self._by_exec: dict[str, dict[tuple[str, str], int]] = {}
+        self._duplicated: set[tuple[str, str]] = set()
+        self._shared: set[str] = set()
+
+    def update(self, rows: Sequence[Any]) -> bool:
+        """Take ``rows`` as the latest reading's operations; does it hold a call with
+        several records, or an execution id shared by different calls?"""
+        if rows is not self._rows:
+            kept = common_prefix(self._rows, rows)
+            for view in self._rows[kept:]:
+                self._count(view, -1)
+            for view in rows[kept:]:
+                self._count(view, 1)
+            self._rows = rows
+        return bool(self._duplicated or self._shared)
+
+    def _count(self, view: Any, step: int) -> None:
+        key = (view.session_id, view.identity.tool_call_id)
+        count = self._by_call[key] = self._by_call.get(key, 0) + step
+        if count > 1:
+            self._duplicated.add(key)
+        else:
+            self._duplicated.discard(key)
+            if not count:
+                del self._by_call[key]
+        execution_id = view.identity.execution_id
+        keys = self._by_exec.setdefault(execution_id, {})
+        keys[key] = keys.get(key, 0) + step
+        if not keys[key]:
+            del keys[key]
+        if len(keys) > 1:
+            self._shared.add(execution_id)
+        else:
+            self._shared.discard(execution_id)
+            if not keys:
+                del self._by_exec[execution_id]
+
+
+def _first_of_each_run(op: F.Op, clean: set[int]) -> Iterator[tuple[ObservationPoint, Any]]:
+    """The operation's (reading, view) pairs, but of a run of readings sharing one view
+    object only the first once that view is in ``clean`` (it passed X2's record checks,
+    which read the view and the operation alone: every other reading of it would pass
+    again); every reading of a view that is not clean is given, as before."""
+    views = op.views
+    if not isinstance(views, F.ViewPairs):
+        yield from views
+        return
+    for run in views.runs:
+        run_points = views.points_of(run)
+        yield run_points[0], run.view
+        if id(run.view) in clean:
+            continue
+        for point in run_points[1:]:
+            yield point, run.view
+
+
 def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
@@ -353,10 +417,15 @@ def check_x2(trace: Trace) -> Verdict:
     # successive points share observation objects: each one's duplicates are found once
     duplicates_of: dict[int, tuple[list[tuple[tuple[str, str], int]],
                                    list[tuple[str, set[tuple[str, str]]]]]] = {}
+    counts = _RecordCounts()
     for point in pts:
         found = duplicates_of.get(id(point.observation))
         if found is None:
-            found = duplicates_of[id(point.observation)] = _duplicates(point.observation)
+            # counted as the readings change (linear in the changes); read whole only when
+            # a reading holds a duplicate, to list them as before
+            found = duplicates_of[id(point.observation)] = (
+                _duplicates(point.observation) if counts.update(point.observation.operations)
+                else ([], []))
         for key, count in found[0]:
             violations.append(_ev(
                 f"{key[0]}/{key[1]}: {count} operation records for one call at '{point.label}'",
@@ -367,10 +436,16 @@ def check_x2(trace: Trace) -> Verdict:
                 f"at '{point.label}'", (point.index,)))
     final = pts[-1] if pts else None
     restarts = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
+    final_counts: dict[tuple[str, str], int] = {}
+    if final is not None:
+        for v in final.observation.operations:
+            key = (v.session_id, v.identity.tool_call_id)
+            final_counts[key] = final_counts.get(key, 0) + 1
     for op in F.operations(trace).values():
         judged = False
+        last_read = op.views[-1][0].index if op.views else None  # readings in index order
         redelivered = len(op.served) > 1 or any(
-            op.first_seen < r and any(p.index > r for p, _ in op.views) for r in restarts)
+            op.first_seen < r and last_read is not None and last_read > r for r in restarts)
         expected_exec = execution_id_for(op.session_id, op.tool_call_id)
         emitted_digest = args_digest(op.tool, op.args) if op.args_source in ("served", "ledger") else None
         known_versions = F.versions(trace, op.session_id)
@@ -379,7 +454,7 @@ def check_x2(trace: Trace) -> Verdict:
         clean: set[int] = set()
         """Views (by id, held by ``op.views``) that passed every check below: the checks
         read the view and the operation alone, so the same object passes again."""
-        for point, view in op.views:
+        for point, view in _first_of_each_run(op, clean):
             judged = True
             if id(view) in clean:
                 continue
@@ -429,10 +504,7 @@ def check_x2(trace: Trace) -> Verdict:
         complete = [s for s in op.served if s.how == "end"]
         if complete and final is not None and final.index > complete[0].end_index:
             judged = True
-            count = sum(
-                1 for v in final.observation.operations
-                if (v.session_id, v.identity.tool_call_id) == op.key
-            )
+            count = final_counts.get(op.key, 0)
             if count == 0 and not _missing_excused(trace, op, complete[0].end_index):
                 violations.append(_ev(
                     f"{F.describe(op)}: the model emitted this call "
@@ -557,9 +629,22 @@ def _dangling_calls(trace: Trace) -> list[Evidence]:
     model requests alone (each request's own messages); a call the conversation ends with
     is the loop asking again (a call still pending at a request's end is not carried on)."""
     found: list[Evidence] = []
+    # Per session, the latest request's messages and what its walk found at the calls of
+    # those before its last message that is not a tool result (their walks ended inside
+    # it): a request carrying the very message objects of its session's previous one finds
+    # the same there, and walks afresh from that message on.
+    latest: dict[Any, tuple[list[Any], int, list[tuple[int, list[Any], Any]]]] = {}
     for request in F.model_requests(trace):
         messages = request.data.get("messages") or ()
-        for position, message in enumerate(messages):
+        session = repr(request.data.get("session_id"))
+        start, problems = 0, []
+        before = latest.get(session)
+        if type(messages) is list and before is not None and len(before[0]) <= len(messages) \
+                and common_prefix(before[0], messages) == len(before[0]):
+            start = before[1]
+            problems = [problem for problem in before[2] if problem[0] < start]
+        for position in range(start, len(messages)):
+            message = messages[position]
             if message.get("role") != "assistant" or not message.get("tool_calls"):
                 continue
             calls = [c.get("tool_call_id") for c in message.get("tool_calls") or ()]
@@ -570,12 +655,19 @@ def _dangling_calls(trace: Trace) -> list[Evidence]:
                     continue
                 missing = [c for c in calls if c not in answered]
                 if missing:
-                    found.append(_ev(
-                        f"request {request.data.get('request_id')} of {request.data.get('session_id')} "
-                        f"carries call(s) {', '.join(map(str, missing))} without their result, "
-                        f"followed by a {later.get('role')} message: the result never went back to "
-                        "the model before the conversation went on", (request.index,)))
+                    problems.append((position, missing, later.get("role")))
                 break
+        for _, missing, role in problems:
+            found.append(_ev(
+                f"request {request.data.get('request_id')} of {request.data.get('session_id')} "
+                f"carries call(s) {', '.join(map(str, missing))} without their result, "
+                f"followed by a {role} message: the result never went back to "
+                "the model before the conversation went on", (request.index,)))
+        if type(messages) is list:
+            last_other = len(messages) - 1
+            while last_other >= 0 and messages[last_other].get("role") == "tool":
+                last_other -= 1
+            latest[session] = (messages, max(last_other, 0), problems)
     return found
 
 
