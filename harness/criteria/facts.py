@@ -24,7 +24,7 @@ import json
 from enum import Enum
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from harness.contract import (
     DecisionSource,
@@ -779,6 +779,30 @@ def operations(trace: Trace) -> Mapping[OpKey, Op]:
 _NO_VIEWS = ViewPairs((), ())
 
 
+def distinct_views(op: Op) -> tuple[OperationView, ...]:
+    """The operation's views, one per run of readings sharing it (what a question about the
+    views alone needs, not one per reading)."""
+    views = op.views
+    if isinstance(views, ViewPairs):
+        return tuple(run.view for run in views.runs)
+    return tuple(view for _, view in views)
+
+
+def pairs_where(op: Op, keep: Callable[[OperationView], bool]
+                ) -> tuple[tuple[ObservationPoint, OperationView], ...]:
+    """``tuple((p, v) for p, v in op.views if keep(v))``, asking ``keep`` once per run."""
+    views = op.views
+    if not isinstance(views, ViewPairs):
+        return tuple((p, v) for p, v in views if keep(v))
+    return tuple((point, run.view) for run in views.runs if keep(run.view)
+                 for point in views.points_of(run))
+
+
+def last_read_index(op: Op) -> int:
+    """The trace index of the latest reading that held the operation (-1: none)."""
+    return op.views[-1][0].index if op.views else -1
+
+
 def _point_index(point: ObservationPoint) -> int:
     return point.index
 
@@ -1011,7 +1035,7 @@ def context_names_op(context: dict[str, Any], op: Op) -> bool | None:
     if call_id is not None:
         return str(call_id) == op.tool_call_id and (session is None or session == op.session_id)
     if execution_id is not None:
-        ids = {v.identity.execution_id for _, v in op.views}
+        ids = {v.identity.execution_id for v in distinct_views(op)}
         return execution_id in ids
     if session is not None and session != op.session_id:
         return False

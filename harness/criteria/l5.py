@@ -22,6 +22,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria import projection_oracle as O
 from harness.criteria.approval_answers import first_answers
@@ -455,11 +456,10 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     settled = {view.identity.execution_id: view for view in final.observation.operations
                if view.delivery is not Delivery.PENDING and view.identity.execution_id not in waiting}
     first_seen: dict[str, int] = {}
-    for point in trace.observations:
-        for view in point.observation.operations:
-            execution_id = view.identity.execution_id
-            if execution_id in settled and view.delivery is not Delivery.PENDING:
-                first_seen.setdefault(execution_id, point.index)
+    for point, view in reading_changes.new_rows(trace):  # each reading's new rows (setdefault)
+        execution_id = view.identity.execution_id
+        if execution_id in settled and view.delivery is not Delivery.PENDING:
+            first_seen.setdefault(execution_id, point.index)
     spans = s.driver_spans(trace)
     exercised, violations = 0, []
     for execution_id, view in settled.items():

@@ -339,7 +339,7 @@ def publications(trace: Trace) -> tuple[Publication, ...]:
 
 @by_identity(32)  # an operation is asked about once per publication check
 def _execution_ids(op: F.Op) -> frozenset[str]:
-    return frozenset({execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views})
+    return frozenset({execution_id_for(*op.key)} | {v.identity.execution_id for v in F.distinct_views(op)})
 
 
 def publications_of(pubs: tuple[Publication, ...], op: F.Op, before: int | None = None) -> tuple[Publication, ...]:
@@ -363,11 +363,28 @@ def _all_publications_of(pubs: tuple[Publication, ...], op: F.Op) -> tuple[Publi
     if found is not None and found[0] is pubs and found[1] is op:
         return found[2]
     exec_ids = _execution_ids(op)
-    mine = tuple(p for p in pubs if p.key == op.key or p.execution_id in exec_ids)
+    by_key, by_execution_id = _publication_index(pubs)
+    positions = set(by_key.get(op.key, ()))
+    for execution_id in exec_ids:
+        positions.update(by_execution_id.get(execution_id, ()))
+    mine = tuple(pubs[at] for at in sorted(positions))
     if len(_PUBLICATIONS_OF) >= _PUBLICATIONS_OF_MAX:
         _PUBLICATIONS_OF.clear()
     _PUBLICATIONS_OF[key] = (pubs, op, mine)
     return mine
+
+
+@by_identity(2)
+def _publication_index(pubs: tuple[Publication, ...]
+                       ) -> tuple[dict[F.OpKey, list[int]], dict[str, list[int]]]:
+    """The publications' positions by (session, call id) and by execution id (so an
+    operation's are found without reading every publication)."""
+    by_key: dict[F.OpKey, list[int]] = {}
+    by_execution_id: dict[str, list[int]] = {}
+    for at, pub in enumerate(pubs):
+        by_key.setdefault(pub.key, []).append(at)
+        by_execution_id.setdefault(pub.execution_id, []).append(at)
+    return by_key, by_execution_id
 
 
 def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
@@ -498,7 +515,7 @@ def op_of(ops: dict[F.OpKey, F.Op], pub: Publication) -> F.Op | None:
         return ops[pub.key]
     for op in ops.values():
         if execution_id_for(*op.key) == pub.execution_id or any(
-                v.identity.execution_id == pub.execution_id for _, v in op.views):
+                v.identity.execution_id == pub.execution_id for v in F.distinct_views(op)):
             return op
     return None
 

@@ -42,6 +42,7 @@ from harness.contract import (
     execution_id_for,
     from_json,
 )
+from harness.criteria import reading_changes
 from harness.criteria.base import Evidence
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
@@ -433,14 +434,13 @@ def _call_catalogue(trace: Trace) -> dict[OpKey, tuple[str, dict[str, Any]]]:
     for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
         d = event.data
         put((d.get("session_id", ""), d.get("tool_call_id", "")), d.get("tool"), d.get("args"))
-    for event in model_requests(trace):
-        for message in event.data.get("messages", []):
-            for call in message.get("tool_calls") or ():
-                put((event.data.get("session_id", ""), call.get("tool_call_id", "")),
-                    call.get("tool"), call.get("args"))
-    for point in trace.observations:
-        for op in point.observation.operations:
-            put((op.session_id, op.identity.tool_call_id), op.tool, op.args)
+    # the messages and rows each request and reading adds (the others were put already)
+    for event, _, message in reading_changes.new_messages(trace):
+        for call in message.get("tool_calls") or ():
+            put((event.data.get("session_id", ""), call.get("tool_call_id", "")),
+                call.get("tool"), call.get("args"))
+    for _, op in reading_changes.new_rows(trace):
+        put((op.session_id, op.identity.tool_call_id), op.tool, op.args)
     return found
 
 

@@ -689,14 +689,13 @@ def check_x4(trace: Trace) -> Verdict:
     ops = F.operations(trace)
     crashes = F.crash_points(trace)
     for op in ops.values():
-        flagged = [
-            (p, v) for p, v in op.views
-            if v.reconciliation_required or F.value(v.outcome) == Outcome.UNKNOWN.value
-        ]
+        flagged = F.pairs_where(
+            op, lambda v: v.reconciliation_required or F.value(v.outcome) == Outcome.UNKNOWN.value)
         if not flagged:
             # an operation a crash interrupted, read back after it, counts as judged
+            last_read = F.last_read_index(op)  # readings in index order
             if any(
-                F.context_names_op(context, op) and any(p.index > crash.index for p, _ in op.views)
+                F.context_names_op(context, op) and last_read > crash.index
                 for crash, _, context in crashes
             ):
                 exercised += 1
@@ -833,7 +832,7 @@ def _kind_label(kind: str | None) -> str:
 def _decided_before(trace: Trace, op: F.Op, index: int) -> bool:
     """A permission decision is on record before ``index``: a PERMISSION_DECIDED event for
     this operation, or a stored view (up to the probe at ``index``) that allows it."""
-    exec_ids = {v.identity.execution_id for _, v in op.views} | {execution_id_for(*op.key)}
+    exec_ids = {v.identity.execution_id for v in F.distinct_views(op)} | {execution_id_for(*op.key)}
     for event, payload in trace.lifecycle_events():
         if event.index >= index or payload.get("type") != EventType.PERMISSION_DECIDED.value:
             continue
