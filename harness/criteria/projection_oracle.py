@@ -42,6 +42,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.criteria.trace_readings import find_op
 from harness.criteria.approval_answers import first_answers
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
@@ -427,7 +428,7 @@ def _readings_by_label(trace: Trace) -> dict[str, tuple[list[int], list[Observat
 def view_in(point: ObservationPoint | None, op: F.Op) -> OperationView | None:
     if point is None:
         return None
-    return point.observation.operation(op.tool_call_id, op.session_id)
+    return find_op(point.observation, (op.session_id, op.tool_call_id))
 
 
 def action_problems(status: str, actions: frozenset[str], hard_denial: bool) -> list[str]:
