@@ -30,6 +30,7 @@ from harness.contract import (
     execution_id_for,
     result_digest,
 )
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria import prepared_calls, races, recovery_reports, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -50,6 +51,14 @@ def _fresh_checkpoints(trace: Trace, point: ObservationPoint, session_id: str) -
 @by_identity(2)
 def _checkpoint_first_seen(trace: Trace) -> Mapping[tuple[str, int], int]:
     """(session, sequence) -> the lowest index of an observation showing that checkpoint."""
+    indexes = [p.index for p in trace.observations]
+    if all(a <= b for a, b in zip(indexes, indexes[1:])):
+        # readings in index order: a row's first sighting is where it is a new row, and a
+        # key's lowest index its first new row's (reading_changes)
+        found: dict[tuple[str, int], int] = {}
+        for point, c in reading_changes.new_rows(trace, "checkpoints"):
+            found.setdefault((c.session_id, c.sequence), point.index)
+        return MappingProxyType(found)
     lowest: dict[int, tuple[Any, int]] = {}  # one pass per distinct observation object
     for p in trace.observations:
         held = lowest.get(id(p.observation))

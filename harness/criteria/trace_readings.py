@@ -334,19 +334,43 @@ def request_rule_states(
     preparation began (its ``before_model_request`` hit) and those in force when the world
     received it. A change landing in between may apply from the next request."""
     session = str(request.data.get("session_id", ""))
-    previous = max((e.index for e in model_requests(trace)
-                    if e.index < request.index and e.data.get("session_id") == session
-                    and request_instance(e) == request_instance(request)), default=-1)
-    hits = [e.index for e in trace.of_kind(Kind.FAILPOINT)
-            if previous < e.index < request.index and e.data.get("name") == "before_model_request"
-            and e.instance == request.instance
-            and (e.data.get("context") or {}).get("session_id", session) == session]
+    by_sender, hits_by_instance = _request_neighbours(trace)
+    sent = by_sender.get((session, request_instance(request)), [])
+    at = bisect.bisect_left(sent, request.index)
+    previous = sent[at - 1] if at else -1
+    hits = []
+    indexes, events = hits_by_instance.get(request.instance, ((), ()))
+    for at in range(bisect.bisect_right(indexes, previous), len(indexes)):
+        if indexes[at] >= request.index:
+            break
+        if (events[at].data.get("context") or {}).get("session_id", session) == session:
+            hits.append(indexes[at])
+            break  # the first one is all that is read
     states = [rules_in_force(trace, session, request.index, changes)]
     if hits:
         earlier = rules_in_force(trace, session, hits[0], changes)
         if earlier != states[0]:
             states.insert(0, earlier)
     return tuple(states)
+
+
+@by_identity(2)
+def _request_neighbours(trace: Trace) -> tuple[dict[tuple[Any, int], list[int]],
+                                              dict[int, tuple[list[int], list[TraceEvent]]]]:
+    """The model requests' indexes by (session id, sending instance), and the
+    ``before_model_request`` hits' indexes and events by instance, in trace order (what
+    :func:`request_rule_states` looks between)."""
+    by_sender: dict[tuple[Any, int], list[int]] = {}
+    for event in sorted(model_requests(trace), key=lambda e: e.index):
+        by_sender.setdefault((event.data.get("session_id"), request_instance(event)), []).append(
+            event.index)
+    hits: dict[int, tuple[list[int], list[TraceEvent]]] = {}
+    for event in sorted(trace.of_kind(Kind.FAILPOINT), key=lambda e: e.index):
+        if event.data.get("name") == "before_model_request":
+            indexes, events = hits.setdefault(event.instance, ([], []))
+            indexes.append(event.index)
+            events.append(event)
+    return by_sender, hits
 
 
 def op_failpoint_before(trace: Trace, key: OpKey, names: Iterable[str], index: int) -> TraceEvent | None:
