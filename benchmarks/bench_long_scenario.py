@@ -3,7 +3,8 @@
     python benchmarks/bench_long_scenario.py [--n 100 1000 5000] [--max-s 300] [--out FILE]
 
 One session, one turn, N model responses each asking for one ``write`` call (a distinct key),
-then a final answer: the conversation, the store and the trace all grow along the session.
+then the model's default final answer (at most 1,000 scripted responses fit a scenario's
+array, so N is at most 1,000): the conversation, the store and the trace all grow along the session.
 Each row runs in a fresh interpreter (so its peak is its own) on the embedded reference,
 in-process: the run (``run_scenario``: the implementation, the world, the store probes), then
 the judging (every criterion, and the trace digest, as a campaign judges a case). It prints
@@ -39,8 +40,10 @@ def scenario_text(n: int) -> str:
     for i in range(n):
         lines += ["[[model]]", f'tool_calls = [{{ id = "c{i}", tool = "put_object", '
                                f'args = {{ key = "reports/{i}.csv", body = "row {i}" }} }}]', ""]
-    lines += ["[[model]]", 'text = "All stored."', "", "[[steps]]", 'do = "turn"',
-              'text = "store the reports"']
+    # the final answer is the simulated model's default one (its script ran out): a
+    # scenario's arrays hold at most 1,000 items (docs/scenarios.md, "Limits"), so N = 1,000
+    # calls leave no room for a scripted answer
+    lines += ["[[steps]]", 'do = "turn"', 'text = "store the reports"']
     return "\n".join(lines) + "\n"
 
 
