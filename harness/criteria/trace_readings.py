@@ -634,7 +634,25 @@ def ledger_key(event: TraceEvent) -> OpKey:
 
 
 def ledger_rows_for(trace: Trace, key: OpKey) -> tuple[TraceEvent, ...]:
-    return tuple(e for e in trace.ledger() if ledger_key(e) == key)
+    """The ledger rows of one operation, in order (from an index built once per trace)."""
+    try:
+        return _ledger_by_key(trace).get(key, ())
+    except TypeError:  # a key that cannot be hashed (data a hand-built trace holds)
+        return tuple(e for e in trace.ledger() if ledger_key(e) == key)
+
+
+@by_identity(2)
+def _ledger_by_key(trace: Trace) -> dict[Any, tuple[TraceEvent, ...]]:
+    grouped: dict[Any, list[TraceEvent]] = {}
+    unhashable: list[TraceEvent] = []
+    for event in trace.ledger():
+        try:
+            grouped.setdefault(ledger_key(event), []).append(event)
+        except TypeError:
+            unhashable.append(event)
+    if unhashable:
+        raise TypeError("a ledger row's key cannot be hashed")  # scanned instead
+    return {key: tuple(rows) for key, rows in grouped.items()}
 
 
 def last_row_before(trace: Trace, key: OpKey, index: int) -> TraceEvent | None:
