@@ -243,6 +243,12 @@ def provenance(trace: Trace) -> Provenance:
     served_like: dict[tuple[str, str, str | None], list[ServedAnswer]] = {}
     pending: list[tuple[_Request, ServedAnswer]] = []  # served, not yet usable (ends later)
     unsourced: list[Unsourced] = []
+    # Per session, the latest request's messages and how many of them lead with only
+    # answers found among what the world served for their conversation (or no answer): a
+    # request carrying those very messages finds them so again (what was served is only
+    # added to, and the same messages have the same conversation before them), so it walks
+    # on from the first one that was not.
+    sourced_upto: dict[str, tuple[tuple[dict[str, Any], ...], int]] = {}
     for request in requests:
         still = []
         for asked, answer in pending:
@@ -255,18 +261,28 @@ def provenance(trace: Trace) -> Provenance:
             else:
                 still.append((asked, answer))
         pending = still
-        for position, message in enumerate(request.messages):
+        start, first_unsourced = 0, None
+        before = sourced_upto.get(request.session_id)
+        if before is not None and len(before[0]) <= len(request.messages) \
+                and common_prefix(before[0], request.messages) == len(before[0]):
+            start = before[1]
+        for position in range(start, len(request.messages)):
+            message = request.messages[position]
             if message.get("role") != "assistant":
                 continue
             candidates = served_to.get((request.session_id, request.prefixes[position]), ())
             if any(answers(message, answer) for answer in candidates):
                 continue
+            if first_unsourced is None:
+                first_unsourced = position
             if _imported(loads.get(request.session_id, []), request, position):
                 continue
             elsewhere = tuple({id(a): a for key in ((request.session_id, "text", _text(message)),
                                                     (request.session_id, "calls", _first_call_id(message)))
                                for a in served_like.get(key, ()) if _same_answer(message, a)}.values())
             unsourced.append(Unsourced(request.event, position, message, elsewhere))
+        sourced_upto[request.session_id] = (
+            request.messages, len(request.messages) if first_unsourced is None else first_unsourced)
         end = ends.get(str(request.event.data.get("request_id", "")))
         if end is not None:
             pending.append((request, _served(end, request.event)))
