@@ -73,6 +73,7 @@ from harness.contract import (
 )
 from harness.criteria import approval_answers
 from harness.criteria.trace_readings import find_op
+from harness.trace.sequence_delta import common_prefix
 from harness.criteria.base import Criterion, Evidence, Status, Verdict, per_trace
 from harness.trace.record import Kind, Source, Trace, TraceEvent
 
@@ -222,6 +223,31 @@ class _Index:
                         by_call.setdefault(call_id, []).append(end)
             self.__dict__["_ends_by_call"] = by_call
         return by_call.get(tool_call_id, [])
+
+    def unended(self, rows: Any) -> list[Any]:
+        """The model request views of a reading not ended yet (:func:`_ended`), in order:
+        kept up to date from the head a reading shares with the one asked about before
+        (the same objects: the same answer), so a long session is not read whole per hit."""
+        last, positions = self.__dict__.get("_unended", ((), []))
+        if rows is not last:
+            kept = common_prefix(last, rows)
+            positions = [at for at in positions if at < kept] + [
+                at for at in range(kept, len(rows)) if not _ended(rows[at])]
+            self.__dict__["_unended"] = (rows, positions)
+        return [rows[at] for at in positions]
+
+    def requests_with_id(self, request_id: Any) -> list[TraceEvent]:
+        """The model requests whose id (as text) is ``request_id``, in trace order."""
+        by_id = self.__dict__.get("_requests_with_id")
+        if by_id is None:
+            by_id = {}
+            for request in self.requests:
+                by_id.setdefault(str(request.data.get("request_id", "")), []).append(request)
+            self.__dict__["_requests_with_id"] = by_id
+        try:
+            return by_id.get(request_id, [])
+        except TypeError:  # an id that cannot be hashed equals no text
+            return []
 
     def request_session_before(self, request_id: str, at: int) -> Any:
         """The session of the latest model request with this id sent before ``at`` (None:
@@ -787,7 +813,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
         return problems
     owned, hits_of, requests_of = hit.index.model_request_readings()
     # a request is this instance's when it had it before this hit
-    open_ = [r.request_id for r in hit.probe.model_requests
+    open_ = [r.request_id for r in hit.index.unended(hit.probe.model_requests)
              if r.session_id == hit.session_id
              and owned.get((hit.instance, r.request_id), hit.at) < hit.at and not _ended(r)]
     if open_:
@@ -810,8 +836,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
 
 def _after_model_request_started(hit: _Hit) -> list[Problem]:
     problems: list[Problem] = []
-    sent = [r for r in hit.index.requests
-            if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
+    sent = [r for r in hit.index.requests_with_id(hit.request_id) if r.index < hit.at]
     if sent:
         problems.append(_late(f"request {hit.request_id} was already sent to the model",
                               tuple(r.index for r in sent)))
@@ -827,8 +852,7 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
 
 def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
     problems: list[Problem] = []
-    sent = [r for r in hit.index.requests
-            if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
+    sent = [r for r in hit.index.requests_with_id(hit.request_id) if r.index < hit.at]
     ends = [e for e in hit.index.stream_ends.get(hit.request_id, []) if e.index < hit.at]
     if sent and not ends:
         problems.append(Problem(f"the stream of request {hit.request_id} has not ended",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from harness.contract import DecisionSource, EventType, Feature, Permission, execution_id_for
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
+from harness.criteria import reading_changes
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace.identity_memo import by_identity
@@ -180,6 +181,10 @@ def check_l1_1(trace: Trace) -> Verdict:
     ops = F.operations(trace)
     model = O.table_model(trace, ops)
     pts = F.points(trace)
+    # a checkpoint's fault depends on the row alone: when no reading's new rows carry one,
+    # no reading does, and the checkpoints need not be read reading by reading
+    checkpoints_at_fault = any(c.failure_entries > cap
+                               for _, c in reading_changes.new_rows(trace, "checkpoints"))
     for point in pts:
         per_session: dict[str, int] = {}
         for entry in point.observation.failure_table:
@@ -189,7 +194,7 @@ def check_l1_1(trace: Trace) -> Verdict:
                 violations.append(_ev(
                     f"session {session_id}: recent-failure table holds {size} entries at "
                     f"'{point.label}', capacity is {cap}", (point.index,)))
-        for checkpoint in point.observation.checkpoints:
+        for checkpoint in point.observation.checkpoints if checkpoints_at_fault else ():
             if checkpoint.failure_entries > cap:
                 violations.append(_ev(
                     f"session {checkpoint.session_id}: checkpoint {checkpoint.sequence} carries "

@@ -386,8 +386,11 @@ def check_l4_5(trace: Trace) -> Verdict:
                 state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
                 violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} follows {execution_id}, "
                                        f"whose result is not saved ({state})", hit.index, point.index))
-        for row in trace.ledger():
-            if row.index >= hit.index or s.ledger_key(row)[0] != key[0] or row.instance != hit.instance:
+        rows, indexes = _ledger_by_session_instance(trace).get((key[0], hit.instance), ((), []))
+        for row in rows:
+            if row.index >= hit.index:
+                if indexes is not None:
+                    break  # in index order: none later is before the hit
                 continue
             row_key = s.ledger_key(row)
             if execution_id_for(*row_key) in named:
@@ -402,6 +405,25 @@ def check_l4_5(trace: Trace) -> Verdict:
                                        rows=[row]))
     return judge("L4.5", exercised, violations,
                  "no after_checkpoint_saved hit naming an operation with a fresh checkpoint of its session")
+
+
+@by_identity(2)
+def _ledger_by_session_instance(trace: Trace
+                                ) -> dict[Any, tuple[tuple[TraceEvent, ...], list[int] | None]]:
+    """The ledger's rows by (session, instance), in trace order, with their indexes when
+    those are in order (None when not: a hand-built trace)."""
+    grouped: dict[Any, list[TraceEvent]] = {}
+    for row in trace.ledger():
+        try:
+            grouped.setdefault((s.ledger_key(row)[0], row.instance), []).append(row)
+        except TypeError:  # a session id that cannot be hashed is no session's
+            continue
+    found: dict[Any, tuple[tuple[TraceEvent, ...], list[int] | None]] = {}
+    for group, rows in grouped.items():
+        indexes = [row.index for row in rows]
+        ordered = all(a <= b for a, b in zip(indexes, indexes[1:]))
+        found[group] = (tuple(rows), indexes if ordered else None)  # None: read them all
+    return found
 
 
 # --------------------------------------------------------------------------- L4.6
