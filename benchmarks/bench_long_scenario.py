@@ -1,6 +1,6 @@
 """A scenario of N sequential write calls: the harness's time and peak memory against N.
 
-    python benchmarks/bench_long_scenario.py [--n 100 1000 5000] [--max-s 300] [--out FILE]
+    python benchmarks/bench_long_scenario.py [--n 100 200 400 1000] [--max-s 300] [--out FILE]
 
 One session, one turn, N model responses each asking for one ``write`` call (a distinct key),
 then the model's default final answer (at most 1,000 scripted responses fit a scenario's
@@ -96,7 +96,8 @@ def fitted(rows: list[dict], key: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 400, 1000],
+                        help="session lengths (at most 1,000: a scenario's arrays hold 1,000 items)")
     parser.add_argument("--max-s", type=float, default=300.0,
                         help="stop a row after this many wall-clock seconds")
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
