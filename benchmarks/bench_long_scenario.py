@@ -1,16 +1,19 @@
 """A scenario of N sequential write calls: the harness's time and peak memory against N.
 
-    python benchmarks/bench_long_scenario.py [--n 100 1000 5000] [--max-s 300] [--out FILE]
+    python benchmarks/bench_long_scenario.py [--n 100 200 400 1000] [--max-s 300] [--out FILE]
 
 One session, one turn, N model responses each asking for one ``write`` call (a distinct key),
-then a final answer: the conversation, the store and the trace all grow along the session.
+then the model's default final answer (at most 1,000 scripted responses fit a scenario's
+array, so N is at most 1,000): the conversation, the store and the trace all grow along the session.
 Each row runs in a fresh interpreter (so its peak is its own) on the embedded reference,
 in-process: the run (``run_scenario``: the implementation, the world, the store probes), then
 the judging (every criterion, and the trace digest, as a campaign judges a case). It prints
 the seconds of each, the peak resident memory of the process (``ru_maxrss``: harness and
 reference together), the trace's size (events, store readings), and the exponent fitted
 between successive rows and over all of them (time ~ N^k: 1 is linear, 2 quadratic). A row
-that would take longer than ``--max-s`` is stopped and says so. The target (issue 29): N =
+that would take longer than ``--max-s`` is stopped and says so. Each row raises the bound on
+a run's events (``LIFECYCLE_HARNESS_LIMITS``, unless set) to 40 per call: a write call
+records about 25, and the default bound of 10,000 would end the session past N = 400. The target (issue 29): N =
 1,000 run and judged in at most 10 s with at most 500 MB. Numbers, not assertions.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -36,8 +40,10 @@ def scenario_text(n: int) -> str:
     for i in range(n):
         lines += ["[[model]]", f'tool_calls = [{{ id = "c{i}", tool = "put_object", '
                                f'args = {{ key = "reports/{i}.csv", body = "row {i}" }} }}]', ""]
-    lines += ["[[model]]", 'text = "All stored."', "", "[[steps]]", 'do = "turn"',
-              'text = "store the reports"']
+    # the final answer is the simulated model's default one (its script ran out): a
+    # scenario's arrays hold at most 1,000 items (docs/scenarios.md, "Limits"), so N = 1,000
+    # calls leave no room for a scripted answer
+    lines += ["[[steps]]", 'do = "turn"', 'text = "store the reports"']
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +96,8 @@ def fitted(rows: list[dict], key: str) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[100, 1000, 5000])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 400, 1000],
+                        help="session lengths (at most 1,000: a scenario's arrays hold 1,000 items)")
     parser.add_argument("--max-s", type=float, default=300.0,
                         help="stop a row after this many wall-clock seconds")
     parser.add_argument("--out", default=None, help="also write the rows as JSON here")
@@ -103,8 +110,12 @@ def main() -> None:
     print(f"{'N':>6} {'run s':>7} {'judge s':>8} {'total s':>8} {'CPU s':>7} {'peak MB':>8} "
           f"{'events':>7} {'readings':>8} {'distinct':>8}  verdict")
     for n in sorted(args.n):
+        env = dict(os.environ)
+        # a write call makes the world record about 25 events: past N = 400 the default
+        # bound on a run's events (docs/protocol.md, "Limits") would stop the session
+        env.setdefault("LIFECYCLE_HARNESS_LIMITS", f"events_per_scenario={max(10_000, 40 * n)}")
         try:
-            child = subprocess.run([sys.executable, __file__, "--row", str(n)], cwd=ROOT,
+            child = subprocess.run([sys.executable, __file__, "--row", str(n)], cwd=ROOT, env=env,
                                    capture_output=True, text=True, timeout=args.max_s)
         except subprocess.TimeoutExpired:
             print(f"{n:>6}  stopped after {args.max_s:g} s (larger N not run)")

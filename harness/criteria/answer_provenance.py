@@ -36,6 +36,7 @@ from typing import Any
 
 from harness.contract import canonical_json
 from harness.trace.identity_memo import by_identity
+from harness.trace.sequence_delta import common_prefix
 from harness.trace.record import Kind, Trace, TraceEvent
 
 
@@ -84,23 +85,38 @@ class _Request:
     """prefixes[i] is the digest of messages[:i] (len(messages) + 1 entries)."""
 
 
-def _prefix_digests(messages: tuple[dict[str, Any], ...]) -> tuple[bytes, ...]:
-    running = hashlib.blake2b(digest_size=16)
-    digests = [running.digest()]
-    for message in messages:
-        running.update(canonical_json(message).encode())
-        digests.append(running.digest())
-    return tuple(digests)
-
-
 @by_identity(2)  # provenance and imported_lengths read the same requests of a trace
 def _requests(trace: Trace) -> tuple[_Request, ...]:
-    """Every model request, with its messages and their prefix digests."""
+    """Every model request, with its messages and their prefix digests. A request that
+    carries the very message objects of its session's previous one, and more, takes that
+    one's messages and digests and goes on from where they end (the same values as
+    computed afresh: a session's conversation repeats itself in every request)."""
     requests = []
+    latest: dict[str, tuple[list[Any], _Request, Any]] = {}
     for event in trace.of_kind(Kind.MODEL_REQUEST):
-        messages = tuple(m for m in event.data.get("messages") or () if isinstance(m, dict))
-        requests.append(_Request(event, str(event.data.get("session_id", "")), messages,
-                                 _prefix_digests(messages)))
+        session_id = str(event.data.get("session_id", ""))
+        sent = event.data.get("messages") or ()
+        before = latest.get(session_id)
+        if type(sent) is list and before is not None and len(before[0]) <= len(sent) \
+                and common_prefix(before[0], sent) == len(before[0]):
+            added = tuple(m for m in sent[len(before[0]):] if isinstance(m, dict))
+            running = before[2].copy()
+            digests = list(before[1].prefixes)
+            for message in added:
+                running.update(canonical_json(message).encode())
+                digests.append(running.digest())
+            request = _Request(event, session_id, before[1].messages + added, tuple(digests))
+        else:
+            messages = tuple(m for m in sent if isinstance(m, dict))
+            running = hashlib.blake2b(digest_size=16)
+            digests = [running.digest()]
+            for message in messages:
+                running.update(canonical_json(message).encode())
+                digests.append(running.digest())
+            request = _Request(event, session_id, messages, tuple(digests))
+        if type(sent) is list:
+            latest[session_id] = (sent, request, running)
+        requests.append(request)
     return tuple(requests)
 
 
@@ -227,6 +243,12 @@ def provenance(trace: Trace) -> Provenance:
     served_like: dict[tuple[str, str, str | None], list[ServedAnswer]] = {}
     pending: list[tuple[_Request, ServedAnswer]] = []  # served, not yet usable (ends later)
     unsourced: list[Unsourced] = []
+    # Per session, the latest request's messages and how many of them lead with only
+    # answers found among what the world served for their conversation (or no answer): a
+    # request carrying those very messages finds them so again (what was served is only
+    # added to, and the same messages have the same conversation before them), so it walks
+    # on from the first one that was not.
+    sourced_upto: dict[str, tuple[tuple[dict[str, Any], ...], int]] = {}
     for request in requests:
         still = []
         for asked, answer in pending:
@@ -239,18 +261,28 @@ def provenance(trace: Trace) -> Provenance:
             else:
                 still.append((asked, answer))
         pending = still
-        for position, message in enumerate(request.messages):
+        start, first_unsourced = 0, None
+        before = sourced_upto.get(request.session_id)
+        if before is not None and len(before[0]) <= len(request.messages) \
+                and common_prefix(before[0], request.messages) == len(before[0]):
+            start = before[1]
+        for position in range(start, len(request.messages)):
+            message = request.messages[position]
             if message.get("role") != "assistant":
                 continue
             candidates = served_to.get((request.session_id, request.prefixes[position]), ())
             if any(answers(message, answer) for answer in candidates):
                 continue
+            if first_unsourced is None:
+                first_unsourced = position
             if _imported(loads.get(request.session_id, []), request, position):
                 continue
             elsewhere = tuple({id(a): a for key in ((request.session_id, "text", _text(message)),
                                                     (request.session_id, "calls", _first_call_id(message)))
                                for a in served_like.get(key, ()) if _same_answer(message, a)}.values())
             unsourced.append(Unsourced(request.event, position, message, elsewhere))
+        sourced_upto[request.session_id] = (
+            request.messages, len(request.messages) if first_unsourced is None else first_unsourced)
         end = ends.get(str(request.event.data.get("request_id", "")))
         if end is not None:
             pending.append((request, _served(end, request.event)))

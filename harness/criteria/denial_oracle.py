@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable
 
 from harness.contract import ClassifierOutcome, Mode, RuleEffect, execution_id_for
 from harness.criteria import approval_answers
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria.base import per_trace
 from harness.trace.record import Kind, ObservationPoint, Trace
@@ -293,15 +294,16 @@ def _steps(trace: Trace) -> tuple[_Step, ...]:
     review_at = {r.index: r for r in all_reviews}
     steps += _redeliveries(trace, changes, all_reviews)
     unsent: set[s.OpKey] = set()
-    for point in trace.observations:  # oversize operations never reach the world
-        for op in point.observation.operations:
-            key = (op.session_id, op.identity.tool_call_id)
-            if op.classifier_outcome is ClassifierOutcome.NO_VERDICT_OVERSIZE and key not in unsent:
-                unsent.add(key)
-                version = op.identity.permission_version
-                review = s.Review(point.index, op.session_id, op.tool, "", ClassifierOutcome.NO_VERDICT_OVERSIZE.value,
-                                  op.identity.tool_call_id, version, 0)
-                steps.append(_Step(point.index, "review", op.session_id, version, review=review, store_only=True))
+    # oversize operations never reach the world (each reading's new rows: a row already
+    # seen at the reading before is in ``unsent`` already or no oversize one)
+    for point, op in reading_changes.new_rows(trace):
+        key = (op.session_id, op.identity.tool_call_id)
+        if op.classifier_outcome is ClassifierOutcome.NO_VERDICT_OVERSIZE and key not in unsent:
+            unsent.add(key)
+            version = op.identity.permission_version
+            review = s.Review(point.index, op.session_id, op.tool, "", ClassifierOutcome.NO_VERDICT_OVERSIZE.value,
+                              op.identity.tool_call_id, version, 0)
+            steps.append(_Step(point.index, "review", op.session_id, version, review=review, store_only=True))
     escalated: set[s.OpKey] = set()
     for event in trace.events:
         d = event.data

@@ -24,7 +24,7 @@ import json
 from enum import Enum
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from harness.contract import (
     DecisionSource,
@@ -40,6 +40,7 @@ from harness.contract import (
 )
 from harness.criteria import approval_answers
 from harness.trace.identity_memo import by_identity
+from harness.trace.sequence_delta import common_prefix
 from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
 
 OpKey = tuple[str, str]
@@ -529,6 +530,118 @@ def turn_returns(trace: Trace) -> tuple[tuple[TraceEvent, str, str], ...]:
 # --------------------------------------------------------------------------- operations
 
 
+@dataclass(frozen=True, slots=True)
+class ViewRun:
+    """A run of consecutive readings (``points[start:stop]`` of :func:`points`) that all
+    hold the very same view object of one operation."""
+
+    view: OperationView
+    start: int
+    stop: int
+
+
+class ViewPairs(Sequence[tuple[ObservationPoint, OperationView]]):
+    """An operation's ``(reading, view)`` pairs, in reading order, held as runs of readings
+    sharing one view object (:class:`ViewRun`): a store reading holds every operation, so a
+    session of N calls has about N² pairs but only a few runs per operation. It reads as
+    the tuple of pairs it stands for (iteration, ``len``, indexing, truth); the checks that
+    would walk every pair walk :attr:`runs` instead and judge a run once where their answer
+    depends only on the view and on the operation's own events."""
+
+    __slots__ = ("runs", "_points", "_ends", "_len")
+
+    def __init__(self, all_points: tuple[ObservationPoint, ...], runs: tuple[ViewRun, ...]) -> None:
+        self.runs = runs
+        self._points = all_points
+        ends, total = [], 0
+        for run in runs:
+            total += run.stop - run.start
+            ends.append(total)
+        self._ends = ends
+        self._len = total
+
+    def points_of(self, run: ViewRun) -> tuple[ObservationPoint, ...]:
+        """The readings of one run, in order."""
+        return self._points[run.start:run.stop]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def __iter__(self) -> Iterator[tuple[ObservationPoint, OperationView]]:
+        all_points = self._points
+        for run in self.runs:
+            view = run.view
+            for at in range(run.start, run.stop):
+                yield all_points[at], view
+
+    def __getitem__(self, at: Any) -> Any:
+        if isinstance(at, slice):
+            return tuple(self)[at]
+        if at < 0:
+            at += self._len
+        if not 0 <= at < self._len:
+            raise IndexError("view pair index out of range")
+        number = bisect.bisect_right(self._ends, at)
+        run = self.runs[number]
+        before = self._ends[number - 1] if number else 0
+        return self._points[run.start + at - before], run.view
+
+    def __repr__(self) -> str:
+        return f"ViewPairs({len(self.runs)} runs, {self._len} pairs)"
+
+
+def _view_runs(all_points: tuple[ObservationPoint, ...]) -> dict[OpKey, list[ViewRun]]:
+    """Each operation's runs of readings with the same view (first sighting order), in time
+    linear in what changed between readings: a reading whose ``operations`` are the very
+    tuple of the reading before changes nothing, and of a changed one only the rows past
+    the head it shares (the same objects, found in C) are looked at. An operation's view in
+    a reading is the first row with its key (duplicates are X2's business)."""
+    runs: dict[OpKey, list[ViewRun]] = {}
+    open_runs: dict[OpKey, tuple[OperationView, int]] = {}  # key -> (view, start)
+    first_at: dict[OpKey, int] = {}  # key -> its first position in the previous reading
+    before: Any = ()
+
+    def close(key: OpKey, view: OperationView, start: int, stop: int) -> None:
+        runs.setdefault(key, []).append(ViewRun(view, start, stop))
+
+    for number, point in enumerate(all_points):
+        now = point.observation.operations
+        if now is before:
+            continue
+        kept = common_prefix(before, now)
+        dropped: dict[OpKey, tuple[OperationView, int]] = {}
+        for at in range(kept, len(before)):
+            row = before[at]
+            key = (row.session_id, row.identity.tool_call_id)
+            if first_at.get(key) == at:
+                del first_at[key]
+                dropped[key] = open_runs.pop(key)
+        for at in range(kept, len(now)):
+            row = now[at]
+            key = (row.session_id, row.identity.tool_call_id)
+            if key in first_at:
+                continue
+            first_at[key] = at
+            ended = dropped.pop(key, None)
+            if ended is not None:
+                if ended[0] is row:
+                    open_runs[key] = ended
+                    continue
+                close(key, ended[0], ended[1], number)
+            elif key not in runs:
+                runs[key] = []  # first sighting: its place in the order
+            open_runs[key] = (row, number)
+        for key, (view, start) in dropped.items():
+            close(key, view, start, number)
+        before = now
+    for key, (view, start) in open_runs.items():
+        close(key, view, start, len(all_points))
+    return runs
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Op:
     """One operation as the world saw it, joined with what the store said about it."""
@@ -544,7 +657,9 @@ class Op:
     """TOOL_EXECUTED ledger rows of this operation, in order."""
     unavailable: tuple[TraceEvent, ...]
     prompts: tuple[TraceEvent, ...]
-    views: tuple[tuple[ObservationPoint, OperationView], ...]
+    views: Sequence[tuple[ObservationPoint, OperationView]]
+    """Every reading that held it, with its view there, in reading order (a
+    :class:`ViewPairs`: walk its ``runs`` rather than every pair where the answer allows)."""
     first_seen: int = field(init=False, repr=False)
     """The trace index of its first sighting (-1: none); computed once, since the repeat
     checks compare it for every pair of operations."""
@@ -554,10 +669,11 @@ class Op:
     def __post_init__(self) -> None:
         candidates = [s.end_index for s in self.served]
         candidates += [r.index for r in self.rows] + [u.index for u in self.unavailable]
-        candidates += [point.index for point, _ in self.views]
+        stored = _first_index(self.views)
+        if stored >= 0:
+            candidates.append(stored)
         object.__setattr__(self, "first_seen", min(candidates) if candidates else -1)
-        object.__setattr__(self, "first_stored",
-                           min((point.index for point, _ in self.views), default=-1))
+        object.__setattr__(self, "first_stored", stored)
 
     def precedes(self, other: "Op") -> bool:
         """Was this operation handled before ``other``? Calls of one response are seen at
@@ -585,8 +701,16 @@ class Op:
 
     def view_at(self, index: int) -> tuple[ObservationPoint, OperationView] | None:
         """The latest view taken at or before ``index``."""
+        views = self.views
+        if isinstance(views, ViewPairs):  # readings in index order: the last run reaching it
+            for run in reversed(views.runs):
+                run_points = views.points_of(run)
+                if run_points[0].index <= index:
+                    at = bisect.bisect_right(run_points, index, key=_point_index) - 1
+                    return run_points[at], run.view
+            return None
         found = None
-        for point, view in self.views:
+        for point, view in views:
             if point.index <= index:
                 found = (point, view)
         return found
@@ -613,15 +737,9 @@ def operations(trace: Trace) -> Mapping[OpKey, Op]:
     for event in trace.of_kind(Kind.APPROVAL_PROMPT):
         key = (str(event.data.get("session_id")), str(event.data.get("tool_call_id")))
         prompts.setdefault(key, []).append(event)
-    views: dict[OpKey, list[tuple[ObservationPoint, OperationView]]] = {}
-    for point in points(trace):
-        seen: set[OpKey] = set()
-        for view in point.observation.operations:
-            key = (view.session_id, view.identity.tool_call_id)
-            if key in seen:  # duplicates inside one observation are X2's business
-                continue
-            seen.add(key)
-            views.setdefault(key, []).append((point, view))
+    all_points = points(trace)
+    views = {key: ViewPairs(all_points, tuple(found))
+             for key, found in _view_runs(all_points).items()}
 
     keys = list(dict.fromkeys([*served, *rows, *unavailable, *prompts, *views]))
     ops: dict[OpKey, Op] = {}
@@ -652,10 +770,48 @@ def operations(trace: Trace) -> Mapping[OpKey, Op]:
             rows=tuple(rows.get(key, ())),
             unavailable=tuple(unavailable.get(key, ())),
             prompts=tuple(prompts.get(key, ())),
-            views=tuple(views.get(key, ())),
+            views=views.get(key) or _NO_VIEWS,
         )
     return MappingProxyType(dict(sorted(ops.items(),
                                         key=lambda item: (item[1].first_seen, item[0]))))
+
+
+_NO_VIEWS = ViewPairs((), ())
+
+
+def distinct_views(op: Op) -> tuple[OperationView, ...]:
+    """The operation's views, one per run of readings sharing it (what a question about the
+    views alone needs, not one per reading)."""
+    views = op.views
+    if isinstance(views, ViewPairs):
+        return tuple(run.view for run in views.runs)
+    return tuple(view for _, view in views)
+
+
+def pairs_where(op: Op, keep: Callable[[OperationView], bool]
+                ) -> tuple[tuple[ObservationPoint, OperationView], ...]:
+    """``tuple((p, v) for p, v in op.views if keep(v))``, asking ``keep`` once per run."""
+    views = op.views
+    if not isinstance(views, ViewPairs):
+        return tuple((p, v) for p, v in views if keep(v))
+    return tuple((point, run.view) for run in views.runs if keep(run.view)
+                 for point in views.points_of(run))
+
+
+def last_read_index(op: Op) -> int:
+    """The trace index of the latest reading that held the operation (-1: none)."""
+    return op.views[-1][0].index if op.views else -1
+
+
+def _point_index(point: ObservationPoint) -> int:
+    return point.index
+
+
+def _first_index(views: Sequence[tuple[ObservationPoint, OperationView]]) -> int:
+    """The smallest trace index among the readings (-1: none)."""
+    if isinstance(views, ViewPairs):
+        return min((views.points_of(run)[0].index for run in views.runs), default=-1)
+    return min((point.index for point, _ in views), default=-1)
 
 
 def is_escalation_retry(op: Op, row: TraceEvent) -> bool:
@@ -879,7 +1035,7 @@ def context_names_op(context: dict[str, Any], op: Op) -> bool | None:
     if call_id is not None:
         return str(call_id) == op.tool_call_id and (session is None or session == op.session_id)
     if execution_id is not None:
-        ids = {v.identity.execution_id for _, v in op.views}
+        ids = {v.identity.execution_id for v in distinct_views(op)}
         return execution_id in ids
     if session is not None and session != op.session_id:
         return False

@@ -74,6 +74,8 @@ from harness.contract import (
     result_digest,
 )
 from harness.criteria import approval_answers
+from harness.criteria.trace_readings import find_op
+from harness.trace.sequence_delta import common_prefix
 from harness.criteria.base import Criterion, Evidence, Status, Verdict, per_trace
 from harness.trace.record import Kind, Source, Trace, TraceEvent
 
@@ -210,6 +212,60 @@ class _Index:
         owner = self.review_owner.get(review.index)
         return owner is not None and owner != key
 
+    def ends_serving(self, tool_call_id: str) -> list[TraceEvent]:
+        """The stream ends that served this call id (built at the first question)."""
+        by_call = self.__dict__.get("_ends_by_call")
+        if by_call is None:
+            by_call = {}
+            for ends in self.stream_ends.values():
+                for end in ends:
+                    calls = end.data.get("tool_call_ids") or [
+                        c.get("tool_call_id") for c in end.data.get("tool_calls") or []]
+                    for call_id in dict.fromkeys(c for c in calls if isinstance(c, str)):
+                        by_call.setdefault(call_id, []).append(end)
+            self.__dict__["_ends_by_call"] = by_call
+        return by_call.get(tool_call_id, [])
+
+    def unended(self, rows: Any) -> list[Any]:
+        """The model request views of a reading not ended yet (:func:`_ended`), in order:
+        kept up to date from the head a reading shares with the one asked about before
+        (the same objects: the same answer), so a long session is not read whole per hit."""
+        last, positions = self.__dict__.get("_unended", ((), []))
+        if rows is not last:
+            kept = common_prefix(last, rows)
+            positions = [at for at in positions if at < kept] + [
+                at for at in range(kept, len(rows)) if not _ended(rows[at])]
+            self.__dict__["_unended"] = (rows, positions)
+        return [rows[at] for at in positions]
+
+    def requests_with_id(self, request_id: Any) -> list[TraceEvent]:
+        """The model requests whose id (as text) is ``request_id``, in trace order."""
+        by_id = self.__dict__.get("_requests_with_id")
+        if by_id is None:
+            by_id = {}
+            for request in self.requests:
+                by_id.setdefault(str(request.data.get("request_id", "")), []).append(request)
+            self.__dict__["_requests_with_id"] = by_id
+        try:
+            return by_id.get(request_id, [])
+        except TypeError:  # an id that cannot be hashed equals no text
+            return []
+
+    def request_session_before(self, request_id: str, at: int) -> Any:
+        """The session of the latest model request with this id sent before ``at`` (None:
+        none was)."""
+        by_id = self.__dict__.get("_requests_by_id")
+        if by_id is None:
+            by_id = {}
+            for request in self.requests:
+                indexes, sessions = by_id.setdefault(str(request.data.get("request_id", "")), ([], []))
+                indexes.append(request.index)
+                sessions.append(request.data.get("session_id"))
+            self.__dict__["_requests_by_id"] = by_id
+        indexes, sessions = by_id.get(request_id, ((), ()))
+        at_or_after = bisect.bisect_left(indexes, at)
+        return sessions[at_or_after - 1] if at_or_after else None
+
     def model_request_readings(self) -> tuple[dict[tuple[int, str], int],
                                               dict[tuple[int, str, str], list[int]],
                                               dict[tuple[int, str], list[TraceEvent]]]:
@@ -303,7 +359,7 @@ class _Hit:
     def op(self) -> OperationView | None:
         if self.probe is None or self.key is None:
             return None
-        return self.probe.operation(self.key[1], self.key[0])
+        return find_op(self.probe, (self.key[0], self.key[1]))
 
     def previous_hits(self, *names: str) -> list[TraceEvent]:
         """This operation's earlier hits (any instance), optionally of the given names."""
@@ -426,17 +482,12 @@ def _served_at(hit: _Hit) -> int:
     """Index of the stream end that served this call (latest before the hit), else -1."""
     if hit.key is None:
         return -1
-    sessions = {str(r.data.get("request_id", "")): r.data.get("session_id")
-                for r in hit.index.requests if r.index < hit.at}
     served = -1
-    for request_id, ends in hit.index.stream_ends.items():
-        if sessions.get(request_id) != hit.key[0]:
-            continue
-        for end in ends:
-            calls = end.data.get("tool_call_ids") or [
-                c.get("tool_call_id") for c in end.data.get("tool_calls") or []]
-            if end.index < hit.at and hit.key[1] in calls:
-                served = max(served, end.index)
+    for end in hit.index.ends_serving(hit.key[1]):
+        # the request it ends was sent before the hit, in the call's session
+        if end.index < hit.at and hit.index.request_session_before(
+                str(end.data.get("request_id", "")), hit.at) == hit.key[0]:
+            served = max(served, end.index)
     return served
 
 
@@ -786,7 +837,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
         return problems
     owned, hits_of, requests_of = hit.index.model_request_readings()
     # a request is this instance's when it had it before this hit
-    open_ = [r.request_id for r in hit.probe.model_requests
+    open_ = [r.request_id for r in hit.index.unended(hit.probe.model_requests)
              if r.session_id == hit.session_id
              and owned.get((hit.instance, r.request_id), hit.at) < hit.at and not _ended(r)]
     if open_:
@@ -809,8 +860,7 @@ def _before_model_request(hit: _Hit) -> list[Problem]:
 
 def _after_model_request_started(hit: _Hit) -> list[Problem]:
     problems: list[Problem] = []
-    sent = [r for r in hit.index.requests
-            if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
+    sent = [r for r in hit.index.requests_with_id(hit.request_id) if r.index < hit.at]
     if sent:
         problems.append(_late(f"request {hit.request_id} was already sent to the model",
                               tuple(r.index for r in sent)))
@@ -826,8 +876,7 @@ def _after_model_request_started(hit: _Hit) -> list[Problem]:
 
 def _after_model_stream_ended(hit: _Hit) -> list[Problem]:
     problems: list[Problem] = []
-    sent = [r for r in hit.index.requests
-            if r.index < hit.at and str(r.data.get("request_id", "")) == hit.request_id]
+    sent = [r for r in hit.index.requests_with_id(hit.request_id) if r.index < hit.at]
     ends = [e for e in hit.index.stream_ends.get(hit.request_id, []) if e.index < hit.at]
     if sent and not ends:
         problems.append(Problem(f"the stream of request {hit.request_id} has not ended",
@@ -965,7 +1014,7 @@ def _context_problems(event: TraceEvent, precondition: FailpointPrecondition,
     if "execution_id" not in precondition.context_keys:
         return []
     key = (context["session_id"], context["tool_call_id"])
-    op = probe.operation(key[1], key[0]) if probe is not None else None
+    op = find_op(probe, (key[0], key[1])) if probe is not None else None
     bound = op.identity.execution_id if op is not None else execution_id_for(*key)
     if context["execution_id"] != bound:
         return [Problem(f"its context names execution {context['execution_id']} with call "
@@ -1019,13 +1068,17 @@ def _attempt_violations(index: _Index) -> list[PlacementViolation]:
     by_instance: dict[int, list[TraceEvent]] = {}
     for hit in index.hits:
         by_instance.setdefault(hit.instance, []).append(hit)
+    positions = {instance: [h.index for h in hits] for instance, hits in by_instance.items()}
     for key, attempts in index.attempts.items():
         for attempt in attempts:
             hits = by_instance.get(attempt.instance, [])
-            before = [h for h in hits if h.index < attempt.index]
-            after = [h for h in hits if h.index > attempt.index]
-            for wanted, neighbour in ((F.AFTER_START_RECORDED, before[-1] if before else None),
-                                      (F.AFTER_TOOL_RETURNED, after[0] if after else None)):
+            # the hits are in trace order: those before and after it by bisection
+            at = positions.get(attempt.instance, [])
+            last_before = bisect.bisect_left(at, attempt.index) - 1
+            first_after = bisect.bisect_right(at, attempt.index)
+            for wanted, neighbour in (
+                    (F.AFTER_START_RECORDED, hits[last_before] if last_before >= 0 else None),
+                    (F.AFTER_TOOL_RETURNED, hits[first_after] if first_after < len(hits) else None)):
                 if wanted is F.AFTER_TOOL_RETURNED and neighbour is None:
                     continue  # the run ended right after the tool (no later hit to judge)
                 if neighbour is not None and neighbour.data.get("name") == wanted.value \

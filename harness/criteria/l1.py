@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from harness.contract import DecisionSource, EventType, Feature, Permission, execution_id_for
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
+from harness.criteria import reading_changes
 from harness.criteria import failure_oracle as O
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace.identity_memo import by_identity
@@ -180,6 +181,10 @@ def check_l1_1(trace: Trace) -> Verdict:
     ops = F.operations(trace)
     model = O.table_model(trace, ops)
     pts = F.points(trace)
+    # a checkpoint's fault depends on the row alone: when no reading's new rows carry one,
+    # no reading does, and the checkpoints need not be read reading by reading
+    checkpoints_at_fault = any(c.failure_entries > cap
+                               for _, c in reading_changes.new_rows(trace, "checkpoints"))
     for point in pts:
         per_session: dict[str, int] = {}
         for entry in point.observation.failure_table:
@@ -189,7 +194,7 @@ def check_l1_1(trace: Trace) -> Verdict:
                 violations.append(_ev(
                     f"session {session_id}: recent-failure table holds {size} entries at "
                     f"'{point.label}', capacity is {cap}", (point.index,)))
-        for checkpoint in point.observation.checkpoints:
+        for checkpoint in point.observation.checkpoints if checkpoints_at_fault else ():
             if checkpoint.failure_entries > cap:
                 violations.append(_ev(
                     f"session {checkpoint.session_id}: checkpoint {checkpoint.sequence} carries "
@@ -429,16 +434,67 @@ _MISSING = object()
 
 
 def _pairs(trace: Trace, ops: dict[F.OpKey, F.Op]) -> list[Pair]:
+    """The pairs of stored operations of one session and tool (in order) that can say
+    anything: of kind other than "other", or whose expected and stored keys disagree on
+    equality. Every other pair (different args a shell guesser would not merge, different
+    expected and stored keys) is neither counted nor faulted, and a session of N calls of
+    one tool has N²/2 of them: they are never formed. A pair that can say something shares
+    one of these signatures (:func:`_signatures`), so only pairs of operations sharing one
+    are classified."""
     listed = [op for op in ops.values() if op.latest is not None]
+    groups: dict[Any, list[int]] = {}
+    for at, op in enumerate(listed):
+        bash = F.is_bash(trace, op.tool, op.session_id)
+        for signature in _signatures(trace, op, bash):
+            groups.setdefault((op.session_id, op.tool, signature), []).append(at)
+    candidates: set[tuple[int, int]] = set()
+    for members in groups.values():
+        for number, i in enumerate(members):
+            for j in members[number + 1:]:
+                candidates.add((i, j))
     found = []
-    for i, a in enumerate(listed):
-        for b in listed[i + 1:]:
-            if a.session_id != b.session_id or a.tool != b.tool:
-                continue
-            bash = F.is_bash(trace, a.tool, a.session_id)
-            diff, kind = _classify(bash, a.args, b.args)
-            found.append(Pair(a, b, bash, diff, kind))
+    for i, j in sorted(candidates):
+        a, b = listed[i], listed[j]
+        bash = F.is_bash(trace, a.tool, a.session_id)
+        diff, kind = _classify(bash, a.args, b.args)
+        found.append(Pair(a, b, bash, diff, kind))
     return found
+
+
+_QUOTING = frozenset("'\"\\")
+
+
+def _signatures(trace: Trace, op: F.Op, bash: bool) -> tuple[Any, ...]:
+    """Values two operations (of one session and tool) share whenever their pair is not
+    "other" or their keys' equalities disagree: the args without ``description`` (equal
+    for "identical" and "description_only" pairs), the args with each string reduced to its
+    characters case-folded, sorted, without whitespace and quoting (equal whenever every
+    differing value is a text :func:`looks_equivalent` merges: collapsing whitespace, case
+    folding, reordering characters and shell quoting all keep that multiset; for Bash
+    without the description, which may differ), the expected key and the stored key."""
+    args = op.args
+    rest = {k: v for k, v in args.items() if k != "description"}
+    normal = {k: (("text", "".join(sorted(c for c in v.casefold()
+                                          if not c.isspace() and c not in _QUOTING)))
+                  if isinstance(v, str) else ("value", _frozen(v)))
+              for k, v in (rest if bash else args).items()}
+    return (("args", _frozen(rest)), ("normal", _frozen(normal)),
+            ("expected", F.expected_dedup_key(trace, op.session_id, op.tool, args)),
+            ("stored", _frozen(op.latest.dedup_key)))
+
+
+def _frozen(value: Any) -> Any:
+    """A hashable value equal for equal JSON-like values (dicts, lists, scalars); anything
+    else is one marker (grouped with every other such value: a candidate, never a miss)."""
+    if isinstance(value, dict):
+        return ("dict", frozenset((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("list", tuple(_frozen(v) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("unhashable",)
+    return value
 
 
 def _pair_owner(pair: Pair) -> str:
@@ -484,13 +540,30 @@ def _repeat_findings(trace: Trace, ops: dict[F.OpKey, F.Op]) -> dict[str, tuple[
 
     # 2. behaviour of the repeat guard
     listed = list(ops.values())
+    # Of the earlier operations of the same session and tool, only those that failed, share
+    # the expected key or share the failure oracle's key are read below: each operation
+    # is compared with those (in order), not with every earlier one.
+    relevant: dict[Any, list[int]] = {}
+    for at, p in enumerate(listed):
+        group = (p.session_id, p.tool)
+        if _failure_any(p):
+            relevant.setdefault((group, "failed"), []).append(at)
+        relevant.setdefault((group, "expected", expected(p)), []).append(at)
+        if p.latest is not None:
+            relevant.setdefault((group, "oracle", O.dedup_key(trace, p.session_id, p.tool, p.args)),
+                                []).append(at)
     for op in listed:
         view = op.latest
         if view is None or not op.served:
             continue
         bash = F.is_bash(trace, op.tool, op.session_id)
+        group = (op.session_id, op.tool)
+        near_by = sorted({*relevant.get((group, "failed"), ()),
+                          *relevant.get((group, "expected", expected(op)), ()),
+                          *relevant.get((group, "oracle", O.dedup_key(
+                              trace, op.session_id, op.tool, op.args)), ())})
         prior = [
-            p for p in listed
+            p for p in (listed[at] for at in near_by)
             if p is not op and p.session_id == op.session_id and p.tool == op.tool and p.precedes(op)
         ]
         my_key = expected(op)

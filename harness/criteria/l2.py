@@ -569,7 +569,7 @@ def check_l2_6(trace: Trace) -> Verdict:
                 violations.append(_ev(
                     f"{F.describe(op)}: executed before its classifier verdict",
                     (row.index, verdict_at), (_seq(row),)))
-        exec_ids = {v.identity.execution_id for _, v in op.views} | {execution_id_for(*op.key)}
+        exec_ids = {v.identity.execution_id for v in F.distinct_views(op)} | {execution_id_for(*op.key)}
         for execution_id in exec_ids:
             event = started.get(execution_id)
             if event is not None and event.index < verdict_at:

@@ -28,6 +28,7 @@ from harness.contract import (
 )
 from harness.criteria import approval_answers
 from harness.criteria import facts as F
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.criteria.denial_oracle import (
@@ -498,10 +499,9 @@ def _calls_by_execution_id(trace: Trace) -> dict[str, tuple[s.OpKey, str, dict]]
     for call in s.emitted_calls(trace):
         if call.tool is not None and call.args is not None:
             found.setdefault(execution_id_for(*call.key), (call.key, call.tool, call.args))
-    for point in trace.observations:
-        for op in point.observation.operations:
-            found.setdefault(op.identity.execution_id,
-                             ((op.session_id, op.identity.tool_call_id), op.tool, op.args))
+    for _, op in reading_changes.new_rows(trace):  # each reading's new rows (setdefault)
+        found.setdefault(op.identity.execution_id,
+                         ((op.session_id, op.identity.tool_call_id), op.tool, op.args))
     return found
 
 
@@ -512,6 +512,8 @@ def _stored_unliftable_not_denied_or_waiting(trace: Trace, rules: _Unliftable) -
     approvable wait."""
     violations = []
     reported: set[tuple[str, str]] = set()
+    if not any(op.decided_by in UNLIFTABLE for _, op in reading_changes.new_rows(trace)):
+        return violations  # no reading holds such a row (each row is some reading's new one)
     for point in trace.observations:
         obs = point.observation
         for op in obs.operations:
@@ -699,6 +701,11 @@ def check_l3_10(trace: Trace) -> Verdict:
             violations.append(s.ev(f"session {session} (not an interactive owner who can approve) got an "
                                    "approval prompt", prompt.index))
     seen: set[str] = {str(p.data.get("wait_id")) for p in trace.of_kind(Kind.APPROVAL_PROMPT)}
+    # A row's fault below depends on the row alone: when no reading's new rows have one,
+    # no reading has one, and only the waits need reading point by point.
+    rows_at_fault = any(
+        not (s.can_approve(configs.get(op.session_id)) or op.session_id not in configs)
+        and op.decided_by is DecisionSource.APPROVAL for _, op in reading_changes.new_rows(trace))
     for point in trace.observations:
         for wait in point.observation.approval_waits:
             if wait.wait_id in seen:
@@ -708,7 +715,7 @@ def check_l3_10(trace: Trace) -> Verdict:
             if not s.can_approve(configs.get(wait.session_id)):
                 violations.append(s.ev(f"session {wait.session_id} (not an interactive owner who can approve) "
                                        f"has approval wait {wait.wait_id}", point.index))
-        for op in point.observation.operations:
+        for op in point.observation.operations if rows_at_fault else ():
             if s.can_approve(configs.get(op.session_id)) or op.session_id not in configs:
                 continue
             if op.decided_by is DecisionSource.APPROVAL:

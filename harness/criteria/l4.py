@@ -30,6 +30,7 @@ from harness.contract import (
     execution_id_for,
     result_digest,
 )
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria import prepared_calls, races, recovery_reports, trusted_denials
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
@@ -50,6 +51,14 @@ def _fresh_checkpoints(trace: Trace, point: ObservationPoint, session_id: str) -
 @by_identity(2)
 def _checkpoint_first_seen(trace: Trace) -> Mapping[tuple[str, int], int]:
     """(session, sequence) -> the lowest index of an observation showing that checkpoint."""
+    indexes = [p.index for p in trace.observations]
+    if all(a <= b for a, b in zip(indexes, indexes[1:])):
+        # readings in index order: a row's first sighting is where it is a new row, and a
+        # key's lowest index its first new row's (reading_changes)
+        found: dict[tuple[str, int], int] = {}
+        for point, c in reading_changes.new_rows(trace, "checkpoints"):
+            found.setdefault((c.session_id, c.sequence), point.index)
+        return MappingProxyType(found)
     lowest: dict[int, tuple[Any, int]] = {}  # one pass per distinct observation object
     for p in trace.observations:
         held = lowest.get(id(p.observation))
@@ -377,8 +386,11 @@ def check_l4_5(trace: Trace) -> Verdict:
                 state = "missing" if op is None else f"{op.outcome.value}/{op.delivery.value}"
                 violations.append(s.ev(f"checkpoint {fresh[-1].sequence} of {key[0]} follows {execution_id}, "
                                        f"whose result is not saved ({state})", hit.index, point.index))
-        for row in trace.ledger():
-            if row.index >= hit.index or s.ledger_key(row)[0] != key[0] or row.instance != hit.instance:
+        rows, indexes = _ledger_by_session_instance(trace).get((key[0], hit.instance), ((), []))
+        for row in rows:
+            if row.index >= hit.index:
+                if indexes is not None:
+                    break  # in index order: none later is before the hit
                 continue
             row_key = s.ledger_key(row)
             if execution_id_for(*row_key) in named:
@@ -393,6 +405,25 @@ def check_l4_5(trace: Trace) -> Verdict:
                                        rows=[row]))
     return judge("L4.5", exercised, violations,
                  "no after_checkpoint_saved hit naming an operation with a fresh checkpoint of its session")
+
+
+@by_identity(2)
+def _ledger_by_session_instance(trace: Trace
+                                ) -> dict[Any, tuple[tuple[TraceEvent, ...], list[int] | None]]:
+    """The ledger's rows by (session, instance), in trace order, with their indexes when
+    those are in order (None when not: a hand-built trace)."""
+    grouped: dict[Any, list[TraceEvent]] = {}
+    for row in trace.ledger():
+        try:
+            grouped.setdefault((s.ledger_key(row)[0], row.instance), []).append(row)
+        except TypeError:  # a session id that cannot be hashed is no session's
+            continue
+    found: dict[Any, tuple[tuple[TraceEvent, ...], list[int] | None]] = {}
+    for group, rows in grouped.items():
+        indexes = [row.index for row in rows]
+        ordered = all(a <= b for a, b in zip(indexes, indexes[1:]))
+        found[group] = (tuple(rows), indexes if ordered else None)  # None: read them all
+    return found
 
 
 # --------------------------------------------------------------------------- L4.6

@@ -8,6 +8,7 @@ capability, or plan mode (non-read tools) refuses every call of it.
 
 from __future__ import annotations
 
+import bisect
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -22,6 +23,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.criteria import reading_changes
 from harness.criteria import trace_readings as s
 from harness.criteria import projection_oracle as O
 from harness.criteria.approval_answers import first_answers
@@ -377,13 +379,25 @@ def check_l5_5(trace: Trace) -> Verdict:
     exercised, violations = 0, []
     ops = F.operations(trace)
     saved = list(s.lifecycle_of(trace, "result_saved"))
+    # the positions of each execution id's events in ``saved``, and readings and requests
+    # found from an index by bisection (each event compares what follows it only)
+    saved_at: dict[Any, list[int]] = {}
+    for n, (_, payload) in enumerate(saved):
+        saved_at.setdefault(payload.get("execution_id"), []).append(n)
+    points = trace.observations
+    point_indexes = [p.index for p in points]
+    points_sorted = all(a <= b for a, b in zip(point_indexes, point_indexes[1:]))
+    requests = s.model_requests(trace)
+    request_indexes = [r.index for r in requests]
+    requests_sorted = all(a <= b for a, b in zip(request_indexes, request_indexes[1:]))
     for n, (event, payload) in enumerate(saved):
         execution_id = str(payload.get("execution_id", ""))
         key = s.key_for_execution_id(trace, execution_id)
         if key is None:
             continue
         # a later result of the same operation (an approved escalation...) supersedes this one
-        superseded = [e.index for e, p in saved[n + 1:] if p.get("execution_id") == execution_id]
+        later = saved_at.get(execution_id, [])
+        superseded = [saved[m][0].index for m in later[bisect.bisect_right(later, n):]]
         horizon = superseded[0] if superseded else len(trace.events)
         compared = False
         outcome = (payload.get("data") or {}).get("outcome")
@@ -405,8 +419,11 @@ def check_l5_5(trace: Trace) -> Verdict:
                 world = f"event says {outcome} but the world says {result.outcome} ({result.grounds})"
         if world:
             violations.append(s.ev(f"{key[1]}: {world}", event.index, *(r.index for r in rows[-1:]), rows=rows[-1:]))
-        for point in trace.observations:
+        first = bisect.bisect_left(point_indexes, event.index) if points_sorted else 0
+        for point in points[first:] if first else points:
             if point.index < event.index or point.index >= horizon:
+                if points_sorted and point.index >= horizon:
+                    break  # none later is before the horizon
                 continue
             op = s.find_op(point.observation, key)
             if op is None or op.delivery is Delivery.PENDING:
@@ -416,8 +433,11 @@ def check_l5_5(trace: Trace) -> Verdict:
                 violations.append(s.ev(f"realtime event says {key[1]} {outcome}, the stored history says "
                                        f"{op.outcome.value}", event.index, point.index))
             break
-        for request in s.model_requests(trace):
+        first = bisect.bisect_left(request_indexes, event.index) if requests_sorted else 0
+        for request in requests[first:] if first else requests:
             if request.index < event.index or request.index >= horizon or request.data.get("session_id") != key[0]:
+                if requests_sorted and request.index >= horizon:
+                    break  # none later is before the horizon
                 continue
             message = s.tool_message(request, key[1])
             if message is None or message.get("outcome") is None:
@@ -455,11 +475,10 @@ def _unannounced_results(trace: Trace, saved: list[tuple[Any, dict[str, Any]]]) 
     settled = {view.identity.execution_id: view for view in final.observation.operations
                if view.delivery is not Delivery.PENDING and view.identity.execution_id not in waiting}
     first_seen: dict[str, int] = {}
-    for point in trace.observations:
-        for view in point.observation.operations:
-            execution_id = view.identity.execution_id
-            if execution_id in settled and view.delivery is not Delivery.PENDING:
-                first_seen.setdefault(execution_id, point.index)
+    for point, view in reading_changes.new_rows(trace):  # each reading's new rows (setdefault)
+        execution_id = view.identity.execution_id
+        if execution_id in settled and view.delivery is not Delivery.PENDING:
+            first_seen.setdefault(execution_id, point.index)
     spans = s.driver_spans(trace)
     exercised, violations = 0, []
     for execution_id, view in settled.items():

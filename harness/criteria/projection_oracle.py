@@ -42,6 +42,7 @@ from harness.contract import (
     expected_projection,
 )
 from harness.criteria import facts as F
+from harness.criteria.trace_readings import find_op
 from harness.criteria.approval_answers import first_answers
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
@@ -180,6 +181,11 @@ def world_result(trace: Trace, op: F.Op, before: int) -> WorldResult:
     if found is None:
         found = entry[2][key] = _world_result(trace, op, before)
     return found
+
+
+def crash_indexes(trace: Trace) -> tuple[int, ...]:
+    """The trace's crashes' indexes, in trace order (remembered for the trace)."""
+    return _crash_indexes(trace)
 
 
 @by_identity(2)
@@ -334,7 +340,7 @@ def publications(trace: Trace) -> tuple[Publication, ...]:
 
 @by_identity(32)  # an operation is asked about once per publication check
 def _execution_ids(op: F.Op) -> frozenset[str]:
-    return frozenset({execution_id_for(*op.key)} | {v.identity.execution_id for _, v in op.views})
+    return frozenset({execution_id_for(*op.key)} | {v.identity.execution_id for v in F.distinct_views(op)})
 
 
 def publications_of(pubs: tuple[Publication, ...], op: F.Op, before: int | None = None) -> tuple[Publication, ...]:
@@ -358,11 +364,28 @@ def _all_publications_of(pubs: tuple[Publication, ...], op: F.Op) -> tuple[Publi
     if found is not None and found[0] is pubs and found[1] is op:
         return found[2]
     exec_ids = _execution_ids(op)
-    mine = tuple(p for p in pubs if p.key == op.key or p.execution_id in exec_ids)
+    by_key, by_execution_id = _publication_index(pubs)
+    positions = set(by_key.get(op.key, ()))
+    for execution_id in exec_ids:
+        positions.update(by_execution_id.get(execution_id, ()))
+    mine = tuple(pubs[at] for at in sorted(positions))
     if len(_PUBLICATIONS_OF) >= _PUBLICATIONS_OF_MAX:
         _PUBLICATIONS_OF.clear()
     _PUBLICATIONS_OF[key] = (pubs, op, mine)
     return mine
+
+
+@by_identity(2)
+def _publication_index(pubs: tuple[Publication, ...]
+                       ) -> tuple[dict[F.OpKey, list[int]], dict[str, list[int]]]:
+    """The publications' positions by (session, call id) and by execution id (so an
+    operation's are found without reading every publication)."""
+    by_key: dict[F.OpKey, list[int]] = {}
+    by_execution_id: dict[str, list[int]] = {}
+    for at, pub in enumerate(pubs):
+        by_key.setdefault(pub.key, []).append(at)
+        by_execution_id.setdefault(pub.execution_id, []).append(at)
+    return by_key, by_execution_id
 
 
 def probe_at(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
@@ -405,7 +428,7 @@ def _readings_by_label(trace: Trace) -> dict[str, tuple[list[int], list[Observat
 def view_in(point: ObservationPoint | None, op: F.Op) -> OperationView | None:
     if point is None:
         return None
-    return point.observation.operation(op.tool_call_id, op.session_id)
+    return find_op(point.observation, (op.session_id, op.tool_call_id))
 
 
 def action_problems(status: str, actions: frozenset[str], hard_denial: bool) -> list[str]:
@@ -493,7 +516,7 @@ def op_of(ops: dict[F.OpKey, F.Op], pub: Publication) -> F.Op | None:
         return ops[pub.key]
     for op in ops.values():
         if execution_id_for(*op.key) == pub.execution_id or any(
-                v.identity.execution_id == pub.execution_id for _, v in op.views):
+                v.identity.execution_id == pub.execution_id for v in F.distinct_views(op)):
             return op
     return None
 

@@ -18,10 +18,12 @@ problem is reported once per (session, call, kind), at the first request that sh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from harness.criteria import answer_provenance as P
 from harness.trace.identity_memo import by_identity
 from harness.trace.record import Kind, Trace, TraceEvent
+from harness.trace.sequence_delta import common_prefix
 
 DUPLICATE = "answered twice"
 ORPHAN = "answers no call before it"
@@ -51,12 +53,30 @@ def misplaced_results(trace: Trace) -> tuple[Misplaced, ...]:
     imported = P.imported_lengths(trace)
     found: list[Misplaced] = []
     reported: set[tuple[str, str, str]] = set()
+    # Per session, the latest request's messages, history and the walk's state at their
+    # end: a request carrying the very message objects of its session's previous one (and
+    # the same imported history) walks on from there, since walking them again would find
+    # the same state and only problems already reported for this session.
+    latest: dict[str, tuple[list[Any], int, dict[str, int], dict[str, int]]] = {}
     for request in trace.of_kind(Kind.MODEL_REQUEST):
         session_id = str(request.data.get("session_id", ""))
         history = imported.get(request.index, 0)
         emitted: dict[str, int] = {}  # call id -> position of the latest message emitting it
         answered: dict[str, int] = {}  # call id -> position of its result since then
-        for position, message in enumerate(request.data.get("messages") or ()):
+        sent = request.data.get("messages") or ()
+        if type(sent) is not list:
+            sent = list(sent)  # walked the same; not kept (a copy is never shared)
+            kept_for_next = False
+        else:
+            kept_for_next = True
+        start = 0
+        before = latest.get(session_id)
+        if kept_for_next and before is not None and before[1] == history \
+                and len(before[0]) <= len(sent) and common_prefix(before[0], sent) == len(before[0]):
+            # taken over: the previous request's walk is not needed again
+            start, emitted, answered = len(before[0]), before[2], before[3]
+        for position in range(start, len(sent)):
+            message = sent[position]
             if not isinstance(message, dict):
                 continue
             role = message.get("role")
@@ -83,4 +103,8 @@ def misplaced_results(trace: Trace) -> tuple[Misplaced, ...]:
             if problem is not None and (session_id, call_id, problem) not in reported:
                 reported.add((session_id, call_id, problem))
                 found.append(Misplaced(request, position, call_id, problem, answered.get(call_id)))
+        if kept_for_next:
+            latest[session_id] = (sent, history, emitted, answered)
+        else:
+            latest.pop(session_id, None)
     return tuple(found)

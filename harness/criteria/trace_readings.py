@@ -20,6 +20,9 @@ Conventions relied on (documented in ``harness/trace/record.py``):
 
 from __future__ import annotations
 
+import bisect
+import hashlib
+import threading
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Iterable, Iterator, Mapping
@@ -39,9 +42,11 @@ from harness.contract import (
     execution_id_for,
     from_json,
 )
+from harness.criteria import reading_changes
 from harness.criteria.base import Evidence
 from harness.trace.identity_memo import by_identity
-from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent, positions_by_kind
+from harness.trace.sequence_delta import common_prefix
 
 OpKey = tuple[str, str]
 """(session_id, tool_call_id): the identity of one operation across instances."""
@@ -272,7 +277,47 @@ def request_instance(event: TraceEvent) -> int:
 
 
 def messages_key(event: TraceEvent) -> str:
-    return canonical_json(event.data.get("messages", []))
+    """A key equal for two requests exactly when their messages have the same canonical
+    JSON (a SHA-256 of that text, with its length): a session's requests repeat the
+    conversation so far, so the text of a request that carries the very message objects of
+    the session's previous one is hashed on from where that one ended."""
+    return _MESSAGES_KEYS.key(event)
+
+
+class _MessagesKeys:
+    """:func:`messages_key`, hashed on from the previous request of the same session."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[Any, tuple[list[Any], Any, int]] = {}
+        """Per session: the latest request's messages (held), the hash of "[" and their texts
+        joined with ",", and that text's length."""
+
+    def key(self, event: TraceEvent) -> str:
+        messages = event.data.get("messages", [])
+        if type(messages) is not list:
+            return canonical_json(messages)
+        session = repr(event.data.get("session_id"))
+        with self._lock:
+            latest = self._latest.get(session)
+        if latest is not None and len(latest[0]) <= len(messages) \
+                and common_prefix(latest[0], messages) == len(latest[0]):
+            running, size, start = latest[1].copy(), latest[2], len(latest[0])
+        else:
+            running, size, start = hashlib.sha256(b"["), 1, 0
+        for at in range(start, len(messages)):
+            text = (("," if at else "") + canonical_json(messages[at])).encode()
+            running.update(text)
+            size += len(text)
+        with self._lock:
+            if len(self._latest) > 64:
+                self._latest.clear()
+            self._latest[session] = (messages, running.copy(), size)
+        running.update(b"]")
+        return f"{size + 1}:{running.hexdigest()}"
+
+
+_MESSAGES_KEYS = _MessagesKeys()
 
 
 def tool_message(request: TraceEvent, tool_call_id: str) -> dict[str, Any] | None:
@@ -289,19 +334,43 @@ def request_rule_states(
     preparation began (its ``before_model_request`` hit) and those in force when the world
     received it. A change landing in between may apply from the next request."""
     session = str(request.data.get("session_id", ""))
-    previous = max((e.index for e in model_requests(trace)
-                    if e.index < request.index and e.data.get("session_id") == session
-                    and request_instance(e) == request_instance(request)), default=-1)
-    hits = [e.index for e in trace.of_kind(Kind.FAILPOINT)
-            if previous < e.index < request.index and e.data.get("name") == "before_model_request"
-            and e.instance == request.instance
-            and (e.data.get("context") or {}).get("session_id", session) == session]
+    by_sender, hits_by_instance = _request_neighbours(trace)
+    sent = by_sender.get((session, request_instance(request)), [])
+    at = bisect.bisect_left(sent, request.index)
+    previous = sent[at - 1] if at else -1
+    hits = []
+    indexes, events = hits_by_instance.get(request.instance, ((), ()))
+    for at in range(bisect.bisect_right(indexes, previous), len(indexes)):
+        if indexes[at] >= request.index:
+            break
+        if (events[at].data.get("context") or {}).get("session_id", session) == session:
+            hits.append(indexes[at])
+            break  # the first one is all that is read
     states = [rules_in_force(trace, session, request.index, changes)]
     if hits:
         earlier = rules_in_force(trace, session, hits[0], changes)
         if earlier != states[0]:
             states.insert(0, earlier)
     return tuple(states)
+
+
+@by_identity(2)
+def _request_neighbours(trace: Trace) -> tuple[dict[tuple[Any, int], list[int]],
+                                              dict[int, tuple[list[int], list[TraceEvent]]]]:
+    """The model requests' indexes by (session id, sending instance), and the
+    ``before_model_request`` hits' indexes and events by instance, in trace order (what
+    :func:`request_rule_states` looks between)."""
+    by_sender: dict[tuple[Any, int], list[int]] = {}
+    for event in sorted(model_requests(trace), key=lambda e: e.index):
+        by_sender.setdefault((event.data.get("session_id"), request_instance(event)), []).append(
+            event.index)
+    hits: dict[int, tuple[list[int], list[TraceEvent]]] = {}
+    for event in sorted(trace.of_kind(Kind.FAILPOINT), key=lambda e: e.index):
+        if event.data.get("name") == "before_model_request":
+            indexes, events = hits.setdefault(event.instance, ([], []))
+            indexes.append(event.index)
+            events.append(event)
+    return by_sender, hits
 
 
 def op_failpoint_before(trace: Trace, key: OpKey, names: Iterable[str], index: int) -> TraceEvent | None:
@@ -389,14 +458,13 @@ def _call_catalogue(trace: Trace) -> dict[OpKey, tuple[str, dict[str, Any]]]:
     for event in trace.of_kind(Kind.TOOL_EXECUTED, Kind.TOOL_UNAVAILABLE, Kind.APPROVAL_PROMPT):
         d = event.data
         put((d.get("session_id", ""), d.get("tool_call_id", "")), d.get("tool"), d.get("args"))
-    for event in model_requests(trace):
-        for message in event.data.get("messages", []):
-            for call in message.get("tool_calls") or ():
-                put((event.data.get("session_id", ""), call.get("tool_call_id", "")),
-                    call.get("tool"), call.get("args"))
-    for point in trace.observations:
-        for op in point.observation.operations:
-            put((op.session_id, op.identity.tool_call_id), op.tool, op.args)
+    # the messages and rows each request and reading adds (the others were put already)
+    for event, _, message in reading_changes.new_messages(trace):
+        for call in message.get("tool_calls") or ():
+            put((event.data.get("session_id", ""), call.get("tool_call_id", "")),
+                call.get("tool"), call.get("args"))
+    for _, op in reading_changes.new_rows(trace):
+        put((op.session_id, op.identity.tool_call_id), op.tool, op.args)
     return found
 
 
@@ -566,7 +634,25 @@ def ledger_key(event: TraceEvent) -> OpKey:
 
 
 def ledger_rows_for(trace: Trace, key: OpKey) -> tuple[TraceEvent, ...]:
-    return tuple(e for e in trace.ledger() if ledger_key(e) == key)
+    """The ledger rows of one operation, in order (from an index built once per trace)."""
+    try:
+        return _ledger_by_key(trace).get(key, ())
+    except TypeError:  # a key that cannot be hashed (data a hand-built trace holds)
+        return tuple(e for e in trace.ledger() if ledger_key(e) == key)
+
+
+@by_identity(2)
+def _ledger_by_key(trace: Trace) -> dict[Any, tuple[TraceEvent, ...]]:
+    grouped: dict[Any, list[TraceEvent]] = {}
+    unhashable: list[TraceEvent] = []
+    for event in trace.ledger():
+        try:
+            grouped.setdefault(ledger_key(event), []).append(event)
+        except TypeError:
+            unhashable.append(event)
+    if unhashable:
+        raise TypeError("a ledger row's key cannot be hashed")  # scanned instead
+    return {key: tuple(rows) for key, rows in grouped.items()}
 
 
 def last_row_before(trace: Trace, key: OpKey, index: int) -> TraceEvent | None:
@@ -600,7 +686,43 @@ def expected_outcome(row: TraceEvent) -> str:
 
 
 def find_op(obs: Observation, key: OpKey) -> OperationView | None:
-    return obs.operation(key[1], key[0])
+    """``obs.operation(call id, session)``: the first record of the call in the reading,
+    from an index kept up to date as the readings change (:class:`_FirstRecords`)."""
+    operations = obs.operations
+    if type(operations) is not tuple or type(obs) is not Observation or key[0] is None:
+        return obs.operation(key[1], key[0])
+    return _FIRST_RECORDS.find(operations, key)
+
+
+class _FirstRecords:
+    """Each call's first record in the latest ``operations`` asked about, updated from the
+    rows past the head it shares with the one asked before (readings are asked about
+    mostly in trace order, and each changes a row or two)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rows: tuple[Any, ...] = ()
+        self._first: dict[OpKey, int] = {}
+
+    def find(self, rows: tuple[Any, ...], key: OpKey) -> OperationView | None:
+        with self._lock:
+            if rows is not self._rows:
+                kept = common_prefix(self._rows, rows)
+                first = self._first
+                for at in range(kept, len(self._rows)):
+                    view = self._rows[at]
+                    found = (view.session_id, view.identity.tool_call_id)
+                    if first.get(found) == at:
+                        del first[found]
+                for at in range(kept, len(rows)):
+                    view = rows[at]
+                    first.setdefault((view.session_id, view.identity.tool_call_id), at)
+                self._rows = rows
+            at = self._first.get(key)
+            return None if at is None else rows[at]
+
+
+_FIRST_RECORDS = _FirstRecords()
 
 
 def ops_for(obs: Observation, key: OpKey) -> tuple[OperationView, ...]:
@@ -624,6 +746,20 @@ def find_wait(obs: Observation, wait_id: str) -> ApprovalWaitView | None:
 def probe_for(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint | None:
     """The probe read while the world handled ``event`` (same index, or the first one
     labelled so after it and before the next event of the same kind)."""
+    by_kind = positions_by_kind(trace)
+    labelled = _points_by_label(trace).get(label, ((), ()))
+    if by_kind is not None and labelled is not None:
+        # found by bisection: the events' indexes are their positions, and this label's
+        # points were recorded in index order
+        same_kind = by_kind.get(event.kind, ())
+        after = bisect.bisect_right(same_kind, event.index)
+        bound = same_kind[after] if after < len(same_kind) else None
+        indexes, found = labelled
+        at = bisect.bisect_left(indexes, event.index)
+        if at == len(found):
+            return None
+        point = found[at]
+        return None if bound is not None and point.index >= bound else point
     later_same_kind = [e.index for e in trace.events if e.kind == event.kind and e.index > event.index]
     bound = later_same_kind[0] if later_same_kind else None
     for point in trace.observations:
@@ -633,6 +769,21 @@ def probe_for(trace: Trace, event: TraceEvent, label: str) -> ObservationPoint |
             return None
         return point
     return None
+
+
+@by_identity(2)
+def _points_by_label(trace: Trace) -> dict[str, tuple[tuple[int, ...], tuple[ObservationPoint, ...]] | None]:
+    """Per label, its points' indexes and the points, in recording order; None for a label
+    whose points were not recorded in index order (then :func:`probe_for` scans)."""
+    grouped: dict[str, list[ObservationPoint]] = {}
+    for point in trace.observations:
+        grouped.setdefault(point.label, []).append(point)
+    found: dict[str, tuple[tuple[int, ...], tuple[ObservationPoint, ...]] | None] = {}
+    for label, group in grouped.items():
+        indexes = tuple(point.index for point in group)
+        ordered = all(a <= b for a, b in zip(indexes, indexes[1:]))
+        found[label] = (indexes, tuple(group)) if ordered else None
+    return found
 
 
 def durable_points_after(trace: Trace, index: int, labels: Iterable[str] = DURABLE_LABELS) -> tuple[ObservationPoint, ...]:

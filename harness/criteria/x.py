@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from harness.contract import (
     Delivery,
@@ -29,7 +29,8 @@ from harness.criteria import recovery_reports
 from harness.criteria import result_messages as R
 from harness.criteria.base import Criterion, Evidence, Verdict, judge
 from harness.trace.identity_memo import by_identity
-from harness.trace.record import Kind, Trace, TraceEvent
+from harness.trace.record import Kind, ObservationPoint, Trace, TraceEvent
+from harness.trace.sequence_delta import common_prefix
 
 STAGE = "x"
 
@@ -77,80 +78,32 @@ def check_x1(trace: Trace) -> Verdict:
         rows_up_to = _up_to(op.rows)
         unavailable_up_to = _up_to(op.unavailable)
         states: dict[int, tuple[Any, Any, Any]] = {}  # by view: readings share view objects
-        for point, view in op.views:
+        for view, run_points in _x1_segments(trace, op, pubs):
+            # One segment: the same view, and no event of the operation (ledger row, refused
+            # start, publication) nor crash between its readings, so each reading's answer
+            # is the same but for its label's "probe:" and its own place in the notes. Judged
+            # once each way; only a segment where either way finds fault is read reading by
+            # reading (the notes name every reading, as before).
             state = states.get(id(view))
             if state is None:
                 state = states[id(view)] = (
                     F.value(view.permission), F.value(view.outcome), F.value(view.delivery))
-            permission, outcome, delivery = state
-            bad = []
-            if permission not in _PERMISSIONS:
-                bad.append(f"permission={permission!r}")
-            if outcome not in _OUTCOMES:
-                bad.append(f"outcome={outcome!r}")
-            if delivery not in _DELIVERIES:
-                bad.append(f"delivery={delivery!r}")
-            if bad:
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': value(s) outside the three state sets: "
-                    + ", ".join(bad), (point.index,)))
-                continue
-            ran_before = rows_up_to(point.index)
-            refused_before = unavailable_up_to(point.index)
-            if permission == "deny" and not ran_before and outcome != "not_started":
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
-                    f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
-                    (point.index,)))
-                continue
-            if outcome in ("succeeded", "failed") and not ran_before and op.served:
-                # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
-                # either: failed would claim a run with possible partial effects
-                violations.append(_ev(
-                    f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
-                    f"no execution before this observation; outcome must answer 'did it run'",
-                    (point.index,)))
-                continue
-            if delivery == "pending":
-                continue
-            judged = True
-            if outcome == "not_started":
-                if ran_before:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as not_started though the ledger "
-                        f"shows its execution", (point.index, ran_before[-1].index),
-                        (int(ran_before[-1].data.get("ledger_seq", -1)),)))
-                elif permission != "deny" and not refused_before:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as not_started with permission "
-                        f"{permission!r}; only a pre-call denial or a start the world refused is "
-                        f"not_started", (point.index,)))
-            elif outcome in ("succeeded", "failed"):
-                world = O.world_result(trace, op, point.index + 1)
-                # read mid-pipeline, the store may still hold the result of the run before
-                # the one in flight (an escalated re-run, before its save); asked only when
-                # the world's result differs (X1 asks at every reading of every operation)
-                in_flight_at = ran_before[-1].index if point.label.startswith("probe:") else None
-                in_flight = (O.world_result(trace, op, in_flight_at).outcome
-                             if in_flight_at is not None and outcome != world.outcome else None)
-                if world.outcome in ("succeeded", "failed") and outcome not in (world.outcome, in_flight):
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': saved as {outcome!r}, the world says "
-                        f"{world.outcome!r} ({world.grounds})", (point.index, *world.evidence),
-                        tuple(int(r.data.get("ledger_seq", -1)) for r in ran_before[-1:])))
-            if delivery == "projected" and not unpublished_reported:
-                shown = O.publications_of(pubs, op, point.index + 1)
-                matching = [p for p in shown if p.outcome == outcome]
-                unpublished_reported = not matching  # once per operation: the first read says it
-                if not shown:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': delivery is projected but the UI never "
-                        f"received a projection of it", (point.index,)))
-                elif not matching:
-                    violations.append(_ev(
-                        f"{F.describe(op)} at '{point.label}': delivery is projected with outcome "
-                        f"{outcome!r} but the UI only received {sorted({p.outcome for p in shown})}",
-                        (point.index, shown[-1].event.index)))
+            first = run_points[0]
+            if len(run_points) > 1:
+                probe_way = _x1_reading(trace, op, pubs, first, view, state, rows_up_to,
+                                        unavailable_up_to, unpublished_reported, probe=True)
+                other_way = _x1_reading(trace, op, pubs, first, view, state, rows_up_to,
+                                        unavailable_up_to, unpublished_reported, probe=False)
+                if not probe_way[0] and not other_way[0] and probe_way[1:] == other_way[1:]:
+                    judged = judged or probe_way[1]
+                    unpublished_reported = probe_way[2]
+                    continue
+            for point in run_points:
+                found, judged_here, unpublished_reported = _x1_reading(
+                    trace, op, pubs, point, view, state, rows_up_to, unavailable_up_to,
+                    unpublished_reported, probe=None)
+                violations += found
+                judged = judged or judged_here
         if judged:
             exercised += 1
     for pub in pubs:
@@ -173,6 +126,119 @@ def check_x1(trace: Trace) -> Verdict:
                 f"{F.describe(op)}: the UI was shown outcome {pub.outcome!r} while the saved result "
                 f"says {F.value(view.outcome)!r}", (pub.event.index, probe.index)))
     return judge("X1", exercised, violations, "no saved result was read back from the store")
+
+
+def _x1_segments(trace: Trace, op: F.Op, pubs: tuple[O.Publication, ...]
+                 ) -> Iterator[tuple[Any, Sequence[ObservationPoint]]]:
+    """The operation's readings in order, cut into segments of one view with none of the
+    operation's ledger rows, refused starts and publications, nor any crash, between a
+    segment's readings (what X1's answer at a reading depends on, besides the view)."""
+    views = op.views
+    if not isinstance(views, F.ViewPairs):
+        for point, view in views:
+            yield view, (point,)
+        return
+    cuts = sorted({*(e.index for e in op.rows), *(e.index for e in op.unavailable),
+                   *(p.event.index for p in O.publications_of(pubs, op)),
+                   *O.crash_indexes(trace)})
+    for run in views.runs:
+        run_points = views.points_of(run)
+        first, last = run_points[0].index, run_points[-1].index
+        start = 0
+        for cut in cuts[bisect.bisect_left(cuts, first):bisect.bisect_left(cuts, last)]:
+            # readings at or before the cut see it, those after do not
+            stop = bisect.bisect_right(run_points, cut, lo=start, key=_point_index)
+            if stop > start:
+                yield run.view, run_points[start:stop]
+                start = stop
+        if start < len(run_points):
+            yield run.view, run_points[start:]
+
+
+def _point_index(point: ObservationPoint) -> int:
+    return point.index
+
+
+def _x1_reading(trace: Trace, op: F.Op, pubs: tuple[O.Publication, ...], point: ObservationPoint,
+                view: Any, state: tuple[Any, Any, Any],
+                rows_up_to: Callable[[int], Sequence[TraceEvent]],
+                unavailable_up_to: Callable[[int], Sequence[TraceEvent]],
+                unpublished_reported: bool, probe: bool | None
+                ) -> tuple[list[Evidence], bool, bool]:
+    """X1 at one reading of one operation: the violations, whether a saved result was
+    judged, and whether the missing publication is reported now. ``probe`` overrides
+    whether the reading is a probe (None: its label says)."""
+    violations: list[Evidence] = []
+    permission, outcome, delivery = state
+    bad = []
+    if permission not in _PERMISSIONS:
+        bad.append(f"permission={permission!r}")
+    if outcome not in _OUTCOMES:
+        bad.append(f"outcome={outcome!r}")
+    if delivery not in _DELIVERIES:
+        bad.append(f"delivery={delivery!r}")
+    if bad:
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': value(s) outside the three state sets: "
+            + ", ".join(bad), (point.index,)))
+        return violations, False, unpublished_reported
+    ran_before = rows_up_to(point.index)
+    refused_before = unavailable_up_to(point.index)
+    if permission == "deny" and not ran_before and outcome != "not_started":
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': a pre-call denial (deny, no ledger row) "
+            f"is recorded with outcome {outcome!r}; a denial is deny/not_started",
+            (point.index,)))
+        return violations, False, unpublished_reported
+    if outcome in ("succeeded", "failed") and not ran_before and op.served:
+        # a tool that could not start (TOOL_UNAVAILABLE, no ledger row) did not run
+        # either: failed would claim a run with possible partial effects
+        violations.append(_ev(
+            f"{F.describe(op)} at '{point.label}': outcome {outcome!r} but the ledger shows "
+            f"no execution before this observation; outcome must answer 'did it run'",
+            (point.index,)))
+        return violations, False, unpublished_reported
+    if delivery == "pending":
+        return violations, False, unpublished_reported
+    if outcome == "not_started":
+        if ran_before:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as not_started though the ledger "
+                f"shows its execution", (point.index, ran_before[-1].index),
+                (int(ran_before[-1].data.get("ledger_seq", -1)),)))
+        elif permission != "deny" and not refused_before:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as not_started with permission "
+                f"{permission!r}; only a pre-call denial or a start the world refused is "
+                f"not_started", (point.index,)))
+    elif outcome in ("succeeded", "failed"):
+        world = O.world_result(trace, op, point.index + 1)
+        # read mid-pipeline, the store may still hold the result of the run before
+        # the one in flight (an escalated re-run, before its save); asked only when
+        # the world's result differs (X1 asks at every reading of every operation)
+        is_probe = point.label.startswith("probe:") if probe is None else probe
+        in_flight_at = ran_before[-1].index if is_probe else None
+        in_flight = (O.world_result(trace, op, in_flight_at).outcome
+                     if in_flight_at is not None and outcome != world.outcome else None)
+        if world.outcome in ("succeeded", "failed") and outcome not in (world.outcome, in_flight):
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': saved as {outcome!r}, the world says "
+                f"{world.outcome!r} ({world.grounds})", (point.index, *world.evidence),
+                tuple(int(r.data.get("ledger_seq", -1)) for r in ran_before[-1:])))
+    if delivery == "projected" and not unpublished_reported:
+        shown = O.publications_of(pubs, op, point.index + 1)
+        matching = [p for p in shown if p.outcome == outcome]
+        unpublished_reported = not matching  # once per operation: the first read says it
+        if not shown:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': delivery is projected but the UI never "
+                f"received a projection of it", (point.index,)))
+        elif not matching:
+            violations.append(_ev(
+                f"{F.describe(op)} at '{point.label}': delivery is projected with outcome "
+                f"{outcome!r} but the UI only received {sorted({p.outcome for p in shown})}",
+                (point.index, shown[-1].event.index)))
+    return violations, True, unpublished_reported
 
 
 def _up_to(events: tuple[TraceEvent, ...]) -> Callable[[int], Sequence[TraceEvent]]:
@@ -271,6 +337,69 @@ def _duplicates(observation: Any) -> tuple[list[tuple[tuple[str, str], int]],
             [(execution_id, keys) for execution_id, keys in by_exec.items() if len(keys) > 1])
 
 
+class _RecordCounts:
+    """How many records each call and each execution id has in the latest reading, kept up
+    to date from the change between readings (the rows past the head both share)."""
+
+    def __init__(self) -> None:
+        self._rows: Sequence[Any] = ()
+        self._by_call: dict[tuple[str, str], int] = {}
+        self._by_exec: dict[str, dict[tuple[str, str], int]] = {}
+        self._duplicated: set[tuple[str, str]] = set()
+        self._shared: set[str] = set()
+
+    def update(self, rows: Sequence[Any]) -> bool:
+        """Take ``rows`` as the latest reading's operations; does it hold a call with
+        several records, or an execution id shared by different calls?"""
+        if rows is not self._rows:
+            kept = common_prefix(self._rows, rows)
+            for view in self._rows[kept:]:
+                self._count(view, -1)
+            for view in rows[kept:]:
+                self._count(view, 1)
+            self._rows = rows
+        return bool(self._duplicated or self._shared)
+
+    def _count(self, view: Any, step: int) -> None:
+        key = (view.session_id, view.identity.tool_call_id)
+        count = self._by_call[key] = self._by_call.get(key, 0) + step
+        if count > 1:
+            self._duplicated.add(key)
+        else:
+            self._duplicated.discard(key)
+            if not count:
+                del self._by_call[key]
+        execution_id = view.identity.execution_id
+        keys = self._by_exec.setdefault(execution_id, {})
+        keys[key] = keys.get(key, 0) + step
+        if not keys[key]:
+            del keys[key]
+        if len(keys) > 1:
+            self._shared.add(execution_id)
+        else:
+            self._shared.discard(execution_id)
+            if not keys:
+                del self._by_exec[execution_id]
+
+
+def _first_of_each_run(op: F.Op, clean: set[int]) -> Iterator[tuple[ObservationPoint, Any]]:
+    """The operation's (reading, view) pairs, but of a run of readings sharing one view
+    object only the first once that view is in ``clean`` (it passed X2's record checks,
+    which read the view and the operation alone: every other reading of it would pass
+    again); every reading of a view that is not clean is given, as before."""
+    views = op.views
+    if not isinstance(views, F.ViewPairs):
+        yield from views
+        return
+    for run in views.runs:
+        run_points = views.points_of(run)
+        yield run_points[0], run.view
+        if id(run.view) in clean:
+            continue
+        for point in run_points[1:]:
+            yield point, run.view
+
+
 def check_x2(trace: Trace) -> Verdict:
     """Each operation is bound to execution_id_for(session, call id), the call id, the
     digest of the args the model emitted and a permission version of its session; a call
@@ -288,10 +417,15 @@ def check_x2(trace: Trace) -> Verdict:
     # successive points share observation objects: each one's duplicates are found once
     duplicates_of: dict[int, tuple[list[tuple[tuple[str, str], int]],
                                    list[tuple[str, set[tuple[str, str]]]]]] = {}
+    counts = _RecordCounts()
     for point in pts:
         found = duplicates_of.get(id(point.observation))
         if found is None:
-            found = duplicates_of[id(point.observation)] = _duplicates(point.observation)
+            # counted as the readings change (linear in the changes); read whole only when
+            # a reading holds a duplicate, to list them as before
+            found = duplicates_of[id(point.observation)] = (
+                _duplicates(point.observation) if counts.update(point.observation.operations)
+                else ([], []))
         for key, count in found[0]:
             violations.append(_ev(
                 f"{key[0]}/{key[1]}: {count} operation records for one call at '{point.label}'",
@@ -302,10 +436,16 @@ def check_x2(trace: Trace) -> Verdict:
                 f"at '{point.label}'", (point.index,)))
     final = pts[-1] if pts else None
     restarts = [e.index for e in trace.of_kind(Kind.CRASH, Kind.RESTART)]
+    final_counts: dict[tuple[str, str], int] = {}
+    if final is not None:
+        for v in final.observation.operations:
+            key = (v.session_id, v.identity.tool_call_id)
+            final_counts[key] = final_counts.get(key, 0) + 1
     for op in F.operations(trace).values():
         judged = False
+        last_read = op.views[-1][0].index if op.views else None  # readings in index order
         redelivered = len(op.served) > 1 or any(
-            op.first_seen < r and any(p.index > r for p, _ in op.views) for r in restarts)
+            op.first_seen < r and last_read is not None and last_read > r for r in restarts)
         expected_exec = execution_id_for(op.session_id, op.tool_call_id)
         emitted_digest = args_digest(op.tool, op.args) if op.args_source in ("served", "ledger") else None
         known_versions = F.versions(trace, op.session_id)
@@ -314,7 +454,7 @@ def check_x2(trace: Trace) -> Verdict:
         clean: set[int] = set()
         """Views (by id, held by ``op.views``) that passed every check below: the checks
         read the view and the operation alone, so the same object passes again."""
-        for point, view in op.views:
+        for point, view in _first_of_each_run(op, clean):
             judged = True
             if id(view) in clean:
                 continue
@@ -364,10 +504,7 @@ def check_x2(trace: Trace) -> Verdict:
         complete = [s for s in op.served if s.how == "end"]
         if complete and final is not None and final.index > complete[0].end_index:
             judged = True
-            count = sum(
-                1 for v in final.observation.operations
-                if (v.session_id, v.identity.tool_call_id) == op.key
-            )
+            count = final_counts.get(op.key, 0)
             if count == 0 and not _missing_excused(trace, op, complete[0].end_index):
                 violations.append(_ev(
                     f"{F.describe(op)}: the model emitted this call "
@@ -492,9 +629,22 @@ def _dangling_calls(trace: Trace) -> list[Evidence]:
     model requests alone (each request's own messages); a call the conversation ends with
     is the loop asking again (a call still pending at a request's end is not carried on)."""
     found: list[Evidence] = []
+    # Per session, the latest request's messages and what its walk found at the calls of
+    # those before its last message that is not a tool result (their walks ended inside
+    # it): a request carrying the very message objects of its session's previous one finds
+    # the same there, and walks afresh from that message on.
+    latest: dict[Any, tuple[list[Any], int, list[tuple[int, list[Any], Any]]]] = {}
     for request in F.model_requests(trace):
         messages = request.data.get("messages") or ()
-        for position, message in enumerate(messages):
+        session = repr(request.data.get("session_id"))
+        start, problems = 0, []
+        before = latest.get(session)
+        if type(messages) is list and before is not None and len(before[0]) <= len(messages) \
+                and common_prefix(before[0], messages) == len(before[0]):
+            start = before[1]
+            problems = [problem for problem in before[2] if problem[0] < start]
+        for position in range(start, len(messages)):
+            message = messages[position]
             if message.get("role") != "assistant" or not message.get("tool_calls"):
                 continue
             calls = [c.get("tool_call_id") for c in message.get("tool_calls") or ()]
@@ -505,12 +655,19 @@ def _dangling_calls(trace: Trace) -> list[Evidence]:
                     continue
                 missing = [c for c in calls if c not in answered]
                 if missing:
-                    found.append(_ev(
-                        f"request {request.data.get('request_id')} of {request.data.get('session_id')} "
-                        f"carries call(s) {', '.join(map(str, missing))} without their result, "
-                        f"followed by a {later.get('role')} message: the result never went back to "
-                        "the model before the conversation went on", (request.index,)))
+                    problems.append((position, missing, later.get("role")))
                 break
+        for _, missing, role in problems:
+            found.append(_ev(
+                f"request {request.data.get('request_id')} of {request.data.get('session_id')} "
+                f"carries call(s) {', '.join(map(str, missing))} without their result, "
+                f"followed by a {role} message: the result never went back to "
+                "the model before the conversation went on", (request.index,)))
+        if type(messages) is list:
+            last_other = len(messages) - 1
+            while last_other >= 0 and messages[last_other].get("role") == "tool":
+                last_other -= 1
+            latest[session] = (messages, max(last_other, 0), problems)
     return found
 
 
@@ -532,14 +689,13 @@ def check_x4(trace: Trace) -> Verdict:
     ops = F.operations(trace)
     crashes = F.crash_points(trace)
     for op in ops.values():
-        flagged = [
-            (p, v) for p, v in op.views
-            if v.reconciliation_required or F.value(v.outcome) == Outcome.UNKNOWN.value
-        ]
+        flagged = F.pairs_where(
+            op, lambda v: v.reconciliation_required or F.value(v.outcome) == Outcome.UNKNOWN.value)
         if not flagged:
             # an operation a crash interrupted, read back after it, counts as judged
+            last_read = F.last_read_index(op)  # readings in index order
             if any(
-                F.context_names_op(context, op) and any(p.index > crash.index for p, _ in op.views)
+                F.context_names_op(context, op) and last_read > crash.index
                 for crash, _, context in crashes
             ):
                 exercised += 1
@@ -676,7 +832,7 @@ def _kind_label(kind: str | None) -> str:
 def _decided_before(trace: Trace, op: F.Op, index: int) -> bool:
     """A permission decision is on record before ``index``: a PERMISSION_DECIDED event for
     this operation, or a stored view (up to the probe at ``index``) that allows it."""
-    exec_ids = {v.identity.execution_id for _, v in op.views} | {execution_id_for(*op.key)}
+    exec_ids = {v.identity.execution_id for v in F.distinct_views(op)} | {execution_id_for(*op.key)}
     for event, payload in trace.lifecycle_events():
         if event.index >= index or payload.get("type") != EventType.PERMISSION_DECIDED.value:
             continue

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 from harness.contract.canonical_text import canonical_text
 from harness.trace.flat_rows import flat_key
 from harness.trace.identity_memo import by_identity
+from harness.trace.sequence_delta import common_prefix, common_suffix
 from harness.contract import (
     Feature,
     Observation,
@@ -274,8 +275,9 @@ def trace_from_json(data: dict[str, Any]) -> Trace:
 
 
 def trace_canonical_json(trace: Trace) -> str:
-    """``canonical_json(to_json(trace))`` (what :func:`trace_digest` hashes): the pieces of
-    :func:`canonical_pieces` joined once."""
+    """``canonical_json(to_json(trace))``: the pieces of :func:`canonical_pieces` joined
+    once. (What :func:`trace_digest` hashes is :func:`digest_pieces`, whose size is linear
+    in the run's work: this text repeats every store reading whole.)"""
     return "".join(canonical_pieces(trace))
 
 
@@ -363,11 +365,12 @@ def _remember_digest(trace: Trace, digest: str) -> None:
 
 
 def digest_and_find(trace: Trace, found: Callable[[str], bool]) -> tuple[str, bool]:
-    """:func:`trace_digest` of ``trace`` and whether ``found`` holds for a piece of its text
-    (:func:`canonical_pieces`), in one pass; the digest is remembered for the trace."""
+    """:func:`trace_digest` of ``trace`` and whether ``found`` holds for a piece of its
+    digest text (:func:`digest_pieces`: every string of the trace is in one of its pieces at
+    least once), in one pass; the digest is remembered for the trace."""
     hasher = hashlib.sha256()
     hit = False
-    for piece in canonical_pieces(trace):
+    for piece in digest_pieces(trace):
         if not hit and found(piece):
             hit = True
         hasher.update(piece.encode())
@@ -411,6 +414,10 @@ class _RowTexts:
                 self.by_value[key] = text
         self.by_object[id(row)] = (row, text)
         return text
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Do two rows have the same canonical text (identical ones do)?"""
+        return a is b or self.text(a) == self.text(b)
 
 
 def _observation_pieces(observation: Observation, rows: _RowTexts) -> Iterator[str]:
@@ -464,8 +471,178 @@ def _key_text(name: str) -> str:
 
 
 def trace_digest(trace: Trace) -> str:
-    """``sha256:`` + the hash of :func:`trace_canonical_json`'s UTF-8 text, fed piece by piece."""
+    """``sha256:`` + the hash of the UTF-8 text of :func:`digest_pieces` (digest version
+    :data:`DIGEST_VERSION`), fed piece by piece."""
     for held, digest in _DIGESTS:
         if held is trace:
             return digest
     return digest_and_find(trace, lambda piece: False)[0]
+
+
+# --------------------------------------------------------------------------- digest, version 2
+
+DIGEST_VERSION = 2
+"""The version of the text :func:`trace_digest` hashes. Version 1 hashed the canonical
+JSON of the whole trace (:func:`trace_canonical_json`), which holds every store reading
+whole and every model request's whole conversation: its size grew as the square of a
+session's length (about 9.7 GB at 1,000 calls). Version 2 (:func:`digest_pieces`) writes
+each reading and each request's messages as the change from the one before."""
+
+_DIGEST_HEADER = f"lifecycle-harness trace digest {DIGEST_VERSION}\n"
+_UNCHANGED = '"="'
+
+
+def digest_pieces(trace: Trace) -> Iterator[str]:
+    """The text :func:`trace_digest` hashes (version :data:`DIGEST_VERSION`), in pieces.
+
+    It is the canonical JSON of the trace (sorted members, as :func:`canonical_pieces`)
+    after a header line, except for two things written as changes, so its size is linear
+    in what the run did:
+
+    * a point's ``observation`` is ``"="`` when its content equals the previous point's
+      (the first point's previous is the empty :class:`Observation`), else an object with
+      each member: ``"="`` for a part (a tuple of rows) whose content is unchanged, else
+      ``[kept, kept_at_end, [rows...]]`` — the first ``kept`` and the last ``kept_at_end``
+      rows of the previous reading's part (each as long as it can be, the head first) with
+      the rows written between them —, and ``{"value": <its text>}`` for any other member
+      that changed; a value that is
+      not an :class:`Observation` is ``{"value": <its text>}`` (and the next point's
+      previous is the empty one);
+    * a ``model_request`` event's ``messages`` list is ``{"kept": k, "added": [...]}``: the
+      first ``k`` messages of the previous model request's list (the longest such head),
+      then the ones written; a ``messages`` that is not a list is ``{"value": ...}``.
+
+    Each change can be undone given the previous value, so two traces with equal digests
+    are equal in content (up to hash collisions); and since rows and messages are compared
+    by their canonical text (identical objects being the shortcut), the text depends only on
+    the trace's content, never on which objects a run happened to share."""
+    rows = _RowTexts()
+    messages = _ValueTexts()
+    yield _DIGEST_HEADER
+    for at, name in enumerate(_TRACE_FIELDS_SORTED):
+        yield "," if at else "{"
+        yield _key_text(name)
+        yield ":"
+        value = getattr(trace, name)
+        if name == "events" and type(value) is tuple:
+            yield "["
+            previous_messages: list[Any] = []
+            for number, event in enumerate(value):
+                if number:
+                    yield ","
+                data = event.data
+                if event.kind != Kind.MODEL_REQUEST or type(data) is not dict \
+                        or "messages" not in data:
+                    yield canonical_text(event)
+                    continue
+                sent = data["messages"]
+                if type(sent) is list:
+                    kept = common_prefix(previous_messages, sent, messages.same)
+                    change: dict[str, Any] = {"kept": kept, "added": sent[kept:]}
+                    previous_messages = sent
+                else:
+                    change = {"value": sent}
+                yield canonical_text(TraceEvent(event.index, event.source, event.kind,
+                                                event.instance, {**data, "messages": change}))
+            yield "]"
+            continue
+        if name != "observations":
+            yield canonical_text(value)
+            continue
+        yield "["
+        previous: Observation = _EMPTY_OBSERVATION
+        for number, point in enumerate(value):
+            if number:
+                yield ","
+            for field_at, field_name in enumerate(_POINT_FIELDS_SORTED):
+                yield "," if field_at else "{"
+                yield _key_text(field_name)
+                yield ":"
+                member = getattr(point, field_name)
+                if field_name != "observation":
+                    yield canonical_text(member)
+                    continue
+                if member is previous:
+                    yield _UNCHANGED
+                    continue
+                if type(member) is not Observation:
+                    yield '{"value":'
+                    yield canonical_text(member)
+                    yield "}"
+                    previous = _EMPTY_OBSERVATION
+                    continue
+                yield from _observation_change(previous, member, rows)
+                previous = member
+            yield "}"
+        yield "]"
+    yield "}"
+
+
+_EMPTY_OBSERVATION = Observation()
+
+
+def _observation_change(previous: Observation, current: Observation,
+                        rows: "_RowTexts") -> Iterator[str]:
+    """``current`` written against ``previous`` (see :func:`digest_pieces`)."""
+    members: list[str] = []
+    changed = False
+    for name in _OBSERVATION_FIELDS_SORTED:
+        before, now = getattr(previous, name), getattr(current, name)
+        if now is before:
+            members.append(_UNCHANGED)
+            continue
+        if isinstance(now, (tuple, list)) and isinstance(before, (tuple, list)):
+            kept = common_prefix(before, now, rows.same)
+            kept_at_end = common_suffix(before, now, min(len(before), len(now)) - kept,
+                                        rows.same)
+            if kept + kept_at_end == len(before) == len(now):
+                members.append(_UNCHANGED)
+                continue
+            written = ",".join([rows.text(row) for row in now[kept:len(now) - kept_at_end]])
+            members.append(f"[{kept},{kept_at_end},[{written}]]")
+            changed = True
+            continue
+        text = canonical_text(now)
+        if not isinstance(before, (tuple, list)) and not isinstance(now, (tuple, list)) \
+                and text == canonical_text(before):
+            members.append(_UNCHANGED)
+            continue
+        members.append(f'{{"value":{text}}}')
+        changed = True
+    if not changed:
+        yield _UNCHANGED
+        return
+    yield "{"
+    for at, (name, text) in enumerate(zip(_OBSERVATION_FIELDS_SORTED, members)):
+        if at:
+            yield ","
+        yield _key_text(name)
+        yield ":"
+        yield text
+
+
+class _ValueTexts:
+    """The canonical text of JSON values (a request's messages), by object, for the objects
+    of the previous request and this one (a session's conversation repeats them)."""
+
+    def __init__(self) -> None:
+        self._before: dict[int, tuple[Any, str]] = {}
+        self._now: dict[int, tuple[Any, str]] = {}
+        self._size = 0
+
+    def text(self, value: Any) -> str:
+        seen = self._now.get(id(value)) or self._before.get(id(value))
+        if seen is None or seen[0] is not value:
+            seen = (value, canonical_text(value))
+            self._size += 1
+            if self._size > 2 * VALUE_TEXTS_KEPT:  # keep the latest ones only
+                self._before, self._now, self._size = self._now, {}, 0
+        self._now[id(value)] = seen
+        return seen[1]
+
+    def same(self, a: Any, b: Any) -> bool:
+        return a is b or self.text(a) == self.text(b)
+
+
+VALUE_TEXTS_KEPT = 100_000
+"""Messages whose text :class:`_ValueTexts` keeps (about a long conversation's worth)."""

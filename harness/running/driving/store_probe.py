@@ -27,6 +27,7 @@ from harness.running.driving.calls import Call, forget
 from harness.running.driving.state import RunState
 from harness.trace.flat_rows import flat_key
 from harness.trace.record import Kind, ObservationPoint
+from harness.trace.sequence_delta import common_prefix
 
 
 class CheckedParts:
@@ -48,7 +49,8 @@ class CheckedParts:
 
     def __init__(self) -> None:
         self._fields: dict[str, tuple[tuple[Any, ...], dict[int, Any]]] = {}
-        """Per field of the last observation that passed: its tuple and its rows by id."""
+        """Per field of the last observation that passed: its tuple and the rows checked in
+        that field so far, by id (held: the trace holds every reading anyway)."""
         self._flat_passed: set[Any] = set()
         """(expected type, value key (:func:`harness.trace.flat_rows.flat_key`)) of flat rows that
         passed: the check of a flat row depends on nothing but the type expected, its type
@@ -83,13 +85,17 @@ class CheckedParts:
             if kept is not None and kept[0] is value:
                 fields[name] = kept
                 continue
-            known = kept[1] if kept is not None else {}
-            rows: dict[int, Any] = {}
-            for row in value:
-                if known.get(id(row)) is not row and not self._passes(row_type, row):
-                    return False
-                rows[id(row)] = row
-            fields[name] = (value, rows)
+            # the head this tuple shares with the last one that passed (the same objects,
+            # found in C) is checked already; of the rest, rows checked before are known
+            head = common_prefix(kept[0], value) if kept is not None else 0
+            known = kept[1] if kept is not None else {}  # only rows that passed are added
+            for at in range(head, len(value)):
+                row = value[at]
+                if known.get(id(row)) is not row:
+                    if not self._passes(row_type, row):
+                        return False
+                    known[id(row)] = row
+            fields[name] = (value, known)
         self._fields = fields
         return True
 
