@@ -335,12 +335,15 @@ def _human_or_grant(auth: F.Authorization) -> bool:
     return auth.ok and auth.how != "classifier allow"
 
 
-def _world_allowed_the_whole(op: F.Op, revs: tuple[F.Review, ...]) -> bool:
+def _world_allowed_the_whole(op: F.Op, revs: tuple[F.Review, ...], *,
+                             own: bool = False) -> bool:
     """Did the world's classifier answer ``allow`` to this operation's complete canonical
-    args, byte for byte?"""
+    args, byte for byte? With ``own``, only in a review of this very call (reviews
+    :func:`F.reviews` linked to another call with the same args, an earlier twin's, do not
+    count: each call's own verdict is what its treatment is compared with)."""
     whole = canonical_json(op.args)
     return any(r.outcome == "allow" and r.operation == whole and r.session_id == op.session_id
-               and r.tool == op.tool for r in revs)
+               and r.tool == op.tool and (not own or r.op_key in (op.key, None)) for r in revs)
 
 
 def check_l2_3(trace: Trace) -> Verdict:
@@ -447,7 +450,10 @@ def check_l2_4(trace: Trace) -> Verdict:
             and twin.latest.identity.permission_version == op.latest.identity.permission_version
             # the world's classifier allowed the worded one as a whole and not the other: the
             # difference is the world's (a scripted verdict), not the wording's
-            and not (_world_allowed_the_whole(op, revs) and not _world_allowed_the_whole(twin, revs))
+            # (each judged by its own reviews: found by generation, an earlier call with the
+            # twin's very args was allowed in review 1, the twin itself timed out in review 3)
+            and not (_world_allowed_the_whole(op, revs, own=True)
+                     and not _world_allowed_the_whole(twin, revs, own=True))
             and {k: v for k, v in twin.args.items() if k != "description"}
             == {k: v for k, v in op.args.items() if k != "description"}
         ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from harness.contract import Feature, canonical_json, execution_id_for
 from harness.criteria import l2
 from harness.criteria.base import Status
@@ -494,6 +496,41 @@ def test_l2_4_the_worlds_own_allow_of_the_whole_operation_is_not_the_wordings_do
     b, _, row = _untrusted(worded_outcome="allow")
     verdict = v("L2.4", b.build())
     assert verdict.status is not Status.FAIL, [e.note for e in verdict.evidence]
+
+
+def _twin_after_an_allowed_copy(twin_outcome: str, twin_permission: str) -> Any:
+    """c1 (plain) and c2 (worded) allowed by the world and run; c3, with c1's very args,
+    answered ``twin_outcome`` by the world and stored ``twin_permission`` (not run)."""
+    s = session("s1", mode="auto", interactive=False)
+    b = TraceBuilder(s, tools=[("Bash", "bash")])
+    calls = (("c1", DROP_PLAIN, "allow"), ("c2", DROP_WORDED, "allow"),
+             ("c3", DROP_PLAIN, twin_outcome))
+    for call_id, args, outcome in calls:
+        b.model("s1", [call(call_id, "Bash", args)])
+        b.classifier("s1", "Bash", args, outcome)
+        b.failpoint("during_classifier_review", context={"session_id": "s1",
+                                                         "tool_call_id": call_id})
+        if call_id != "c3":
+            b.executed("s1", call_id, "Bash", args)
+    b.observe(*(op_view("s1", c, "Bash", a,
+                        permission=twin_permission if c == "c3" else "allow",
+                        decided_by="classifier", classifier_outcome=o) for c, a, o in calls))
+    return b.build()
+
+
+def test_l2_4_a_twin_the_world_itself_refused_is_not_the_wordings_doing():
+    """Found by generation (seed 101): an earlier call with the twin's very args was allowed
+    in review 1; the twin's own review timed out. The worded call's allow and the twin's
+    refusal are the world's verdicts, each on its own call."""
+    verdict = v("L2.4", _twin_after_an_allowed_copy("timeout", "deny"))
+    assert verdict.status is Status.PASS, [e.note for e in verdict.evidence]
+
+
+def test_l2_4_a_twin_refused_although_the_world_allowed_it_is_judged():
+    """The twin's own review an allow that the implementation refused anyway: the worded
+    call was treated more permissively than the world's verdicts account for."""
+    verdict = v("L2.4", _twin_after_an_allowed_copy("allow", "deny"))
+    assert verdict.status is Status.FAIL and "without that wording" in verdict.evidence[0].note
 
 
 def test_l2_4_fails_when_pre_approved_wording_lets_it_through():
