@@ -301,22 +301,29 @@ def _missing_excused(trace: Trace, op: F.Op, served_at: int) -> bool:
 
 
 def _superseded(trace: Trace, op: F.Op) -> bool:
-    """Two instances raced on one session and this call's answer lost: after the request
-    that served it was sent, another instance sent a request of the same session whose
-    conversation does not hold the call (the session moved on without it). An answer to a
-    conversation that is gone is dropped, not applied to the new one; nothing of it is
-    recorded. One instance alone never excuses itself this way: a second request of its
-    own for the same conversation is a retry (M4)."""
+    """Two instances raced on one session and this call's answer lost: another instance sent
+    a request of the same session whose conversation does not hold the call and is not an
+    older stage of the one this call answered (the session moved on without it) — after the
+    serving request, or before it when that request was a stale snapshot sent late (held
+    after its start while the other instance ran the turn: found by generation, seed 102).
+    An answer to a conversation that is gone is dropped, not applied to the new one; nothing
+    of it is recorded. One instance alone never excuses itself this way: a second request of
+    its own for the same conversation is a retry (M4)."""
     served = next((s for s in op.served if s.how == "end"), None)
     if served is None:
         return False
-    mine = trace.events[served.request_index].instance
+    serving = trace.events[served.request_index]
+    mine = serving.instance
+    answered = list(serving.data.get("messages", ()))
     for request in F.model_requests(trace, op.session_id):
-        if request.index <= served.request_index or request.instance == mine:
+        if request.index == served.request_index or request.instance == mine:
             continue
+        messages = list(request.data.get("messages", ()))
+        if request.index < served.request_index and answered[:len(messages)] == messages:
+            continue  # an older stage of the answered conversation: it moved nothing on
         carried = any(
             call.get("tool_call_id") == op.tool_call_id
-            for message in request.data.get("messages", ()) if message.get("role") == "assistant"
+            for message in messages if message.get("role") == "assistant"
             for call in message.get("tool_calls") or ())
         if not carried:
             return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 import json
 
@@ -115,6 +117,43 @@ def test_x1_not_exercised_without_observed_operations():
 
 
 # --------------------------------------------------------------------------- X2
+
+
+def _stale_answer_after_another_instance(moved_on: bool) -> Any:
+    """Instance 2 sends its request first (the conversation moved on by a second user
+    message when ``moved_on``); instance 1's request, started earlier and held, reaches the
+    world later with the first stage of the conversation and is answered c9, which
+    instance 1 drops; only c1 has a record."""
+    r = {"path": "/repo/a.txt"}
+    b = TraceBuilder("s1", tools=[("read_file", "read")])
+    b.turn("s1")
+    b.instance = 2
+    b.model("s1", [call("c1", "read_file", r)],
+            messages=[user(), user("again")] if moved_on else [user()])
+    b.executed("s1", "c1", "read_file", r)
+    b.instance = 1
+    b.model("s1", [call("c9", "read_file", r)], messages=[user()])
+    b.model("s1", messages=[user(), user("again"), assistant(call("c1", "read_file", r)),
+                            tool_result("c1")])
+    b.turn_returns("s1", "completed")
+    b.observe(op_view("s1", "c1", "read_file", r, outcome="succeeded"))
+    return b.build()
+
+
+def test_x2_a_stale_answer_sent_late_after_another_instance_moved_on_is_excused():
+    """Found by generation (seed 102): a concurrent turn held after its request's start
+    sends the old conversation once the other instance has finished the turn; the answer
+    to that gone conversation is dropped, and no record of its call is owed."""
+    verdict = v("X2", _stale_answer_after_another_instance(moved_on=True))
+    assert verdict.status is not Status.FAIL, [e.note for e in verdict.evidence]
+
+
+def test_x2_a_dropped_answer_the_other_instance_did_not_move_past_fails():
+    """The other instance's earlier request is an older stage of the same conversation: it
+    moved nothing on, so dropping c9 loses a call the model made."""
+    verdict = v("X2", _stale_answer_after_another_instance(moved_on=False))
+    assert verdict.status is Status.FAIL
+    assert any("c9" in e.note and "no record" in e.note for e in verdict.evidence)
 
 
 def test_x2_passes_when_a_duplicate_delivery_maps_to_one_record():
