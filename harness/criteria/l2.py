@@ -335,15 +335,17 @@ def _human_or_grant(auth: F.Authorization) -> bool:
     return auth.ok and auth.how != "classifier allow"
 
 
-def _world_allowed_the_whole(op: F.Op, revs: tuple[F.Review, ...], *,
-                             own: bool = False) -> bool:
+def _world_allowed_the_whole(op: F.Op, revs: tuple[F.Review, ...],
+                             trace: Trace | None = None) -> bool:
     """Did the world's classifier answer ``allow`` to this operation's complete canonical
-    args, byte for byte? With ``own``, only in a review of this very call (reviews
-    :func:`F.reviews` linked to another call with the same args, an earlier twin's, do not
-    count: each call's own verdict is what its treatment is compared with)."""
+    args, byte for byte? Given the ``trace``, only a timely allow in a review of this very
+    call counts (reviews :func:`F.reviews` linked to another call with the same args, an
+    earlier twin's, do not, and a verdict slower than the session's classifier timeout is a
+    timeout): each call's own verdict is what its treatment is compared with."""
     whole = canonical_json(op.args)
-    return any(r.outcome == "allow" and r.operation == whole and r.session_id == op.session_id
-               and r.tool == op.tool and (not own or r.op_key in (op.key, None)) for r in revs)
+    return any((r.outcome if trace is None else F.effective_outcome(trace, r)) == "allow"
+               and r.operation == whole and r.session_id == op.session_id and r.tool == op.tool
+               and (trace is None or r.op_key in (op.key, None)) for r in revs)
 
 
 def check_l2_3(trace: Trace) -> Verdict:
@@ -450,10 +452,11 @@ def check_l2_4(trace: Trace) -> Verdict:
             and twin.latest.identity.permission_version == op.latest.identity.permission_version
             # the world's classifier allowed the worded one as a whole and not the other: the
             # difference is the world's (a scripted verdict), not the wording's
-            # (each judged by its own reviews: found by generation, an earlier call with the
-            # twin's very args was allowed in review 1, the twin itself timed out in review 3)
-            and not (_world_allowed_the_whole(op, revs, own=True)
-                     and not _world_allowed_the_whole(twin, revs, own=True))
+            # (each judged by its own timely verdicts: found by generation, an earlier call
+            # with the twin's very args allowed in review 1 while the twin's own review timed
+            # out, seed 101; the twin's own allow came after the timeout, seed 105)
+            and not (_world_allowed_the_whole(op, revs, trace)
+                     and not _world_allowed_the_whole(twin, revs, trace))
             and {k: v for k, v in twin.args.items() if k != "description"}
             == {k: v for k, v in op.args.items() if k != "description"}
         ]

@@ -498,7 +498,8 @@ def test_l2_4_the_worlds_own_allow_of_the_whole_operation_is_not_the_wordings_do
     assert verdict.status is not Status.FAIL, [e.note for e in verdict.evidence]
 
 
-def _twin_after_an_allowed_copy(twin_outcome: str, twin_permission: str) -> Any:
+def _twin_after_an_allowed_copy(twin_outcome: str, twin_permission: str,
+                                twin_delay_s: float = 0.0) -> Any:
     """c1 (plain) and c2 (worded) allowed by the world and run; c3, with c1's very args,
     answered ``twin_outcome`` by the world and stored ``twin_permission`` (not run)."""
     s = session("s1", mode="auto", interactive=False)
@@ -507,7 +508,8 @@ def _twin_after_an_allowed_copy(twin_outcome: str, twin_permission: str) -> Any:
              ("c3", DROP_PLAIN, twin_outcome))
     for call_id, args, outcome in calls:
         b.model("s1", [call(call_id, "Bash", args)])
-        b.classifier("s1", "Bash", args, outcome)
+        b.classifier("s1", "Bash", args, outcome,
+                     delay_s=twin_delay_s if call_id == "c3" else 0.0)
         b.failpoint("during_classifier_review", context={"session_id": "s1",
                                                          "tool_call_id": call_id})
         if call_id != "c3":
@@ -523,6 +525,13 @@ def test_l2_4_a_twin_the_world_itself_refused_is_not_the_wordings_doing():
     in review 1; the twin's own review timed out. The worded call's allow and the twin's
     refusal are the world's verdicts, each on its own call."""
     verdict = v("L2.4", _twin_after_an_allowed_copy("timeout", "deny"))
+    assert verdict.status is Status.PASS, [e.note for e in verdict.evidence]
+
+
+def test_l2_4_a_twin_whose_own_allow_came_too_late_is_not_the_wordings_doing():
+    """Found by generation (seed 105): the twin's review answered allow after the session's
+    classifier timeout (a timeout, refused fail-closed); the worded call's timely allow ran."""
+    verdict = v("L2.4", _twin_after_an_allowed_copy("allow", "deny", twin_delay_s=1000.0))
     assert verdict.status is Status.PASS, [e.note for e in verdict.evidence]
 
 
