@@ -558,6 +558,20 @@ def end_all_children() -> int:
     return running
 
 
+def settle_children() -> None:
+    """Before this process exits (a ``--jobs`` worker, whose ``os._exit`` runs no atexit
+    hook): let every child it is stopping in the background end (each within
+    :data:`EXIT_WAIT_S`), then kill what is left (:func:`end_all_children`). A worker that
+    exited with an instance still stopping would orphan it to its parent, the subreaper,
+    where a sibling worker's scan for escaped processes takes it for a stray of its own
+    case: a false report against an implementation that did nothing wrong."""
+    for child in list(_LIVE):
+        reaper = child.reaper
+        if child.owner_pid == os.getpid() and reaper is not None:
+            reaper.join(EXIT_WAIT_S + 1.0)
+    end_all_children()
+
+
 class _Child:
     """One spawned implementation process and its endpoint (the harness side).
 

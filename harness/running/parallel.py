@@ -110,6 +110,9 @@ def _child(work: Callable[[int], Any], index: int, writer: Any, scratch: str,
         index = _next_case(next_case, parent)
         if index is None:
             break
+    from harness.remote.launcher import settle_children
+
+    settle_children()  # nothing of this worker's outlives it (see settle_children)
     writer.close()
 
 
