@@ -619,6 +619,7 @@ def _observation_change(previous: Observation, current: Observation,
         yield _key_text(name)
         yield ":"
         yield text
+    yield "}"
 
 
 class _ValueTexts:

@@ -42,6 +42,18 @@ def test_the_digest_names_its_version_and_is_not_the_whole_canonical_text(trace)
     assert len(text) < len(trace_canonical_json(trace)) * 0.6
 
 
+def test_the_digest_text_after_its_header_is_one_json_value(trace):
+    """Every change is a complete JSON value: a reading written as a change closes its
+    object (it once did not, leaving each changed point's object open)."""
+    import json
+
+    header, body = "".join(digest_pieces(trace)).split("\n", 1)
+    decoded = json.loads(body)
+    changed = [p["observation"] for p in decoded["observations"]
+               if isinstance(p["observation"], dict) and "value" not in p["observation"]]
+    assert changed and all(set(c) == set(dataclasses.asdict(Observation())) for c in changed)
+
+
 def test_equal_content_gives_equal_digests_whatever_objects_are_shared(trace):
     rebuilt = trace_from_json(trace_to_json(trace))  # no row, reading or message shared
     assert trace_digest(rebuilt) == trace_digest(trace)
