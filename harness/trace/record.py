@@ -275,84 +275,14 @@ def trace_from_json(data: dict[str, Any]) -> Trace:
 
 
 def trace_canonical_json(trace: Trace) -> str:
-    """``canonical_json(to_json(trace))``: the pieces of :func:`canonical_pieces` joined
-    once. (What :func:`trace_digest` hashes is :func:`digest_pieces`, whose size is linear
-    in the run's work: this text repeats every store reading whole.)"""
-    return "".join(canonical_pieces(trace))
+    """``canonical_json(to_json(trace))``, whole (for reading and tests: it repeats every
+    store reading whole; what :func:`trace_digest` hashes is :func:`digest_pieces`, whose
+    size is linear in the run's work)."""
+    return canonical_json(trace_to_json(trace))
 
 
-OBSERVATION_TEXTS_KEPT_CHARS = 8 * 1024 * 1024
-"""Observation texts :func:`canonical_pieces` keeps for points sharing an observation; past
-this much they are dropped and encoded again if needed (a run's readings are a few KB each
-and shared by neighbouring points; an implementation sending large fresh readings must not
-make the digest hold them all twice)."""
-OBSERVATION_TEXT_KEPT_CHARS = 1024 * 1024
-"""One observation's text is kept (for other points sharing it) only up to this size."""
 ROW_TEXT_KEPT_CHARS = 4096
 """A row whose text is longer is not kept for later readings (re-encoded if shared)."""
-TUPLE_TEXT_KEPT_CHARS = 1024 * 1024
-"""Likewise for a whole part of a reading (``operations``...)."""
-
-
-def canonical_pieces(trace: Trace) -> Iterator[str]:
-    """The text of :func:`trace_canonical_json` in pieces, in order: punctuation, one event,
-    one observation... so the digest and the scrub's search never hold the whole text (a
-    trace may carry tens of MB an implementation sent). An observation that several points
-    share is encoded once and spliced in (canonical JSON is sorted keys without whitespace,
-    so an object's text is its members' texts joined)."""
-    encoded: dict[int, tuple[Observation, str]] = {}
-    kept = 0
-    rows = _RowTexts()
-    for at, name in enumerate(_TRACE_FIELDS_SORTED):
-        yield "," if at else "{"
-        yield _key_text(name)
-        yield ":"
-        value = getattr(trace, name)
-        if name == "events" and type(value) is tuple:
-            yield "["
-            for number, event in enumerate(value):
-                if number:
-                    yield ","
-                yield canonical_text(event)
-            yield "]"
-            continue
-        if name != "observations":
-            yield canonical_text(value)
-            continue
-        yield "["
-        for number, point in enumerate(value):
-            if number:
-                yield ","
-            for field_at, field_name in enumerate(_POINT_FIELDS_SORTED):
-                yield "," if field_at else "{"
-                yield _key_text(field_name)
-                yield ":"
-                member = getattr(point, field_name)
-                if field_name != "observation":
-                    yield canonical_text(member)
-                    continue
-                seen = encoded.get(id(member))
-                if seen is not None and seen[0] is member:
-                    yield seen[1]
-                    continue
-                gathered: list[str] | None = []
-                size = 0
-                for piece in _observation_pieces(member, rows):
-                    yield piece
-                    size += len(piece)
-                    if gathered is not None:
-                        gathered.append(piece)
-                        if size > OBSERVATION_TEXT_KEPT_CHARS:
-                            gathered = None  # too large to keep: encoded again if shared
-                if gathered is not None:
-                    kept += size
-                    if kept > OBSERVATION_TEXTS_KEPT_CHARS:
-                        encoded.clear()
-                        kept = size
-                    encoded[id(member)] = (member, "".join(gathered))
-            yield "}"
-        yield "]"
-    yield "}"
 
 
 _DIGESTS: list[tuple[Trace, str]] = []
@@ -396,9 +326,6 @@ class _RowTexts:
 
     by_object: dict[int, tuple[Any, str]] = field(default_factory=dict)
     by_value: dict[Any, str] = field(default_factory=dict)
-    by_tuple: dict[int, tuple[tuple[Any, ...], str]] = field(default_factory=dict)
-    """A field's whole tuple of rows by object: an implementation that keeps the parts of
-    its store that did not change hands back the very same tuple in the next reading."""
 
     def text(self, row: Any) -> str:
         seen = self.by_object.get(id(row))
@@ -418,44 +345,6 @@ class _RowTexts:
     def same(self, a: Any, b: Any) -> bool:
         """Do two rows have the same canonical text (identical ones do)?"""
         return a is b or self.text(a) == self.text(b)
-
-
-def _observation_pieces(observation: Observation, rows: _RowTexts) -> Iterator[str]:
-    """``canonical_json(to_json(observation))`` in pieces, each row's text taken from
-    ``rows`` and each part (a tuple of rows) kept there when small: a large reading is
-    never held as one text."""
-    if type(observation) is not Observation:
-        yield canonical_text(observation)
-        return
-    for at, name in enumerate(_OBSERVATION_FIELDS_SORTED):
-        yield "," if at else "{"
-        yield _key_text(name)
-        yield ":"
-        value = getattr(observation, name)
-        if type(value) is not tuple:
-            yield canonical_text(value)
-            continue
-        seen = rows.by_tuple.get(id(value))
-        if seen is not None and seen[0] is value:
-            yield seen[1]
-            continue
-        gathered: list[str] | None = ["["]
-        size = 1
-        yield "["
-        for number, row in enumerate(value):
-            text = rows.text(row)
-            pieces = ("," + text,) if number else (text,)
-            yield pieces[0]
-            size += len(pieces[0])
-            if gathered is not None:
-                gathered.append(pieces[0])
-                if size > TUPLE_TEXT_KEPT_CHARS:
-                    gathered = None
-        yield "]"
-        if gathered is not None:
-            gathered.append("]")
-            rows.by_tuple[id(value)] = (value, "".join(gathered))
-    yield "}"
 
 
 _KEY_TEXTS: dict[str, str] = {}
@@ -495,7 +384,7 @@ _UNCHANGED = '"="'
 def digest_pieces(trace: Trace) -> Iterator[str]:
     """The text :func:`trace_digest` hashes (version :data:`DIGEST_VERSION`), in pieces.
 
-    It is the canonical JSON of the trace (sorted members, as :func:`canonical_pieces`)
+    It is the canonical JSON of the trace (sorted members, as :func:`trace_canonical_json`)
     after a header line, except for two things written as changes, so its size is linear
     in what the run did:
 
